@@ -1,0 +1,311 @@
+"""Static blocks: flatten tensor operators out of host code and group them (App. A.1, A.2).
+
+``lower_function`` rewrites one specialization's body so that
+
+- program calls and tensor operators nested in host statements move into
+  statements of their own (temporaries ``_tN``);
+- maximal static (hoistable, App. A.1) sub-expressions of recursion-
+  dependent tensor statements move into statements of their own, so the
+  hoisted part can run at a static depth;
+- each maximal run of consecutive tensor statements becomes static blocks
+  (grain-size coarsening, App. A.2): at most one hoisted block (static
+  depth) followed by one recursion-dependent block.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from acrobat.analysis.kinds import HOST, SharedK, Spec, TensorK, sdepth_of
+from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
+from acrobat.analysis.shared import SharedSlots
+from acrobat.errors import CompileError
+from acrobat.frontend import ir
+
+
+class _Lowerer:
+    def __init__(self, spec: Spec, slots: SharedSlots, block_ids: itertools.count, hoisting: bool, coarsening: bool):
+        self.spec = spec
+        self.hoisting = hoisting
+        self.coarsening = coarsening
+        self.slots = slots
+        self.block_ids = block_ids
+        self.temps = itertools.count()
+
+    def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
+        return CompileError(message, node.loc.file, node.loc.line, node.loc.col)
+
+    def kind(self, e: ir.Expr):
+        return self.spec.kinds.get(e.nid, HOST)
+
+    def temp(self, loc: ir.Loc, value: ir.Expr, kind) -> ir.Name:
+        name = f"_t{next(self.temps)}"
+        self.spec.var[name] = kind
+        return ir.Name(loc, name)
+
+    def is_op(self, e: ir.Expr) -> bool:
+        return e.nid in self.spec.ops
+
+    def is_static_op(self, e: ir.Expr) -> bool:
+        k = self.kind(e)
+        return self.hoisting and self.is_op(e) and isinstance(k, TensorK) and k.sdepth is not None
+
+    # -- flattening -------------------------------------------------------
+    def extract(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
+        """Rewrite ``e`` so that it holds no program call, and no tensor op unless ``in_op``."""
+        if isinstance(e, ir.Call) and e.callee[0] == "program" or isinstance(e, ir.Concurrent):
+            calls = e.calls if isinstance(e, ir.Concurrent) else [e]
+            lowered = [(self.spec.calls[c.nid], [self.extract(a, pre, False) for a in c.args]) for c in calls]
+            name = self.temp(e.loc, e, self.kind(e))
+            pre.append(ProgramCall(e.loc, ir.Target(name=name.id), lowered, isinstance(e, ir.Concurrent)))
+            self.spec.kinds[name.nid] = self.kind(e)
+            return name
+        if isinstance(e, (ir.BoolOp, ir.IfExp)) and any(
+                isinstance(x, ir.Call) and x.callee[0] == "program" for x in ir.walk(e)):
+            raise self.error(e, "program call inside `and`/`or`/`a if c else b`: assign it to a variable first")
+        if e.nid in self.spec.shared_ops or isinstance(self.kind(e), SharedK):
+            return e  # computed once per run, outside the skeleton
+        if self.is_op(e) and not in_op:
+            op = self.rebuild(e, pre, in_op=True)
+            name = self.temp(e.loc, op, self.kind(e))
+            self.spec.kinds[name.nid] = self.kind(e)
+            pre.append(ir.Assign(e.loc, ir.Target(name=name.id), op))
+            return name
+        return self.rebuild(e, pre, in_op or self.is_op(e))
+
+    def rebuild(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
+        """Apply ``extract`` to the children of ``e`` in place (keeps ``e``'s nid and kind)."""
+        match e:
+            case ir.Attr():
+                e.obj = self.extract(e.obj, pre, in_op)
+            case ir.Subscript():
+                e.obj, e.index = self.extract(e.obj, pre, in_op), self.extract(e.index, pre, in_op)
+            case ir.TupleExpr() | ir.ListExpr():
+                e.items = [self.extract(x, pre, in_op) for x in e.items]
+            case ir.BinOp():
+                e.left, e.right = self.extract(e.left, pre, in_op), self.extract(e.right, pre, in_op)
+            case ir.UnaryOp():
+                e.operand = self.extract(e.operand, pre, in_op)
+            case ir.Compare():
+                e.operands = [self.extract(x, pre, in_op) for x in e.operands]
+            case ir.Call():
+                if e.receiver is not None:
+                    e.receiver = self.extract(e.receiver, pre, in_op)
+                e.args = [self.extract(x, pre, in_op) for x in e.args]
+                e.kwargs = {k: self.extract(v, pre, in_op) for k, v in e.kwargs.items()}
+        return e
+
+    def split_static(self, e: ir.Expr, pre: list[ir.Stmt]) -> ir.Expr:
+        """Move maximal hoistable sub-expressions of a dynamic tensor expression into statements."""
+        if self.is_static_op(e):
+            name = self.temp(e.loc, e, self.kind(e))
+            self.spec.kinds[name.nid] = self.kind(e)
+            pre.append(ir.Assign(e.loc, ir.Target(name=name.id), e))
+            return name
+        if not self.is_op(e):
+            return e
+        for attr in ("obj", "index", "left", "right", "operand", "receiver"):
+            sub = getattr(e, attr, None)
+            if isinstance(sub, ir.Expr):
+                setattr(e, attr, self.split_static(sub, pre))
+        if isinstance(e, (ir.TupleExpr, ir.ListExpr)):
+            e.items = [self.split_static(x, pre) for x in e.items]
+        if isinstance(e, ir.Call):
+            e.args = [self.split_static(x, pre) for x in e.args]
+            e.kwargs = {k: self.split_static(v, pre) for k, v in e.kwargs.items()}
+        return e
+
+    def flatten(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for s in body:
+            pre: list[ir.Stmt] = []
+            match s:
+                case ir.Assign(value=v) if self.is_op(v):
+                    s.value = self.rebuild(v, pre, in_op=True)
+                    if not self.is_static_op(s.value):
+                        s.value = self.split_static(s.value, pre)
+                case ir.Assign(value=v) if isinstance(v, (ir.Call, ir.Concurrent)) and (
+                        isinstance(v, ir.Concurrent) or v.callee[0] == "program"):
+                    calls = v.calls if isinstance(v, ir.Concurrent) else [v]
+                    lowered = [(self.spec.calls[c.nid], [self.extract(a, pre, False) for a in c.args]) for c in calls]
+                    out.extend(pre)
+                    out.append(ProgramCall(s.loc, s.target, lowered, isinstance(v, ir.Concurrent)))
+                    self.spec.kinds.setdefault(s.nid, self.kind(v))
+                    continue
+                case ir.Assign(value=v) | ir.ExprStmt(value=v):
+                    s.value = self.extract(v, pre, False)
+                case ir.Return(value=v) if v is not None:
+                    s.value = self.extract(v, pre, False)
+                case ir.If():
+                    s.test = self.extract(s.test, pre, False)
+                    s.body, s.orelse = self.flatten(s.body), self.flatten(s.orelse)
+                case ir.For():
+                    s.iter = self.extract(s.iter, pre, False)
+                    s.body = self.flatten(s.body)
+                case ir.While():
+                    before = len(pre)
+                    s.test = self.extract(s.test, pre, False)
+                    if len(pre) != before:
+                        raise self.error(s.test, "a while condition may not call program functions or tensor "
+                                                 "operators: compute it into a variable at the end of the body")
+                    s.body = self.flatten(s.body)
+            out.extend(pre)
+            for stmt in pre:
+                if isinstance(stmt, ir.Assign) and self.is_op(stmt.value) and not self.is_static_op(stmt.value):
+                    stmt.value = self.split_static_in_place(stmt, out)
+            out.append(s)
+        return out
+
+    def split_static_in_place(self, stmt: ir.Assign, out: list[ir.Stmt]) -> ir.Expr:
+        pre: list[ir.Stmt] = []
+        value = self.split_static(stmt.value, pre)
+        idx = out.index(stmt)
+        out[idx:idx] = pre
+        return value
+
+    # -- block formation --------------------------------------------------
+    def is_tensor_stmt(self, s: ir.Stmt) -> bool:
+        return isinstance(s, ir.Assign) and self.is_op(s.value)
+
+    def form(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        run: list[ir.Assign] = []
+        for s in body:
+            if self.is_tensor_stmt(s):
+                run.append(s)  # type: ignore[arg-type]
+                continue
+            out.extend(self.blocks_of(run))
+            run = []
+            for sub in ir.sub_bodies(s):
+                sub[:] = self.form(sub)
+            out.append(s)
+        out.extend(self.blocks_of(run))
+        return out
+
+    def blocks_of(self, run: list[ir.Assign]) -> list[ir.Stmt]:
+        """Split a run of tensor statements into a hoisted block and a dynamic block."""
+        if not run:
+            return []
+        if not self.coarsening:
+            return [self.make_block([s], self.is_static_op(s.value)) for s in run]
+        static: list[ir.Assign] = []
+        dynamic: list[ir.Assign] = []
+        touched: set[str] = set()  # names read or written by the dynamic statements so far
+        result: list[ir.Stmt] = []
+        for s in run:
+            writes = set(s.target.names())
+            if self.is_static_op(s.value) and not (writes & touched):
+                static.append(s)
+            else:
+                if self.is_static_op(s.value) and dynamic:  # cannot move above: close the current pair
+                    result += self.make_blocks(static, dynamic)
+                    static, dynamic, touched = [], [], set()
+                    static.append(s)
+                    continue
+                dynamic.append(s)
+                touched |= writes | ir.names_read(s.value)
+        return result + self.make_blocks(static, dynamic)
+
+    def make_blocks(self, static: list[ir.Assign], dynamic: list[ir.Assign]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for stmts, is_static in ((static, True), (dynamic, False)):
+            if stmts:
+                out.append(self.make_block(stmts, is_static))
+        return out
+
+    def make_block(self, stmts: list[ir.Assign], is_static: bool) -> BlockCall:
+        params: list[BlockParam] = []
+        by_key: dict[object, BlockParam] = {}
+        defined: set[str] = set()
+
+        def param(key: object, role: str, make) -> BlockParam:
+            if key not in by_key:
+                by_key[key] = make(f"_{ {'tensor': 'v', 'host': 'h', 'shared': 's'}[role]}{len(params)}")
+                params.append(by_key[key])
+            return by_key[key]
+
+        def visit(e: ir.Expr) -> None:
+            k = self.kind(e)
+            if isinstance(k, SharedK):
+                slot = self.slots.slot(k.ref, self.spec)
+                self.subst[e.nid] = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
+                return
+            if isinstance(e, ir.Name) and e.id not in defined:
+                if isinstance(k, TensorK):
+                    p = param(("n", e.id), "tensor", lambda n: BlockParam(e.id, "tensor", expr=ir.Name(e.loc, e.id)))
+                    self.subst[e.nid] = p.name
+                    return
+            if isinstance(e, ir.Const) or isinstance(e, ir.Name) and e.id in defined:
+                return
+            if not self.is_op(e) and not isinstance(e, (ir.TupleExpr, ir.ListExpr, ir.Slice)):
+                if isinstance(k, TensorK):  # a per-instance value the skeleton holds, e.g. `states[t]`
+                    self.subst[e.nid] = param(("x", e.nid), "tensor", lambda n: BlockParam(n, "tensor", expr=e)).name
+                    return
+                if isinstance(e, ir.Slice) or any(not isinstance(x, ir.Const) for x in ir.walk(e)):
+                    if k is not HOST:
+                        raise self.error(e, f"a {k} value cannot be an operand of a tensor operator")
+                    self.subst[e.nid] = param(("h", e.nid), "host",
+                                              lambda n: BlockParam(n, "host", expr=e)).name
+                return
+            if isinstance(e, ir.Slice) and any(not isinstance(x, ir.Const) for x in ir.children(e)):
+                raise self.error(e, "slice bounds inside a tensor operator must be constants")
+            for c in ir.children(e):
+                visit(c)
+
+        for s in stmts:
+            visit(s.value)
+            defined.update(s.target.names())
+        # a hoisted block runs one level above its deepest input (App. A.1)
+        inputs = [sdepth_of(self.kind(p.expr)) for p in params if p.role == "tensor"]  # type: ignore[arg-type]
+        sdepth = 1 + max((d for d in inputs if d is not None), default=-1) if is_static else None
+        read_outside = self.reads_outside(stmts)
+        outputs = [n for s in stmts for n in s.target.names() if n in read_outside]
+        outputs = list(dict.fromkeys(outputs))
+        bid = next(self.block_ids)
+        block = Block(bid, f"{self.spec.name}:{stmts[0].loc.line}", self.spec, stmts, params, outputs,
+                      sdepth, stmts[0].loc)
+        return BlockCall(stmts[0].loc, block)
+
+    def reads_outside(self, stmts: list[ir.Assign]) -> set[str]:
+        inside = {s.nid for s in stmts}
+        names: set[str] = set()
+        for s in ir.walk_stmts(self.body):
+            if s.nid in inside:
+                continue
+            for e in ir.stmt_exprs(s):
+                names |= ir.names_read(e)
+            if isinstance(s, ProgramCall):
+                for _, args in s.calls:
+                    for a in args:
+                        names |= ir.names_read(a)
+            if isinstance(s, BlockCall):
+                for p in s.block.batched_params:
+                    names |= ir.names_read(p.expr)  # type: ignore[arg-type]
+        return names
+
+    def lower(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        self.subst: dict[int, str] = {}
+        self.body = self.flatten(body)
+        self.body = self.form(self.body)
+        # outputs of blocks read by later blocks are only known once all blocks exist
+        for s in ir.walk_stmts(self.body):
+            if isinstance(s, BlockCall):
+                read = self.reads_outside(s.block.stmts)
+                s.block.outputs = list(dict.fromkeys(n for st in s.block.stmts for n in st.target.names() if n in read))
+        return self.body
+
+
+def lower_function(spec: Spec, body: list[ir.Stmt], slots: SharedSlots, block_ids: itertools.count,
+                   options) -> tuple[list[ir.Stmt], dict[int, str]]:
+    """Flatten one specialization's ``body`` (a private copy: it is rewritten) and form its static blocks.
+
+    ``options`` (``acrobat.Options``) switches hoisting and coarsening off for ablations.
+
+    Returns the lowered body and the substitution table (expression nid ->
+    block parameter name) the block code generator uses.
+
+    Raises:
+        CompileError: a construct that cannot be placed in a block.
+    """
+    lowerer = _Lowerer(spec, slots, block_ids, options.hoisting, options.coarsening)
+    return lowerer.lower(body), lowerer.subst

@@ -1,0 +1,95 @@
+"""Inline depth computation's static part: which loops are maps, the base depth (§4.1, App. A.1).
+
+The generated skeleton threads a depth counter ``_d`` through the program
+(§4.1, Listing 2): a recursion-dependent block runs at ``_d`` and bumps it;
+independent calls (``acrobat.concurrent``) and the iterations of a *map*
+loop all start from the same ``_d`` and join with ``max``, so the
+instance parallelism they hold lands at equal depths. A ``for`` loop is a
+map when no tensor value flows from one iteration to the next (no
+loop-carried tensor variable and no list of tensors both read and grown in
+the body); that is decided here, statically. Hoisted blocks run at their
+static depths ``0..S``; the counter starts at ``S + 1``.
+"""
+
+from __future__ import annotations
+
+from acrobat.analysis.kinds import Spec, has_tensor
+from acrobat.analysis.lowered import BlockCall, ProgramCall
+from acrobat.frontend import ir
+
+
+def stmt_reads(s: ir.Stmt) -> set[str]:
+    """Names a statement reads (nested bodies included); ``xs.append(v)`` does not read ``xs``."""
+    names: set[str] = set()
+    for t in ir.walk_stmts([s]):
+        for e in ir.stmt_exprs(t):
+            if _is_append(e):
+                for a in e.args:  # type: ignore[union-attr]
+                    names |= ir.names_read(a)
+            else:
+                names |= ir.names_read(e)
+        if isinstance(t, BlockCall):
+            for p in t.block.batched_params:
+                names |= ir.names_read(p.expr)  # type: ignore[arg-type]
+        if isinstance(t, ProgramCall):
+            for _, args in t.calls:
+                for a in args:
+                    names |= ir.names_read(a)
+    return names
+
+
+def stmt_writes(s: ir.Stmt) -> set[str]:
+    """Names a statement assigns or mutates (nested bodies included)."""
+    names = ir.assigned_names(s)
+    for t in ir.walk_stmts([s]):
+        if isinstance(t, BlockCall):
+            names |= set(t.block.outputs)
+        if isinstance(t, ProgramCall):
+            names |= set(t.target.names())
+        for e in ir.stmt_exprs(t):
+            for sub in ir.walk(e):
+                if isinstance(sub, ir.Call) and sub.callee[0] == "method" and sub.callee[1] in ("append", "pop") \
+                        and isinstance(sub.receiver, ir.Name):
+                    names.add(sub.receiver.id)
+    return names
+
+
+def _is_append(e: ir.Expr) -> bool:
+    return isinstance(e, ir.Call) and e.callee == ("method", "append") and isinstance(e.receiver, ir.Name)
+
+
+def contains_work(s: ir.Stmt) -> bool:
+    """True when the statement (or a nested one) invokes a block or a program function."""
+    return any(isinstance(t, (BlockCall, ProgramCall)) for t in ir.walk_stmts([s]))
+
+
+def loop_carried(body: list[ir.Stmt]) -> set[str]:
+    """Names whose value may flow from one iteration of ``body`` to the next."""
+    defined: set[str] = set()
+    exposed: set[str] = set()
+    for s in body:
+        exposed |= stmt_reads(s) - defined
+        if isinstance(s, (ir.Assign, BlockCall, ProgramCall)):
+            defined |= stmt_writes(s)
+    written: set[str] = set()
+    for s in body:
+        written |= stmt_writes(s)
+    return exposed & written
+
+
+def parallel_loops(spec: Spec, body: list[ir.Stmt]) -> set[int]:
+    """The nids of the ``for`` loops of ``body`` whose iterations are independent (maps)."""
+    out: set[int] = set()
+    for s in ir.walk_stmts(body):
+        if isinstance(s, ir.For) and contains_work(s):
+            carried = loop_carried(s.body)
+            if not any(has_tensor(spec.var.get(n)) for n in carried if n in spec.var):
+                out.add(s.nid)
+    return out
+
+
+def base_depth(bodies: list[list[ir.Stmt]]) -> int:
+    """First depth of the inline counter: one above every hoisted block's static depth."""
+    depths = [s.block.sdepth for b in bodies for s in ir.walk_stmts(b)
+              if isinstance(s, BlockCall) and s.block.sdepth is not None]
+    return max(depths, default=-1) + 1

@@ -1,0 +1,569 @@
+"""Kind analysis: host value, batched tensor or shared value; parameter reuse (§5.1, App. B.1).
+
+Every expression of a program function gets a *kind*:
+
+- ``HOST``: plain per-instance Python data (tree nodes, token ids, lengths);
+  the generated skeleton computes it directly;
+- ``TensorK(sdepth)``: a per-instance tensor, computed lazily in a static
+  block and batched across instances. ``sdepth`` is its static depth when
+  it does not depend on the recursion (hoisting, App. A.1), else ``None``;
+- ``SharedK(ref)``: a value that is the same for every instance and every
+  call (a model weight, or an op over weights and constants): passed to
+  batched blocks once, unbatched (parameter reuse, §5.1);
+- ``ListK``/``TupleK``: containers of the above.
+
+This is a taint analysis (weights are the sources, per-instance data
+taints) made context-sensitive by *specializing* every function on the
+kinds of its arguments, shared references included. A function called
+with different weights (BiRNN's forward and backward RNN) therefore gets
+one copy per weight set, each with its weights still shared: the paper's
+code duplication for parameter reuse (App. B.1), derived from the same
+fixpoint rather than run as a separate pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from acrobat.errors import CompileError
+from acrobat.frontend import ir
+
+#: Static depths above this are treated as dynamic, so specialization terminates.
+MAX_STATIC_DEPTH = 8
+
+
+class Kind:
+    """Base of the kind lattice."""
+
+
+@dataclass(frozen=True)
+class BottomK(Kind):
+    def __str__(self) -> str:
+        return "bottom"
+
+
+@dataclass(frozen=True)
+class HostK(Kind):
+    def __str__(self) -> str:
+        return "host"
+
+
+@dataclass(frozen=True)
+class TensorK(Kind):
+    sdepth: int | None  # static depth (hoisted), or None when it depends on the recursion
+
+    def __str__(self) -> str:
+        return "tensor" if self.sdepth is None else f"tensor@{self.sdepth}"
+
+
+@dataclass(frozen=True)
+class SharedK(Kind):
+    ref: tuple  # ("arg", i, *path) for a parameter, ("expr", spec, nid) for an op over shared values
+
+    def __str__(self) -> str:
+        return f"shared {describe_ref(self.ref)}"
+
+
+@dataclass(frozen=True)
+class ListK(Kind):
+    elem: Kind
+
+    def __str__(self) -> str:
+        return f"list[{self.elem}]"
+
+
+@dataclass(frozen=True)
+class TupleK(Kind):
+    items: tuple[Kind, ...]
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(map(str, self.items)) + ")"
+
+
+BOTTOM = BottomK()
+HOST = HostK()
+DYNAMIC = TensorK(None)
+LIFTED_DEPTH = -1  # a shared value turned per-instance is ready before every op
+
+
+def describe_ref(ref: tuple) -> str:
+    """A readable name for a shared reference, e.g. ``p.fwd.W``."""
+    if ref[0] == "arg":
+        text = f"arg{ref[1]}"
+        for step in ref[2:]:
+            text += f".{step[1]}" if step[0] == "." else f"[{step[1]!r}]"
+        return text
+    return f"<expr {ref[2]} of {ref[1]}>"
+
+
+class KindConflict(Exception):
+    pass
+
+
+def has_tensor(k: Kind) -> bool:
+    """True when ``k`` is or contains a per-instance tensor."""
+    if isinstance(k, TensorK):
+        return True
+    if isinstance(k, ListK):
+        return has_tensor(k.elem)
+    if isinstance(k, TupleK):
+        return any(has_tensor(i) for i in k.items)
+    return False
+
+
+def has_shared(k: Kind) -> bool:
+    if isinstance(k, SharedK):
+        return True
+    if isinstance(k, ListK):
+        return has_shared(k.elem)
+    if isinstance(k, TupleK):
+        return any(has_shared(i) for i in k.items)
+    return False
+
+
+def sdepth_of(k: Kind) -> int | None:
+    """Largest static depth inside ``k`` (None if any part is dynamic; -1 if none)."""
+    if isinstance(k, TensorK):
+        return k.sdepth
+    if isinstance(k, ListK):
+        return sdepth_of(k.elem)
+    if isinstance(k, TupleK):
+        depths = [sdepth_of(i) for i in k.items]
+        return None if None in depths else max(depths, default=LIFTED_DEPTH)
+    return LIFTED_DEPTH
+
+
+def join(a: Kind, b: Kind) -> Kind:
+    """Least upper bound. Two different shared values join to a per-instance tensor.
+
+    Raises:
+        KindConflict: host data meets a tensor, or containers of different shape.
+    """
+    if a == b or b is BOTTOM:
+        return a
+    if a is BOTTOM:
+        return b
+    tensorish = (TensorK, SharedK)
+    if isinstance(a, tensorish) and isinstance(b, tensorish):
+        da, db = sdepth_of(a), sdepth_of(b)
+        return DYNAMIC if da is None or db is None else TensorK(max(da, db))
+    if isinstance(a, ListK) and isinstance(b, ListK):
+        return ListK(join(a.elem, b.elem))
+    if isinstance(a, TupleK) and isinstance(b, TupleK) and len(a.items) == len(b.items):
+        return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+    raise KindConflict(f"{a} vs {b}")
+
+
+SpecKey = tuple[Any, tuple[Kind, ...]]  # (python function object, argument kinds)
+
+
+@dataclass
+class Spec:
+    """One specialization of a program function: its kinds, per argument-kind context."""
+
+    key: SpecKey
+    fn: ir.Function
+    name: str
+    var: dict[str, Kind] = field(default_factory=dict)
+    kinds: dict[int, Kind] = field(default_factory=dict)  # expression nid -> kind
+    ops: set[int] = field(default_factory=set)  # nids of per-instance tensor operators
+    shared_ops: set[int] = field(default_factory=set)  # nids of ops over shared values only
+    calls: dict[int, SpecKey] = field(default_factory=dict)  # program-call nid -> callee spec
+    ret: Kind = BOTTOM
+
+
+@dataclass
+class KindTable:
+    """Result of the analysis: every reachable specialization; the entry's key."""
+
+    specs: dict[SpecKey, Spec]
+    entry: SpecKey
+
+
+_TENSOR_EXITS = {
+    "item": "`.item()` makes control flow depend on a tensor value",
+    "tolist": "`.tolist()` turns a tensor into host data",
+    "numpy": "`.numpy()` leaves PyTorch",
+    "backward": "call backward on the results, outside the model",
+    "__bool__": "truth-testing a tensor makes control flow depend on its value",
+}
+_LIST_METHODS = {"append", "pop"}
+
+
+class _Analyzer:
+    def __init__(self, functions: dict[Any, ir.Function]):
+        self.functions = functions
+        self.specs: dict[SpecKey, Spec] = {}
+        self.changed = False
+        self.spec: Spec
+        self.env: dict[str, Kind] = {}  # flow-sensitive kinds of the variables at the current point
+
+    # -- helpers -------------------------------------------------------
+    def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
+        return CompileError(message, node.loc.file, node.loc.line, node.loc.col)
+
+    def request(self, key: SpecKey) -> Spec:
+        if key not in self.specs:
+            fn = self.functions[key[0]]
+            index = sum(1 for k in self.specs if k[0] is key[0])
+            self.specs[key] = Spec(key, fn, f"{fn.name}_{index}")
+            self.changed = True
+        return self.specs[key]
+
+    def set_var(self, node: ir.Stmt | ir.Expr, name: str, k: Kind) -> None:
+        old = self.spec.var.get(name, BOTTOM)
+        try:
+            new = join(old, k)
+        except KindConflict:
+            raise self.error(node, f"`{name}` holds host data in one place and a tensor in another ({old} vs {k}): "
+                                   "use separate variables") from None
+        if new != old:
+            self.spec.var[name] = new
+            self.changed = True
+
+    def note(self, e: ir.Expr, k: Kind) -> Kind:
+        """Record ``e``'s kind, joined with what earlier passes found (kinds only grow)."""
+        old = self.spec.kinds.get(e.nid, BOTTOM)
+        try:
+            new = join(old, k)
+        except KindConflict:
+            raise self.error(e, f"this expression is host data on one path and a tensor on another ({old} vs {k})") from None
+        if new != old:
+            self.spec.kinds[e.nid] = new
+            self.changed = True
+        return new
+
+    # -- statements ----------------------------------------------------
+    def body(self, stmts: list[ir.Stmt], entry: bool) -> bool:
+        """Analyse statements in order (flow-sensitive ``self.env``); True if they always return."""
+        for s in stmts:
+            if self.stmt(s, entry):
+                return True
+        return False
+
+    def bind(self, node: ir.Stmt, target: ir.Target, k: Kind) -> None:
+        if target.name is not None:
+            self.set_var(node, target.name, k)
+            self.env[target.name] = k
+            return
+        items = target.items or []
+        if isinstance(k, TupleK):
+            if len(k.items) != len(items):
+                raise self.error(node, f"cannot unpack {len(k.items)} values into {len(items)} names")
+            parts = list(k.items)
+        elif isinstance(k, ListK):
+            parts = [k.elem] * len(items)
+        elif isinstance(k, SharedK):
+            parts = [SharedK(k.ref + (("[", i),)) for i in range(len(items))]
+        elif k is BOTTOM:
+            parts = [BOTTOM] * len(items)
+        else:  # host data, or a tensor operator returning several tensors (torch.chunk)
+            parts = [k] * len(items)
+        for t, p in zip(items, parts):
+            self.bind(node, t, p)
+
+    def merge(self, envs: list[dict[str, Kind]]) -> None:
+        """Join the environments of the control-flow paths that reach a point."""
+        merged: dict[str, Kind] = {}
+        for env in envs:
+            for name, k in env.items():
+                merged[name] = join(merged.get(name, BOTTOM), k)
+        self.env = merged
+
+    def loop(self, before: dict[str, Kind], run_body) -> None:
+        """Iterate a loop body until the environment at its head is stable."""
+        head = dict(before)
+        while True:
+            self.env = dict(head)
+            run_body()
+            self.merge([head, self.env])
+            if self.env == head:
+                return
+            head = self.env
+
+    def stmt(self, s: ir.Stmt, entry: bool) -> bool:
+        """Analyse one statement; True if it always returns."""
+        match s:
+            case ir.Assign(target=t, value=v):
+                self.bind(s, t, self.expr(v))
+            case ir.ExprStmt(value=v):
+                self.expr(v)
+            case ir.Return(value=v):
+                k = self.expr(v) if v is not None else HOST
+                try:
+                    new = join(self.spec.ret, k)
+                except KindConflict:
+                    raise self.error(s, f"returns host data in one place and tensors in another ({self.spec.ret} vs {k})") from None
+                if new != self.spec.ret:
+                    self.spec.ret = new
+                    self.changed = True
+                return True
+            case ir.If(test=t, body=b, orelse=o):
+                self.host_test(t, "if")
+                before = dict(self.env)
+                ends_b = self.body(b, False)
+                env_b = self.env
+                self.env = dict(before)
+                ends_o = self.body(o, False)
+                self.merge([e for e, ends in ((env_b, ends_b), (self.env, ends_o)) if not ends])
+                return ends_b and ends_o
+            case ir.While(test=t, body=b):
+                self.host_test(t, "while")
+                self.loop(self.env, lambda: (self.body(b, False), self.host_test(t, "while")))
+            case ir.For(target=tg, iter=it, body=b):
+                elem = self.iter_elem(it)
+                self.loop(self.env, lambda: (self.bind(s, tg, elem), self.body(b, False)))
+            case ir.PhaseMark():
+                if not entry:
+                    raise self.error(s, "acrobat.phase() marks a stage of the @acrobat.program entry function; "
+                                        "move it to the entry's top level")
+        return False
+
+    def host_test(self, t: ir.Expr, what: str) -> None:
+        k = self.expr(t)
+        if has_tensor(k) or any(i.nid in self.spec.ops for i in ir.walk(t)):
+            raise self.error(t, f"this `{what}` condition depends on a tensor value: tensor-dependent control flow "
+                                "is not supported yet; decide it from the instance data instead")
+        if any(isinstance(i, (ir.Call, ir.Concurrent)) and i.nid in self.spec.calls for i in ir.walk(t)):
+            raise self.error(t, f"call of a program function inside a `{what}` condition: "
+                                "assign its result to a variable first")
+
+    def iter_elem(self, it: ir.Expr) -> Kind:
+        k = self.expr(it)
+        if isinstance(k, ListK):
+            return k.elem
+        if k is HOST or k is BOTTOM:
+            return k
+        raise self.error(it, f"cannot iterate over a {k}: loops run over host data (lists, ranges) "
+                             "or over lists of tensors built with append")
+
+    # -- expressions ---------------------------------------------------
+    def expr(self, e: ir.Expr) -> Kind:
+        return self.note(e, self.compute(e))
+
+    def op_kind(self, e: ir.Expr, operands: list[ir.Expr], kinds: list[Kind], host_result: bool,
+                host_receiver: bool = False) -> Kind:
+        """Kind of an operator applied to operands of the given kinds.
+
+        With no tensor or shared operand, the result is host data when
+        ``host_result`` (Python arithmetic, host methods), else a tensor op
+        (a torch function of host numbers). ``host_receiver``: a method of
+        host data, whose result is host data even with shared arguments.
+        """
+        if any(has_tensor(k) for k in kinds):
+            depths = [sdepth_of(k) for k in kinds]
+            self.spec.ops.add(e.nid)
+            if None in depths:
+                return DYNAMIC
+            d = 1 + max(depths)
+            return TensorK(d) if d <= MAX_STATIC_DEPTH else DYNAMIC
+        if any(has_shared(k) for k in kinds):
+            if all(has_shared(k) or _is_const(x) for k, x in zip(kinds, operands)):
+                self.spec.shared_ops.add(e.nid)
+                return SharedK(("expr", self.spec.name, e.nid))
+            if host_receiver:
+                return HOST
+            self.spec.ops.add(e.nid)
+            return TensorK(0)
+        if host_result:
+            return HOST
+        if all(_is_const(x) for x in operands):
+            self.spec.shared_ops.add(e.nid)
+            return SharedK(("expr", self.spec.name, e.nid))
+        self.spec.ops.add(e.nid)
+        return TensorK(0)
+
+    def compute(self, e: ir.Expr) -> Kind:
+        match e:
+            case ir.Const():
+                return HOST
+            case ir.Name(id=name):
+                k = self.env.get(name, BOTTOM)
+                if isinstance(k, SharedK) and isinstance(self.spec.var.get(name), TensorK):
+                    return TensorK(LIFTED_DEPTH)  # stored lifted: the variable is per-instance elsewhere
+                return k
+            case ir.Attr(obj=o, attr=a):
+                k = self.expr(o)
+                if isinstance(k, SharedK) and k.ref[0] == "arg":
+                    return SharedK(k.ref + ((".", a),))
+                if isinstance(k, SharedK):
+                    return self.op_kind(e, [o], [k], host_result=False)
+                if has_tensor(k):
+                    raise self.error(e, f"tensor attribute `.{a}` is not supported inside a model: "
+                                        "shapes are fixed per model; pass sizes in as parameters")
+                return HOST if k is not BOTTOM else BOTTOM
+            case ir.Subscript(obj=o, index=i):
+                return self.subscript(e, o, i)
+            case ir.Slice():
+                kinds = [self.expr(x) for x in ir.children(e)]
+                if any(has_tensor(k) for k in kinds):
+                    raise self.error(e, "slice bounds must be host values or constants")
+                return HOST
+            case ir.TupleExpr(items=items):
+                return TupleK(tuple(self.expr(x) for x in items))
+            case ir.ListExpr(items=items):
+                elem: Kind = BOTTOM
+                for x in items:
+                    elem = self.join_at(x, elem, self.expr(x))
+                return ListK(elem)
+            case ir.BinOp(left=a, right=b):
+                return self.op_kind(e, [a, b], [self.expr(a), self.expr(b)], host_result=True)
+            case ir.UnaryOp(op=op, operand=a):
+                k = self.expr(a)
+                if op == "not":
+                    self.no_tensor(e, k, "`not`")
+                    return HOST
+                return self.op_kind(e, [a], [k], host_result=True)
+            case ir.Compare(operands=ops):
+                for x in ops:
+                    self.no_tensor(x, self.expr(x), "a comparison")
+                return HOST
+            case ir.BoolOp(values=vs):
+                for x in vs:
+                    self.no_tensor(x, self.expr(x), f"`{e.op}`")
+                return HOST
+            case ir.IfExp(test=t, body=b, orelse=o):
+                for x in (t, b, o):
+                    self.no_tensor(x, self.expr(x), "a conditional expression `a if c else b` (write an if statement)")
+                return join(self.spec.kinds[b.nid], self.spec.kinds[o.nid])
+            case ir.Concurrent(calls=calls):
+                return TupleK(tuple(self.expr(c) for c in calls))
+            case ir.Call():
+                return self.call(e)
+        raise self.error(e, f"unsupported expression {type(e).__name__}")
+
+    def join_at(self, node: ir.Expr, a: Kind, b: Kind) -> Kind:
+        try:
+            return join(a, b)
+        except KindConflict as exc:
+            raise self.error(node, f"mixes host data and tensors ({exc}): keep them in separate lists") from None
+
+    def no_tensor(self, e: ir.Expr, k: Kind, where: str) -> None:
+        if has_tensor(k):
+            raise self.error(e, f"a tensor is used in {where}: tensor-dependent control flow is not supported "
+                                "yet; compute decisions from the instance data")
+
+    def subscript(self, e: ir.Subscript, o: ir.Expr, i: ir.Expr) -> Kind:
+        ko, ki = self.expr(o), self.expr(i)
+        if has_tensor(ki) and not has_tensor(ko):
+            raise self.error(i, "indexing host data with a tensor makes control flow depend on tensor values")
+        if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
+            return SharedK(ko.ref + (("[", i.value),))
+        if isinstance(ko, ListK):
+            return ko.elem
+        if isinstance(ko, TupleK):
+            if isinstance(i, ir.Const) and isinstance(i.value, int):
+                if not -len(ko.items) <= i.value < len(ko.items):
+                    raise self.error(e, f"tuple index {i.value} out of range")
+                return ko.items[i.value]
+            elem: Kind = BOTTOM
+            for k in ko.items:
+                elem = self.join_at(e, elem, k)
+            return elem
+        if isinstance(ko, (TensorK, SharedK)):
+            return self.op_kind(e, [o, i], [ko, ki], host_result=True)
+        return HOST if ko is not BOTTOM else BOTTOM
+
+    def call(self, e: ir.Call) -> Kind:
+        kind, what = e.callee
+        if kind == "program":
+            arg_kinds = tuple(self.expr(a) for a in e.args)
+            fn = self.functions[what]
+            if len(arg_kinds) != len(fn.params):
+                raise self.error(e, f"`{fn.name}` takes {len(fn.params)} arguments, {len(arg_kinds)} given")
+            if BOTTOM in arg_kinds:
+                return BOTTOM  # an argument's kind is not known yet; the fixpoint comes back
+            key: SpecKey = (what, arg_kinds)
+            if self.spec.calls.get(e.nid) != key:
+                self.spec.calls[e.nid] = key
+                self.changed = True
+            return self.request(key).ret
+        recv = self.expr(e.receiver) if e.receiver is not None else None
+        arg_kinds = [self.expr(a) for a in e.args]
+        kw_kinds = [self.expr(v) for v in e.kwargs.values()]
+        operands = list(e.args) + list(e.kwargs.values())
+        if kind == "builtin":
+            for x, k in zip(operands, arg_kinds + kw_kinds):
+                if has_tensor(k) and what not in {"reversed", "list", "enumerate", "zip", "len"}:
+                    self.no_tensor(x, k, f"`{what}()`")
+            return self.builtin(e, what, arg_kinds)
+        if kind == "method" and isinstance(recv, ListK):
+            return self.list_method(e, what, recv, arg_kinds)
+        if kind == "method" and what in _TENSOR_EXITS and recv is not None and (has_tensor(recv) or has_shared(recv)):
+            raise self.error(e, f"{_TENSOR_EXITS[what]}: tensor-dependent control flow is not supported yet")
+        if kind == "method" and what.endswith("_") and not what.startswith("__") and recv is not None and has_tensor(recv):
+            raise self.error(e, f"in-place operator `.{what}()`: write the out-of-place `.{what[:-1]}()` "
+                                "(tensors in acrobat models are immutable)")
+        if kind in ("method", "value") and recv is not None:
+            host = not (has_tensor(recv) or has_shared(recv))
+            if host and any(has_tensor(k) for k in arg_kinds + kw_kinds):
+                raise self.error(e, "a tensor is passed to a host method: only torch operators and "
+                                    "@acrobat.function functions take tensors")
+            return self.op_kind(e, [e.receiver, *operands], [recv, *arg_kinds, *kw_kinds], host_result=host,
+                                host_receiver=host)
+        return self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False)
+
+    def builtin(self, e: ir.Call, name: str, kinds: list[Kind]) -> Kind:
+        def elem(k: Kind) -> Kind:
+            return k.elem if isinstance(k, ListK) else k
+        if name in ("reversed", "list"):
+            return ListK(elem(kinds[0])) if kinds and isinstance(kinds[0], ListK) else HOST
+        if name == "enumerate":
+            return ListK(TupleK((HOST, elem(kinds[0])))) if isinstance(kinds[0], ListK) else HOST
+        if name == "zip":
+            if any(isinstance(k, ListK) for k in kinds):
+                return ListK(TupleK(tuple(elem(k) for k in kinds)))
+            return HOST
+        return HOST
+
+    def list_method(self, e: ir.Call, name: str, recv: ListK, kinds: list[Kind]) -> Kind:
+        if name not in _LIST_METHODS:
+            raise self.error(e, f"list method `.{name}()` is not supported: use append, pop, indexing and len()")
+        if name == "pop":
+            return recv.elem
+        if not isinstance(e.receiver, ir.Name):
+            raise self.error(e, "append to a list held in a variable")
+        self.set_var(e, e.receiver.id, ListK(kinds[0]))
+        self.env[e.receiver.id] = join(self.env.get(e.receiver.id, BOTTOM), ListK(kinds[0]))
+        return HOST
+
+
+def _is_const(x: ir.Expr | None) -> bool:
+    if x is None or isinstance(x, ir.Const):
+        return True
+    if isinstance(x, (ir.TupleExpr, ir.ListExpr)):
+        return all(_is_const(i) for i in x.items)
+    return False
+
+
+def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int) -> KindTable:
+    """Run the kind analysis to a fixpoint from the entry function.
+
+    The entry's first parameter is the instance (host data); its other
+    ``n_shared`` parameters are shared roots (``SharedK(("arg", i))``).
+
+    Raises:
+        CompileError: a construct whose kinds cannot be batched (host data
+            mixed with tensors, tensor-dependent control flow, ...).
+    """
+    fn = functions[entry]
+    if len(fn.params) != 1 + n_shared:
+        raise CompileError(f"the entry `{fn.name}` must take the instance followed by {n_shared} "
+                           f"shared argument(s), it takes {len(fn.params)}", fn.loc.file, fn.loc.line)
+    an = _Analyzer(functions)
+    key: SpecKey = (entry, (HOST, *[SharedK(("arg", i)) for i in range(1, 1 + n_shared)]))
+    an.request(key)
+    an.changed = True
+    while an.changed:
+        an.changed = False
+        for spec in list(an.specs.values()):
+            an.spec = spec
+            an.env = {}
+            for name, k in zip(spec.fn.params, spec.key[1]):
+                an.set_var(spec.fn.body[0] if spec.fn.body else spec.fn, name, k)  # type: ignore[arg-type]
+                an.env[name] = k
+            an.body(spec.fn.body, entry=spec.key == key)
+    for spec in an.specs.values():
+        spec.shared_ops -= spec.ops  # became per-instance once the fixpoint saw tensor operands
+    return KindTable(an.specs, key)

@@ -1,0 +1,84 @@
+"""The lowered IR that the analyses produce and the code generator consumes.
+
+After lowering, a function body holds host statements (``acrobat.frontend.ir``
+statements whose expressions contain no tensor operator and no program
+call), ``BlockCall``s (one static block invocation: a DFG node at run time)
+and ``ProgramCall``s (calls of program functions, possibly concurrent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from acrobat.analysis.kinds import Spec, SpecKey
+from acrobat.frontend import ir
+
+
+@dataclass(eq=False)
+class BlockParam:
+    """A parameter of a static block.
+
+    ``role`` is ``"tensor"`` (batched per-instance tensor), ``"host"``
+    (per-instance Python number, batched into a 1-D tensor) or ``"shared"``
+    (the same value for every call, passed once: parameter reuse, §5.1).
+    ``expr`` computes the argument in the skeleton (tensor/host roles);
+    ``slot`` is the shared-value slot (shared role).
+    """
+
+    name: str
+    role: str
+    expr: ir.Expr | None = None
+    slot: int | None = None
+
+
+@dataclass(eq=False)
+class Block:
+    """A static block: a maximal straight-line region of tensor operators (App. A.2).
+
+    ``sdepth`` is the block's static depth when hoisted (App. A.1), ``None``
+    when its depth is computed inline at run time (§4.1).
+    """
+
+    id: int
+    name: str
+    spec: Spec
+    stmts: list[ir.Assign]
+    params: list[BlockParam]
+    outputs: list[str]
+    sdepth: int | None
+    loc: ir.Loc
+    source: str = ""  # generated per-instance Python, filled by codegen
+    line_map: dict[int, ir.Loc] = field(default_factory=dict)  # generated line -> model source location
+
+    @property
+    def batched_params(self) -> list[BlockParam]:
+        return [p for p in self.params if p.role != "shared"]
+
+    @property
+    def shared_params(self) -> list[BlockParam]:
+        return [p for p in self.params if p.role == "shared"]
+
+
+@dataclass(eq=False)
+class BlockCall(ir.Stmt):
+    """Invoke ``block`` for the running instance: adds one DFG node."""
+
+    block: Block = None  # type: ignore[assignment]
+
+
+@dataclass(eq=False)
+class ProgramCall(ir.Stmt):
+    """``target = f(args)``, or with several calls, ``target = concurrent(f(a), g(b))``."""
+
+    target: ir.Target = None  # type: ignore[assignment]
+    calls: list[tuple[SpecKey, list[ir.Expr]]] = field(default_factory=list)
+    concurrent: bool = False
+
+
+@dataclass(eq=False)
+class LoweredFunction:
+    """One specialization, lowered: its body, and which ``for`` loops are maps (parallel)."""
+
+    spec: Spec
+    body: list[ir.Stmt]
+    parallel_loops: set[int] = field(default_factory=set)

@@ -1,0 +1,61 @@
+"""Shared-value slots: weights and ops over weights, computed once per run (§5.1).
+
+Every ``SharedK`` reference (a path into the program's shared arguments,
+e.g. ``p.fwd.W``, or an operator over shared values and constants, e.g.
+``torch.zeros(p.hidden)``) gets a slot number. At run time the prologue
+fills the slots once; blocks receive slot values as unbatched arguments and
+the skeleton reads them as ``_S[k]``. DyNet cannot reuse such a constant
+tensor across instances; acrobat creates it once (paper §6.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from acrobat.analysis.kinds import Spec
+from acrobat.frontend import ir
+
+
+@dataclass
+class SlotDef:
+    """How to compute one slot: from a shared argument, a parent slot, or an expression."""
+
+    ref: tuple
+    spec: Spec | None  # the specialization holding the expression (for ("expr", ...) refs)
+    expr: ir.Expr | None = None  # the operator over shared values (for ("expr", ...) refs)
+    parent: int | None = None  # for a path step: the slot it steps from
+    step: tuple | None = None  # (".", attr) or ("[", constant)
+
+
+@dataclass
+class SharedSlots:
+    """The table of shared slots of one compiled program."""
+
+    defs: list[SlotDef] = field(default_factory=list)
+    index: dict[tuple, int] = field(default_factory=dict)
+    owners: dict[str, Spec] = field(default_factory=dict)  # spec name -> spec
+
+    def slot(self, ref: tuple, spec: Spec | None) -> int:
+        """The slot of ``ref``, creating it (and its parents) on first use."""
+        if ref in self.index:
+            return self.index[ref]
+        if ref[0] == "arg" and len(ref) > 2:
+            parent = self.slot(ref[:-1], spec)
+            d = SlotDef(ref, None, parent=parent, step=ref[-1])
+        elif ref[0] == "expr":
+            owner = self.owners[ref[1]]
+            d = SlotDef(ref, owner, expr=_find(owner.fn.body, ref[2]))
+        else:
+            d = SlotDef(ref, None)
+        self.index[ref] = len(self.defs)
+        self.defs.append(d)
+        return self.index[ref]
+
+
+def _find(body: list[ir.Stmt], nid: int) -> ir.Expr:
+    for s in ir.walk_stmts(body):
+        for root in ir.stmt_exprs(s):
+            for e in ir.walk(root):
+                if e.nid == nid:
+                    return e
+    raise KeyError(nid)

@@ -1,0 +1,79 @@
+"""Print IR expressions back to Python source, for generated code."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from acrobat.frontend import ir
+
+
+class Globals:
+    """The globals of generated code: Python objects (torch ops) under unique aliases."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self._by_id: dict[int, str] = {}
+
+    def alias(self, obj: Any, hint: str) -> str:
+        if id(obj) not in self._by_id:
+            name = f"_{hint}_{len(self._by_id)}"
+            self._by_id[id(obj)] = name
+            self.values[name] = obj
+        return self._by_id[id(obj)]
+
+
+def target_source(t: ir.Target) -> str:
+    """``a`` or ``(a, (b, c))``."""
+    if t.name is not None:
+        return t.name
+    return "(" + "".join(target_source(i) + ", " for i in t.items or []) + ")"
+
+
+def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) -> str:
+    """Python source of ``e``; ``subst(node)`` may replace a sub-expression by a name."""
+    s = subst(e)
+    if s is not None:
+        return s
+
+    def p(x: ir.Expr) -> str:
+        return expr_source(x, g, subst)
+
+    match e:
+        case ir.Name(id=name):
+            return name
+        case ir.Const(value=v):
+            return repr(v)
+        case ir.Attr(obj=o, attr=a):
+            return f"{p(o)}.{a}"
+        case ir.Subscript(obj=o, index=i):
+            return f"{p(o)}[{p(i)}]"
+        case ir.Slice(lower=a, upper=b, step=c):
+            return ":".join("" if x is None else p(x) for x in (a, b, c))
+        case ir.TupleExpr(items=items):
+            return "(" + "".join(p(x) + ", " for x in items) + ")"
+        case ir.ListExpr(items=items):
+            return "[" + ", ".join(p(x) for x in items) + "]"
+        case ir.BinOp(op=op, left=a, right=b):
+            return f"({p(a)} {op} {p(b)})"
+        case ir.UnaryOp(op=op, operand=a):
+            return f"({op} {p(a)})" if op == "not" else f"({op}{p(a)})"
+        case ir.Compare(ops=ops, operands=xs):
+            parts = [p(xs[0])]
+            for op, x in zip(ops, xs[1:]):
+                parts += [op, p(x)]
+            return "(" + " ".join(parts) + ")"
+        case ir.BoolOp(op=op, values=vs):
+            return "(" + f" {op} ".join(p(x) for x in vs) + ")"
+        case ir.IfExp(test=t, body=b, orelse=o):
+            return f"({p(b)} if {p(t)} else {p(o)})"
+        case ir.Call(callee=(kind, what), args=args, kwargs=kw, receiver=r):
+            arg_src = ", ".join([p(a) for a in args] + [f"{k}={p(v)}" for k, v in kw.items()])
+            if kind == "torch":
+                return f"{g.alias(what, getattr(what, '__name__', 'op'))}({arg_src})"
+            if kind == "builtin":
+                return f"{what}({arg_src})"
+            if kind == "method":
+                return f"{p(r)}.{what}({arg_src})"  # type: ignore[arg-type]
+            if kind == "value":
+                return f"{p(r)}({arg_src})"  # type: ignore[arg-type]
+    raise TypeError(f"cannot print {type(e).__name__} here")

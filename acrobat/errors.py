@@ -1,0 +1,54 @@
+"""The errors acrobat raises: every one names where the problem is.
+
+A model that acrobat cannot batch correctly is rejected with one of these,
+never run to a wrong answer (DESIGN.md, "bad input gets a clear error").
+"""
+
+from __future__ import annotations
+
+
+class AcrobatError(Exception):
+    """Base class of every error acrobat raises on purpose."""
+
+
+class CompileError(AcrobatError):
+    """A model function uses Python that acrobat cannot compile (§3).
+
+    The message starts with ``file:line:`` of the offending construct and
+    says what to write instead.
+    """
+
+    def __init__(self, message: str, filename: str = "<unknown>", line: int = 0, col: int = 0):
+        self.filename = filename
+        self.line = line
+        self.col = col
+        super().__init__(f"{filename}:{line}:{col + 1}: {message}")
+
+
+class DataError(AcrobatError):
+    """An input file (e.g. an SST tree file) is malformed.
+
+    The message starts with ``file:line:column:`` (1-based line and column).
+    """
+
+    def __init__(self, message: str, filename: str, line: int, col: int):
+        self.filename = filename
+        self.line = line
+        self.col = col
+        super().__init__(f"{filename}:{line}:{col}: {message}")
+
+
+class BatchError(AcrobatError):
+    """A batched run cannot proceed: an empty batch, or bad arguments to run()."""
+
+
+class ShapeError(AcrobatError):
+    """A tensor operator failed on one instance's tensors at run time.
+
+    The message names the instance index (position in the batch) and the
+    ``file:line`` of the model source line whose operator failed.
+    """
+
+    def __init__(self, message: str, instance: int | None = None):
+        self.instance = instance
+        super().__init__(message)

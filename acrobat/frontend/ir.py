@@ -1,0 +1,304 @@
+"""The typed IR that model functions are parsed into (§3, DESIGN.md "frontend").
+
+A small tree IR: statements and expressions of the supported Python subset,
+each carrying its source location ``loc`` and a program-unique node id
+``nid``. Kinds (host value, batched tensor, shared value) are not stored in
+the nodes: the kind analysis (``acrobat.analysis.kinds``) returns them in a
+table keyed by ``nid``, per function specialization.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+_ids = itertools.count()
+
+
+def fresh_id() -> int:
+    """A new program-unique node id."""
+    return next(_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Loc:
+    """A source location: file, 1-based line, 0-based column."""
+
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+# ----------------------------------------------------------------- expressions
+
+
+@dataclass(eq=False)
+class Expr:
+    loc: Loc
+    nid: int = field(default_factory=fresh_id, init=False)
+
+
+@dataclass(eq=False)
+class Name(Expr):
+    id: str
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: Any
+
+
+@dataclass(eq=False)
+class Attr(Expr):
+    obj: Expr
+    attr: str
+
+
+@dataclass(eq=False)
+class Subscript(Expr):
+    obj: Expr
+    index: Expr
+
+
+@dataclass(eq=False)
+class Slice(Expr):
+    lower: Expr | None
+    upper: Expr | None
+    step: Expr | None
+
+
+@dataclass(eq=False)
+class TupleExpr(Expr):
+    items: list[Expr]
+
+
+@dataclass(eq=False)
+class ListExpr(Expr):
+    items: list[Expr]
+
+
+@dataclass(eq=False)
+class BinOp(Expr):
+    op: str  # the Python operator symbol, e.g. "+", "@"
+    left: Expr
+    right: Expr
+
+
+@dataclass(eq=False)
+class UnaryOp(Expr):
+    op: str  # "-", "+", "not", "~"
+    operand: Expr
+
+
+@dataclass(eq=False)
+class Compare(Expr):
+    ops: list[str]
+    operands: list[Expr]
+
+
+@dataclass(eq=False)
+class BoolOp(Expr):
+    op: str  # "and" / "or"
+    values: list[Expr]
+
+
+@dataclass(eq=False)
+class IfExp(Expr):
+    test: Expr
+    body: Expr
+    orelse: Expr
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    """A call. ``callee`` says what is called:
+
+    - ``("program", name)``: an ``@acrobat.function`` of the program;
+    - ``("torch", obj)``: a torch operator (``obj`` the Python callable);
+    - ``("builtin", name)``: len/range/reversed/... on host values;
+    - ``("method", name)``: method ``name`` of ``receiver``;
+    - ``("value", None)``: calling the value ``receiver`` (e.g. an ``nn.Module`` parameter).
+    """
+
+    callee: tuple[str, Any]
+    args: list[Expr]
+    kwargs: dict[str, Expr]
+    receiver: Expr | None = None
+
+
+@dataclass(eq=False)
+class Concurrent(Expr):
+    """``acrobat.concurrent(f(a), g(b), ...)``: independent program calls (§4.1)."""
+
+    calls: list[Call]
+
+
+# ------------------------------------------------------------------ statements
+
+
+@dataclass(eq=False)
+class Stmt:
+    loc: Loc
+    nid: int = field(default_factory=fresh_id, init=False)
+
+
+@dataclass(eq=False)
+class Target:
+    """An assignment target: a name, or a (nested) tuple of targets."""
+
+    name: str | None = None
+    items: list["Target"] | None = None
+
+    def names(self) -> list[str]:
+        if self.name is not None:
+            return [self.name]
+        return [n for t in self.items or [] for n in t.names()]
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    target: Target
+    value: Expr
+
+
+@dataclass(eq=False)
+class ExprStmt(Stmt):
+    value: Expr
+
+
+@dataclass(eq=False)
+class Return(Stmt):
+    value: Expr | None
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    test: Expr
+    body: list[Stmt]
+    orelse: list[Stmt]
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    target: Target
+    iter: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class While(Stmt):
+    test: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class PhaseMark(Stmt):
+    """``acrobat.phase()``: an explicit program-phase boundary (§4.1)."""
+
+
+@dataclass(eq=False)
+class Pass(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Function:
+    """One parsed ``@acrobat.function`` / ``@acrobat.program``."""
+
+    name: str
+    params: list[str]
+    body: list[Stmt]
+    loc: Loc
+    source_lines: dict[int, str]  # line number -> source text, for error messages
+
+
+# ------------------------------------------------------------------- traversal
+
+
+def children(node: Expr) -> list[Expr]:
+    """The direct sub-expressions of an expression, in evaluation order."""
+    match node:
+        case Attr(obj=o):
+            return [o]
+        case Subscript(obj=o, index=i):
+            return [o, i]
+        case Slice(lower=a, upper=b, step=c):
+            return [e for e in (a, b, c) if e is not None]
+        case TupleExpr(items=items) | ListExpr(items=items):
+            return list(items)
+        case BinOp(left=a, right=b):
+            return [a, b]
+        case UnaryOp(operand=a):
+            return [a]
+        case Compare(operands=ops):
+            return list(ops)
+        case BoolOp(values=vs):
+            return list(vs)
+        case IfExp(test=t, body=b, orelse=o):
+            return [t, b, o]
+        case Call(receiver=r, args=args, kwargs=kw):
+            return ([r] if r is not None else []) + list(args) + list(kw.values())
+        case Concurrent(calls=calls):
+            return list(calls)
+    return []
+
+
+def walk(node: Expr):
+    """All expressions of a tree, parents before children."""
+    stack = [node]
+    while stack:
+        e = stack.pop()
+        yield e
+        stack.extend(reversed(children(e)))
+
+
+def names_read(node: Expr) -> set[str]:
+    """Variable names an expression reads."""
+    return {e.id for e in walk(node) if isinstance(e, Name)}
+
+
+def stmt_exprs(s: Stmt) -> list[Expr]:
+    """The expressions directly held by a statement (not those of nested bodies)."""
+    match s:
+        case Assign(value=v) | ExprStmt(value=v):
+            return [v]
+        case Return(value=v):
+            return [v] if v is not None else []
+        case If(test=t) | While(test=t):
+            return [t]
+        case For(iter=i):
+            return [i]
+    return []
+
+
+def sub_bodies(s: Stmt) -> list[list[Stmt]]:
+    """The nested statement lists of a statement."""
+    match s:
+        case If(body=b, orelse=o):
+            return [b, o]
+        case For(body=b) | While(body=b):
+            return [b]
+    return []
+
+
+def walk_stmts(body: list[Stmt]):
+    """All statements of a body, nested ones included, in source order."""
+    for s in body:
+        yield s
+        for sub in sub_bodies(s):
+            yield from walk_stmts(sub)
+
+
+def assigned_names(s: Stmt) -> set[str]:
+    """Names a statement (with its nested bodies) assigns."""
+    out: set[str] = set()
+    for t in walk_stmts([s]):
+        if isinstance(t, Assign):
+            out.update(t.target.names())
+        elif isinstance(t, For):
+            out.update(t.target.names())
+    return out

@@ -1,0 +1,299 @@
+"""Parse decorated model functions from source into the IR (§3).
+
+``parse_function`` reads a function's source with ``inspect``, parses it
+with ``ast`` and translates the supported subset into ``acrobat.frontend.ir``.
+Anything outside the subset raises ``CompileError`` naming file:line and
+what to write instead; nothing is silently run unbatched.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+import types
+from typing import Any, Callable
+
+import torch
+
+from acrobat.errors import CompileError
+from acrobat.frontend import ir
+
+#: Builtins allowed on host values (instance data, lists of handles).
+HOST_BUILTINS = frozenset(
+    {"len", "range", "reversed", "enumerate", "zip", "list", "min", "max", "abs", "int", "float", "bool", "isinstance"}
+)
+
+_BINOPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+    ast.LShift: "<<", ast.RShift: ">>",
+}
+_CMPOPS = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
+}
+_UNOPS = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
+
+#: What to write instead, for statements outside the subset.
+_UNSUPPORTED_STMT = {
+    ast.With: "move the `with` block out of the model function",
+    ast.Try: "validate inputs before calling the model; exceptions cannot be batched",
+    ast.Raise: "validate inputs before calling the model",
+    ast.Import: "import at module level",
+    ast.ImportFrom: "import at module level",
+    ast.Global: "pass the value in as an argument",
+    ast.Nonlocal: "pass the value in as an argument",
+    ast.ClassDef: "define classes at module level",
+    ast.FunctionDef: "define helper functions at module level with @acrobat.function",
+    ast.AsyncFunctionDef: "acrobat models are synchronous; use a plain def",
+    ast.Delete: "drop the `del`; values are freed automatically",
+    ast.Assert: "check inputs before calling the model",
+    ast.Match: "use if/elif/else",
+    ast.AsyncFor: "use a plain for loop",
+    ast.AsyncWith: "move the block out of the model function",
+    ast.AnnAssign: "drop the annotation: write `x = value`",
+}
+_UNSUPPORTED_EXPR = {
+    ast.Lambda: "define a module-level @acrobat.function instead of a lambda",
+    ast.ListComp: "write a for loop that appends to a list",
+    ast.SetComp: "write a for loop",
+    ast.DictComp: "write a for loop",
+    ast.GeneratorExp: "write a for loop that appends to a list",
+    ast.Dict: "use a tuple or an object with attributes",
+    ast.Set: "use a tuple or a list",
+    ast.JoinedStr: "build strings outside the model",
+    ast.Await: "acrobat models are synchronous",
+    ast.Yield: "return a list instead of yielding",
+    ast.YieldFrom: "return a list instead of yielding",
+    ast.NamedExpr: "assign in a separate statement",
+    ast.Starred: "pass arguments explicitly",
+}
+
+
+def _is_torch_object(obj: Any) -> bool:
+    mod = getattr(obj, "__module__", None) or ""
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__.split(".")[0] == "torch"
+    return callable(obj) and (mod.split(".")[0] == "torch" or mod.startswith("torch"))
+
+
+class _Translator:
+    """Translate one function's ``ast`` into IR, resolving names in its globals."""
+
+    def __init__(self, fn: Callable, filename: str, line_offset: int, lines: dict[int, str],
+                 is_program_fn: Callable[[Any], str | None], markers: dict[str, Any]):
+        self.fn = fn
+        self.filename = filename
+        self.line_offset = line_offset
+        self.lines = lines
+        self.is_program_fn = is_program_fn
+        self.markers = markers
+        closure = inspect.getclosurevars(fn)
+        self.scope: dict[str, Any] = {**fn.__globals__, **closure.nonlocals}
+        self.locals: set[str] = set()
+
+    # -- helpers ---------------------------------------------------------
+    def loc(self, node: ast.AST) -> ir.Loc:
+        return ir.Loc(self.filename, getattr(node, "lineno", 1) + self.line_offset, getattr(node, "col_offset", 0))
+
+    def error(self, node: ast.AST, message: str) -> CompileError:
+        loc = self.loc(node)
+        return CompileError(message, loc.file, loc.line, loc.col)
+
+    def resolve_global(self, node: ast.AST) -> tuple[bool, Any]:
+        """Resolve a Name/Attribute chain rooted at a non-local name: (found, object)."""
+        chain: list[str] = []
+        cur = node
+        while isinstance(cur, ast.Attribute):
+            chain.append(cur.attr)
+            cur = cur.value
+        if not isinstance(cur, ast.Name) or cur.id in self.locals:
+            return False, None
+        if cur.id in self.scope:
+            obj = self.scope[cur.id]
+        elif hasattr(builtins, cur.id):
+            obj = getattr(builtins, cur.id)
+        else:
+            raise self.error(cur, f"name `{cur.id}` is not defined")
+        for attr in reversed(chain):
+            if not hasattr(obj, attr):
+                raise self.error(node, f"`{ast.unparse(node)}`: `{attr}` not found")
+            obj = getattr(obj, attr)
+        return True, obj
+
+    # -- statements ------------------------------------------------------
+    def function(self, node: ast.FunctionDef) -> ir.Function:
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.kw_defaults or a.posonlyargs:
+            raise self.error(node, "model functions take plain positional parameters only "
+                                   "(no *args, **kwargs, keyword-only parameters or defaults)")
+        params = [x.arg for x in a.args]
+        self.locals = set(params)
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                self.locals.add(sub.id)
+        body = self.body(node.body)
+        return ir.Function(node.name, params, body, self.loc(node), self.lines)
+
+    def body(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            t = self.stmt(s)
+            if t is not None:
+                out.append(t)
+        return out
+
+    def target(self, node: ast.expr) -> ir.Target:
+        if isinstance(node, ast.Name):
+            return ir.Target(name=node.id)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return ir.Target(items=[self.target(e) for e in node.elts])
+        raise self.error(node, f"cannot assign to `{ast.unparse(node)}`: only names and tuples of names can be "
+                               "assigned (tensors and model data are immutable; build a new value instead)")
+
+    def stmt(self, s: ast.stmt) -> ir.Stmt | None:
+        loc = self.loc(s)
+        match s:
+            case ast.Assign(targets=[tgt], value=value):
+                return ir.Assign(loc, self.target(tgt), self.expr(value))
+            case ast.Assign():
+                raise self.error(s, "chained assignment `a = b = ...`: write one assignment per name")
+            case ast.AugAssign(target=ast.Name(id=name), op=op, value=value):
+                rhs = ir.BinOp(loc, _BINOPS[type(op)], ir.Name(loc, name), self.expr(value))
+                return ir.Assign(loc, ir.Target(name=name), rhs)
+            case ast.AugAssign():
+                raise self.error(s, "augmented assignment works on plain names only")
+            case ast.Return(value=value):
+                return ir.Return(loc, self.expr(value) if value is not None else None)
+            case ast.If(test=test, body=body, orelse=orelse):
+                return ir.If(loc, self.expr(test), self.body(body), self.body(orelse))
+            case ast.For(target=tgt, iter=it, body=body, orelse=orelse):
+                if orelse:
+                    raise self.error(s, "`for ... else` is not supported: use a flag variable")
+                return ir.For(loc, self.target(tgt), self.expr(it), self.body(body))
+            case ast.While(test=test, body=body, orelse=orelse):
+                if orelse:
+                    raise self.error(s, "`while ... else` is not supported: use a flag variable")
+                return ir.While(loc, self.expr(test), self.body(body))
+            case ast.Pass():
+                return ir.Pass(loc)
+            case ast.Expr(value=ast.Constant(value=str())):
+                return None  # docstring
+            case ast.Expr(value=ast.Call(func=func, args=[], keywords=[])) if self._is_marker(func, "phase"):
+                return ir.PhaseMark(loc)
+            case ast.Expr(value=value):
+                return ir.ExprStmt(loc, self.expr(value))
+            case ast.Break() | ast.Continue():
+                raise self.error(s, f"`{type(s).__name__.lower()}` is not supported: "
+                                    "use a while loop whose condition covers the early exit")
+        hint = _UNSUPPORTED_STMT.get(type(s), "rewrite it with assignments, if/else, for, while and return")
+        raise self.error(s, f"`{type(s).__name__}` statement is not supported in an acrobat model: {hint}")
+
+    def _is_marker(self, func: ast.expr, which: str) -> bool:
+        if isinstance(func, (ast.Name, ast.Attribute)):
+            found, obj = self.resolve_global(func)
+            return found and obj is self.markers[which]
+        return False
+
+    # -- expressions -----------------------------------------------------
+    def expr(self, e: ast.expr) -> ir.Expr:
+        loc = self.loc(e)
+        match e:
+            case ast.Constant(value=v):
+                return ir.Const(loc, v)
+            case ast.Name(id=name) if name in self.locals:
+                return ir.Name(loc, name)
+            case ast.Name() | ast.Attribute() if self.resolve_global(e)[0]:
+                return self.global_value(e)
+            case ast.Attribute(value=obj, attr=attr):
+                return ir.Attr(loc, self.expr(obj), attr)
+            case ast.Subscript(value=obj, slice=idx):
+                return ir.Subscript(loc, self.expr(obj), self.expr(idx))
+            case ast.Slice(lower=a, upper=b, step=c):
+                return ir.Slice(loc, *(self.expr(x) if x is not None else None for x in (a, b, c)))
+            case ast.Tuple(elts=elts):
+                return ir.TupleExpr(loc, [self.expr(x) for x in elts])
+            case ast.List(elts=elts):
+                return ir.ListExpr(loc, [self.expr(x) for x in elts])
+            case ast.BinOp(left=a, op=op, right=b):
+                return ir.BinOp(loc, _BINOPS[type(op)], self.expr(a), self.expr(b))
+            case ast.UnaryOp(op=op, operand=a):
+                return ir.UnaryOp(loc, _UNOPS[type(op)], self.expr(a))
+            case ast.Compare(left=a, ops=ops, comparators=rest):
+                return ir.Compare(loc, [_CMPOPS[type(o)] for o in ops], [self.expr(x) for x in [a, *rest]])
+            case ast.BoolOp(op=op, values=vs):
+                return ir.BoolOp(loc, "and" if isinstance(op, ast.And) else "or", [self.expr(x) for x in vs])
+            case ast.IfExp(test=t, body=b, orelse=o):
+                return ir.IfExp(loc, self.expr(t), self.expr(b), self.expr(o))
+            case ast.Call():
+                return self.call(e)
+        hint = _UNSUPPORTED_EXPR.get(type(e), "rewrite it with supported expressions")
+        raise self.error(e, f"`{type(e).__name__}` expression is not supported in an acrobat model: {hint}")
+
+    def global_value(self, e: ast.expr) -> ir.Expr:
+        """A non-local name used as a value: only constants may be read from globals."""
+        _, obj = self.resolve_global(e)
+        if isinstance(obj, (int, float, bool, str)) or obj is None:
+            return ir.Const(self.loc(e), obj)
+        raise self.error(e, f"global `{ast.unparse(e)}` of type {type(obj).__name__} used as a value: "
+                            "pass tensors and modules in as model parameters (arguments of the program)")
+
+    def call(self, e: ast.Call) -> ir.Expr:
+        loc = self.loc(e)
+        if any(k.arg is None for k in e.keywords) or any(isinstance(a, ast.Starred) for a in e.args):
+            raise self.error(e, "`*args`/`**kwargs` in calls are not supported: pass arguments explicitly")
+        args = [self.expr(a) for a in e.args]
+        kwargs = {k.arg: self.expr(k.value) for k in e.keywords if k.arg is not None}
+        func = e.func
+        found, obj = (self.resolve_global(func) if isinstance(func, (ast.Name, ast.Attribute)) else (False, None))
+        if found:
+            if obj is self.markers["concurrent"]:
+                if kwargs or not args or not all(isinstance(a, ir.Call) and a.callee[0] == "program" for a in args):
+                    raise self.error(e, "acrobat.concurrent(...) takes calls of @acrobat.function functions, "
+                                        "e.g. acrobat.concurrent(f(node.left), f(node.right))")
+                return ir.Concurrent(loc, args)  # type: ignore[arg-type]
+            if obj is self.markers["phase"]:
+                raise self.error(e, "acrobat.phase() is a statement of its own: write it on its own line")
+            name = self.is_program_fn(obj)
+            if name is not None:
+                if kwargs:
+                    raise self.error(e, "call @acrobat.function functions with positional arguments")
+                return ir.Call(loc, ("program", obj), args, {})
+            if isinstance(func, ast.Name) and getattr(builtins, func.id, None) is obj and func.id in HOST_BUILTINS:
+                return ir.Call(loc, ("builtin", func.id), args, kwargs)
+            if _is_torch_object(obj) and not isinstance(obj, types.ModuleType):
+                return ir.Call(loc, ("torch", obj), args, kwargs)
+            raise self.error(e, f"`{ast.unparse(func)}` is neither a torch operator nor an @acrobat.function: "
+                                "decorate it with @acrobat.function, or compute its result before the model runs")
+        if isinstance(func, ast.Attribute):
+            return ir.Call(loc, ("method", func.attr), args, kwargs, receiver=self.expr(func.value))
+        return ir.Call(loc, ("value", None), args, kwargs, receiver=self.expr(func))
+
+
+def parse_function(fn: Callable, is_program_fn: Callable[[Any], str | None], markers: dict[str, Any]) -> ir.Function:
+    """Parse a Python function into an ``ir.Function``.
+
+    ``is_program_fn(obj)`` returns the function name when ``obj`` is an
+    ``@acrobat.function`` (a call to it is a program call), else None;
+    ``markers`` maps ``"concurrent"``/``"phase"`` to the acrobat marker
+    functions.
+
+    Raises:
+        CompileError: the source is unavailable or uses an unsupported
+            construct (message: ``file:line:col: what; what to write instead``).
+    """
+    try:
+        filename = inspect.getsourcefile(fn) or "<unknown>"
+        src_lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as exc:
+        raise CompileError(f"cannot read the source of `{getattr(fn, '__name__', fn)}` ({exc}): "
+                           "acrobat models must be defined in a .py file") from exc
+    source = textwrap.dedent("".join(src_lines))
+    tree = ast.parse(source)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise CompileError("expected a function definition", filename, first, 0)
+    lines = {first + i: text.rstrip("\n") for i, text in enumerate(src_lines)}
+    return _Translator(fn, filename, first - 1, lines, is_program_fn, markers).function(fdef)

@@ -1,0 +1,294 @@
+"""The user API: ``@acrobat.function``, ``@acrobat.program``, and the compile driver (Fig. 3).
+
+Compilation runs the pipeline once per program and options: frontend
+(parse) -> analyses (kinds/parameter reuse, static blocks + hoisting, map
+loops, phases) -> code generation (skeleton and blocks). ``run`` then
+executes a batch of instances through the runtime.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from acrobat.analysis.blocks import lower_function
+from acrobat.analysis.depth import base_depth, parallel_loops
+from acrobat.analysis.kinds import SharedK, analyze_kinds, describe_ref
+from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
+from acrobat.analysis.phases import insert_phases
+from acrobat.analysis.shared import SharedSlots
+from acrobat.codegen.aot import write_skeleton
+from acrobat.codegen.blocks import compile_block
+from acrobat.codegen.printer import Globals, expr_source
+from acrobat.errors import BatchError, CompileError
+from acrobat.frontend import ir
+from acrobat.frontend.parser import parse_function
+from acrobat.runtime.backend import get_backend
+from acrobat.runtime.executor import Runtime
+from acrobat.runtime.stats import RunStats
+
+
+def concurrent(*results: Any) -> tuple:
+    """Mark program calls as independent: ``l, r = acrobat.concurrent(f(a), f(b))`` (§4.1).
+
+    Run as plain Python it just returns the results as a tuple; compiled,
+    the calls start at the same depth so their operators batch together.
+    """
+    return results
+
+
+def phase() -> None:
+    """Mark a program-phase boundary in the entry function (§4.1); a no-op in plain Python."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Compile-time switches of acrobat's optimizations (for ablations, paper Fig. 8).
+
+    - ``coarsening``: group straight-line tensor ops into static blocks (App. A.2);
+      off, every operator statement is its own block;
+    - ``hoisting``: give recursion-independent blocks static depths (App. A.1);
+    - ``concurrency``: concurrent calls and map loops share depths (§4.1);
+    - ``phases``: split the entry into program phases (§4.1).
+    """
+
+    coarsening: bool = True
+    hoisting: bool = True
+    concurrency: bool = True
+    phases: bool = True
+
+
+class Function:
+    """A program function (``@acrobat.function``). Calling it runs plain Python."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def function(fn: Callable) -> Function:
+    """Decorator: a helper function of an acrobat model (recursion allowed)."""
+    return Function(fn)
+
+
+@dataclass
+class Compiled:
+    """A compiled program: generated skeleton, blocks, shared-slot prologue."""
+
+    skeleton_source: str
+    prologue_source: str
+    entry: Callable
+    prologue: Callable
+    blocks: dict[int, Block]
+    block_fns: dict[int, Callable]
+    base: int
+    n_phases: int
+
+
+class Program(Function):
+    """The entry of a model (``@acrobat.program``): compiled on first use.
+
+    ``program(instance, *shared)`` runs one instance as plain Python;
+    ``program.run(instances, *shared)`` runs a batch through acrobat.
+    The first parameter is the instance; the others are shared by all
+    instances (model parameters: ``nn.Module``s, tensors, numbers).
+    """
+
+    def __init__(self, fn: Callable, options: Options = Options()):
+        super().__init__(fn)
+        self.options = options
+        self._compiled: dict[tuple[int, Options], Compiled] = {}
+        self._batched: dict[tuple[int, Options, str], dict[int, Callable]] = {}
+
+    def compile(self, n_shared: int, options: Options | None = None) -> Compiled:
+        """Compile for ``n_shared`` shared arguments (cached).
+
+        Raises:
+            CompileError: the model uses Python acrobat cannot batch.
+        """
+        options = options or self.options
+        key = (n_shared, options)
+        if key not in self._compiled:
+            self._compiled[key] = _compile(self, n_shared, options)
+        return self._compiled[key]
+
+    def source(self, n_shared: int = 1, options: Options | None = None) -> str:
+        """The generated code: skeleton, shared-value prologue and every block."""
+        c = self.compile(n_shared, options)
+        parts = [c.skeleton_source, c.prologue_source]
+        parts += [f"# static block {b.name} ({b.loc})\n{b.source}" for b in c.blocks.values()]
+        return "\n".join(parts)
+
+    def run(self, instances: Sequence, *shared: Any, backend: str = "eager", options: Options | None = None,
+            stats: RunStats | None = None) -> list:
+        """Run a batch of instances with auto-batching; per-instance results, in order.
+
+        Args:
+            instances: the mini-batch (e.g. trees, token lists); not empty.
+            shared: the model parameters, passed to every instance.
+            backend: kernel backend name (``"eager"``).
+            options: optimization switches (defaults to the program's).
+            stats: if given, the run's figures are added to it.
+
+        Returns:
+            One result per instance: tensors (or tuples/lists of them)
+            equal to running ``self(instance, *shared)`` alone.
+
+        Raises:
+            BatchError: empty batch. CompileError: see ``compile``.
+            ShapeError: an operator failed for an instance (names it and the source line).
+        """
+        if len(instances) == 0:
+            raise BatchError("empty batch: run() needs at least one instance")
+        options = options or self.options
+        c = self.compile(len(shared), options)
+        fns = self._batched_fns(c, len(shared), options, backend)
+        slots = c.prologue((None, *shared))
+        shared_vals = {bid: [slots[p.slot] for p in b.shared_params] for bid, b in c.blocks.items()}
+        rt = Runtime(c.blocks, c.block_fns, fns, shared_vals)
+        rt.slots = slots
+        out = rt.run(c.entry, c.base, instances, (None, *shared)[1:])
+        if stats is not None:
+            stats.add(rt.stats)
+        return out
+
+    def trace(self, instances: Sequence, *shared: Any, options: Options | None = None) -> list[tuple[int, str, int, int]]:
+        """The DFG of a batch without executing it: (instance, block name, phase, depth) per node."""
+        c = self.compile(len(shared), options)
+        slots = c.prologue((None, *shared))
+        rt = Runtime(c.blocks, c.block_fns, {}, {})
+        rt.slots = slots
+        for i, inst in enumerate(instances):
+            rt.inst, rt.phase = i, 0
+            c.entry(rt, c.base, inst, *shared)
+        return sorted((inst, g.block.name, g.phase, g.depth) for g in rt.groups.values() for inst in g.insts)
+
+    def _batched_fns(self, c: Compiled, n_shared: int, options: Options, backend: str) -> dict[int, Callable]:
+        key = (n_shared, options, backend)
+        if key not in self._batched:
+            be = get_backend(backend)
+            self._batched[key] = {bid: be.batched(b, c.block_fns[bid]) for bid, b in c.blocks.items()}
+        return self._batched[key]
+
+
+def program(fn: Callable | None = None, *, options: Options = Options()) -> Any:
+    """Decorator: the entry function of an acrobat model. ``@acrobat.program`` or ``@acrobat.program(options=...)``."""
+    if fn is None:
+        return lambda f: Program(f, options)
+    return Program(fn, options)
+
+
+# ------------------------------------------------------------------ compile driver
+
+
+def _parse_all(entry: Function) -> dict[Any, ir.Function]:
+    """Parse the entry and every program function reachable from it."""
+    markers = {"concurrent": concurrent, "phase": phase}
+
+    def is_program_fn(obj: Any) -> str | None:
+        return obj.__name__ if isinstance(obj, Function) else None
+
+    functions: dict[Any, ir.Function] = {}
+    todo = [entry]
+    while todo:
+        f = todo.pop()
+        if f in functions:
+            continue
+        functions[f] = parse_function(f.fn, is_program_fn, markers)
+        for s in ir.walk_stmts(functions[f].body):
+            for root in ir.stmt_exprs(s):
+                for e in ir.walk(root):
+                    if isinstance(e, ir.Call) and e.callee[0] == "program":
+                        todo.append(e.callee[1])
+    return functions
+
+
+def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
+    functions = _parse_all(prog)
+    table = analyze_kinds(functions, prog, n_shared)
+    slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
+    block_ids = itertools.count()
+    lowered: list[LoweredFunction] = []
+    substs: dict[int, str] = {}
+    for spec in table.specs.values():
+        body, subst = lower_function(spec, copy.deepcopy(spec.fn.body), slots, block_ids, options)
+        substs.update(subst)
+        if spec.key == table.entry:
+            body = insert_phases(body, options.phases)
+        loops = parallel_loops(spec, body) if options.concurrency else set()
+        lowered.append(LoweredFunction(spec, body, loops))
+    blocks = {s.block.id: s.block for f in lowered for s in ir.walk_stmts(f.body) if isinstance(s, BlockCall)}
+    base = base_depth([f.body for f in lowered])
+    g = Globals()
+    block_fns = {bid: compile_block(b, g, substs) for bid, b in blocks.items()}
+    skeleton = write_skeleton(lowered, table.entry, g, slots, table.specs, base, options.concurrency)
+    prologue = _write_prologue(slots, g)
+    namespace: dict[str, Any] = dict(g.values)
+    namespace["_B"] = blocks
+    exec(compile(skeleton, f"<acrobat skeleton {prog.__name__}>", "exec"), namespace)
+    exec(compile(prologue, f"<acrobat prologue {prog.__name__}>", "exec"), namespace)
+    namespace["_S"] = None
+    entry_name = table.specs[table.entry].name
+    n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for f in lowered if f.spec.key == table.entry for s in f.body)
+    return Compiled(skeleton, prologue, _bind_slots(namespace, entry_name), namespace["_prologue"], blocks,
+                    block_fns, base, n_phases)
+
+
+def _bind_slots(namespace: dict[str, Any], entry_name: str) -> Callable:
+    """The entry function, with the skeleton's ``_S`` bound to the running runtime's slots."""
+    entry = namespace[entry_name]
+
+    def run_entry(rt: Runtime, d: int, inst: Any, *shared: Any) -> Any:
+        namespace["_S"] = rt.slots
+        return entry(rt, d, inst, *shared)
+
+    return run_entry
+
+
+def _write_prologue(slots: SharedSlots, g: Globals) -> str:
+    """Source of ``_prologue(_A) -> list``: computes every shared slot once per run."""
+    lines: list[str] = []
+    done: set[int] = set()
+
+    def emit(i: int) -> None:
+        if i in done:
+            return
+        d = slots.defs[i]
+        deps: list[int] = []
+        if d.parent is not None:
+            emit(d.parent)
+            step = f".{d.step[1]}" if d.step[0] == "." else f"[{d.step[1]!r}]"  # type: ignore[index]
+            code = f"_S[{d.parent}]{step}"
+        elif d.ref[0] == "arg":
+            code = f"_A[{d.ref[1]}]"
+        else:
+            spec = d.spec
+
+            def sub(e: ir.Expr) -> str | None:
+                k = spec.kinds.get(e.nid)  # type: ignore[union-attr]
+                if e is not d.expr and isinstance(k, SharedK):
+                    j = slots.slot(k.ref, spec)
+                    deps.append(j)
+                    return f"_S[{j}]"
+                return None
+
+            code = expr_source(d.expr, g, sub)  # type: ignore[arg-type]
+            for j in deps:
+                emit(j)
+        done.add(i)
+        lines.append(f"    _S[{i}] = {code}  # {describe_ref(d.ref)}")
+
+    i = 0
+    while i < len(slots.defs):
+        emit(i)
+        i += 1
+    head = ["def _prologue(_A):", "    # shared values (weights, ops over weights): computed once per run, passed unbatched",
+            f"    _S = [None] * {len(slots.defs)}"]
+    return "\n".join(head + lines + ["    return _S", ""])

@@ -1,0 +1,61 @@
+"""Run statistics and the batching report (per block: launches, mean batch size)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class BlockStats:
+    """Per static block: how often it launched and how many DFG nodes it covered."""
+
+    name: str
+    launches: int = 0
+    nodes: int = 0
+    hoisted: bool = False
+
+    @property
+    def mean_batch(self) -> float:
+        return self.nodes / self.launches if self.launches else 0.0
+
+
+@dataclass
+class RunStats:
+    """Figures of one batched run. Times in ms (wall clock, ``time.perf_counter``).
+
+    ``kernel_ms`` is the time inside batched block calls; ``overhead_ms`` is
+    everything else the runtime did: DFG construction (running the
+    skeleton), scheduling and gathering inputs, scattering results.
+    """
+
+    instances: int = 0
+    dfg_nodes: int = 0
+    kernel_launches: int = 0
+    phases: int = 0
+    construct_ms: float = 0.0
+    schedule_ms: float = 0.0
+    kernel_ms: float = 0.0
+    total_ms: float = 0.0
+    blocks: dict[int, BlockStats] = field(default_factory=dict)
+
+    @property
+    def overhead_ms(self) -> float:
+        return self.total_ms - self.kernel_ms
+
+    def add(self, other: "RunStats") -> None:
+        """Accumulate another run's figures into this one."""
+        for name in ("instances", "dfg_nodes", "kernel_launches", "construct_ms", "schedule_ms", "kernel_ms", "total_ms"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.phases = max(self.phases, other.phases)
+        for bid, b in other.blocks.items():
+            mine = self.blocks.setdefault(bid, BlockStats(b.name, hoisted=b.hoisted))
+            mine.launches += b.launches
+            mine.nodes += b.nodes
+
+    def report(self) -> str:
+        """A readable batching report: one line per block."""
+        lines = [f"{'block':<28} {'launches':>9} {'nodes':>8} {'mean batch':>11}  depth"]
+        for b in sorted(self.blocks.values(), key=lambda b: -b.nodes):
+            lines.append(f"{b.name:<28} {b.launches:>9} {b.nodes:>8} {b.mean_batch:>11.1f}  "
+                         f"{'hoisted (static)' if b.hoisted else 'inline'}")
+        return "\n".join(lines)
