@@ -1,0 +1,177 @@
+"""The ``acrobat`` command: run a model batched, show its generated code, benchmark it.
+
+    acrobat run treelstm --check          # batched run on SST (or synthetic) trees
+    acrobat show birnn                    # the generated skeleton and blocks
+    acrobat bench treelstm birnn          # side by side with PyTorch baselines
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any, Sequence
+
+import torch
+from tqdm import tqdm
+
+from acrobat.bench.compare import ATOL, RTOL, compare, format_table, outputs_equal, overhead_lines
+from acrobat.bench.machine import describe_machine, machine_line
+from acrobat.data import load_dataset
+from acrobat.errors import AcrobatError
+from acrobat.models import MODELS, get_model
+from acrobat.runtime.backend import BACKENDS
+from acrobat.runtime.stats import RunStats
+
+
+def _setup(args: argparse.Namespace, limit: int | None):
+    spec = get_model(args.model)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    ds = load_dataset(args.data, split=args.split, limit=limit)
+    hidden = spec.hidden(args.size)
+    params = spec.make_params(len(ds.vocab), hidden, args.seed)
+    return spec, ds, hidden, params
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run MODEL batched over the data, print per-batch figures and the batching report."""
+    spec, ds, hidden, params = _setup(args, args.batch_size * args.num_batches)
+    instances = spec.instances(ds.trees)
+    batches = [instances[i:i + args.batch_size] for i in range(0, len(instances), args.batch_size)]
+    batches = batches[:args.num_batches]
+    print(f"model    {spec.name}: {spec.description}")
+    print(f"data     {ds.description}")
+    print(f"size     {args.size} (hidden {hidden}), batch size {args.batch_size}, {len(batches)} batches, "
+          f"backend {args.backend}, seed {args.seed}")
+    print(f"machine  {machine_line()}")
+    t0 = time.perf_counter()
+    spec.program.compile(1)
+    print(f"compiled in {(time.perf_counter() - t0) * 1e3:.0f} ms")
+    total = RunStats()
+    per_batch: list[dict[str, Any]] = []
+    mismatches = 0
+    with torch.inference_mode():
+        for i, batch in enumerate(tqdm(batches, desc=f"{spec.name} batches", unit="batch", file=sys.stderr)):
+            st = RunStats()
+            out = spec.program.run(batch, params, backend=args.backend, stats=st)
+            total.add(st)
+            ok = None
+            if args.check:
+                ok = outputs_equal(out, [spec.reference(x, params) for x in batch])
+                mismatches += not ok
+            per_batch.append({"ms": st.total_ms, "overhead_ms": st.overhead_ms, "dfg_nodes": st.dfg_nodes,
+                              "kernel_launches": st.kernel_launches, "check": ok})
+            tqdm.write(f"batch {i + 1:>3}/{len(batches)}: {st.total_ms:7.1f} ms  "
+                       f"(overhead {st.overhead_ms:5.1f} ms)  {st.dfg_nodes:>6} DFG nodes  "
+                       f"{st.kernel_launches:>4} launches" + ("" if ok is None else f"  check {'ok' if ok else 'MISMATCH'}"),
+                       file=sys.stdout)
+    print("\nbatching report (all batches):")
+    print(total.report())
+    median_ms = statistics.median(b["ms"] for b in per_batch)
+    check = "off" if not args.check else ("passed" if mismatches == 0 else "failed")
+    print(f"\nmedian batch {median_ms:.1f} ms, median overhead {statistics.median(b['overhead_ms'] for b in per_batch):.1f} ms")
+    if args.check:
+        print(f"check vs per-instance PyTorch reference (rtol={RTOL}, atol={ATOL}): {check}"
+              + (f" ({mismatches} of {len(batches)} batches differ)" if mismatches else ""))
+    if args.json:
+        report = {
+            "model": spec.name, "backend": args.backend, "size": args.size, "hidden": hidden,
+            "batch_size": args.batch_size, "num_batches": len(batches), "data": ds.description,
+            "median_batch_ms": median_ms,
+            "overhead_ms": statistics.median(b["overhead_ms"] for b in per_batch),
+            "dfg_nodes": round(statistics.mean(b["dfg_nodes"] for b in per_batch)),
+            "kernel_launches": round(statistics.mean(b["kernel_launches"] for b in per_batch)),
+            "check": check, "rtol": RTOL, "atol": ATOL, "batches": per_batch,
+            "blocks": [{"block": b.name, "launches": b.launches, "nodes": b.nodes, "mean_batch": b.mean_batch,
+                        "hoisted": b.hoisted} for b in total.blocks.values()],
+            "machine": describe_machine(),
+        }
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+        print(f"wrote {args.json}")
+    return 1 if check == "failed" else 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print MODEL's generated code: skeleton with inline depths, shared-value prologue, blocks."""
+    print(get_model(args.model).program.source(1))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Time acrobat against the baselines, side by side, on the same batch."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    names = args.models or list(MODELS)
+    comparisons = []
+    for name in tqdm(names, desc="models", unit="model", file=sys.stderr):
+        spec = get_model(name)
+        ds = load_dataset(args.data, split=args.split, limit=args.batch_size)
+        params = spec.make_params(len(ds.vocab), spec.hidden(args.size), args.seed)
+        batch = spec.instances(ds.trees)[:args.batch_size]
+        comparisons.append(compare(spec, batch, params, args.size, args.repeats))
+        data = ds.description
+    print(f"data: {data}; first {args.batch_size} instances; inference; median of {args.repeats} runs after warm-up\n")
+    print(format_table(comparisons))
+    print("\nacrobat's time, one run:")
+    print(overhead_lines(comparisons))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``acrobat`` command."""
+    p = argparse.ArgumentParser(prog="acrobat", description="Auto-batching of dynamic deep-learning models "
+                                "(ACRoBat, MLSys 2024): run, inspect and benchmark the bundled models.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--data", help="SST tree file or folder with {train,dev}.txt (default: ../shared/data/sst "
+                        "if present, else synthetic SST-like trees)")
+        sp.add_argument("--split", default="dev", help="split to read from a data folder (default: dev)")
+        sp.add_argument("--size", default="small", choices=["small", "large"], help="model size (hidden 256/512)")
+        sp.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
+        sp.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+
+    run = sub.add_parser("run", help="run a model batched and print per-batch figures")
+    run.add_argument("model", choices=list(MODELS))
+    common(run)
+    run.add_argument("--batch-size", type=int, default=64, help="instances per batch (default 64)")
+    run.add_argument("--num-batches", type=int, default=8, help="number of batches (default 8)")
+    run.add_argument("--backend", default="eager", choices=list(BACKENDS), help="kernel backend")
+    run.add_argument("--check", action="store_true", help="compare every result with the per-instance "
+                     "PyTorch reference; exit 1 on a mismatch")
+    run.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    run.set_defaults(func=cmd_run)
+
+    show = sub.add_parser("show", help="print a model's generated code")
+    show.add_argument("model", choices=list(MODELS))
+    show.set_defaults(func=cmd_show)
+
+    bench = sub.add_parser("bench", help="time acrobat against PyTorch baselines side by side")
+    bench.add_argument("models", nargs="*", choices=[[]] + list(MODELS), metavar="MODEL",
+                       help=f"models to run (default: all of {', '.join(MODELS)})")
+    common(bench)
+    bench.add_argument("--batch-size", type=int, default=64, help="instances in the timed batch (default 64)")
+    bench.add_argument("--repeats", type=int, default=5, help="timed runs per system (default 5)")
+    bench.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``acrobat`` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "batch_size", 1) < 1:
+        print("error: --batch-size must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except (AcrobatError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

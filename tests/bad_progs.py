@@ -1,0 +1,185 @@
+"""Model functions that acrobat must reject at compile time (used by test_compile_errors.py).
+
+Each offending line carries a marker comment ``# E:<key>``; the tests find
+the expected line number by searching for the marker, so lines can move.
+Every program takes ``(tok, p)``: ``tok`` an int token id, ``p`` a module
+with ``emb`` (V, H), ``W`` (H, H), ``b`` (H,).
+"""
+
+# ruff: noqa
+import math
+
+import torch
+
+import acrobat as ab
+
+GLOBAL_T = torch.ones(4)
+COUNTER = 0
+
+
+def plain_helper(x):
+    return x
+
+
+@ab.function
+def good_helper(tok, p):
+    return torch.tanh(p.emb[tok] @ p.W)
+
+
+@ab.program
+def bad_listcomp(tok, p):
+    xs = [p.emb[t] for t in range(tok)]  # E:listcomp
+    return xs
+
+
+@ab.program
+def bad_lambda(tok, p):
+    f = lambda x: x  # E:lambda
+    return p.emb[tok]
+
+
+@ab.program
+def bad_try(tok, p):
+    try:  # E:try
+        h = p.emb[tok]
+    except IndexError:
+        h = p.b
+    return h
+
+
+@ab.program
+def bad_with(tok, p):
+    with torch.no_grad():  # E:with
+        h = p.emb[tok]
+    return h
+
+
+@ab.program
+def bad_break(tok, p):
+    h = p.b
+    for i in range(tok):
+        h = torch.tanh(h @ p.W)
+        break  # E:break
+    return h
+
+
+@ab.program
+def bad_while_else(tok, p):
+    i = 0
+    while i < tok:  # E:while_else
+        i = i + 1
+    else:
+        i = 0
+    return p.emb[i]
+
+
+@ab.program
+def bad_import(tok, p):
+    import math  # E:import
+    return p.emb[tok]
+
+
+@ab.program
+def bad_global(tok, p):
+    global COUNTER  # E:global
+    return p.emb[tok]
+
+
+@ab.program
+def bad_undecorated(tok, p):
+    h = plain_helper(p.emb[tok])  # E:undecorated
+    return h
+
+
+@ab.program
+def bad_global_tensor(tok, p):
+    return p.emb[tok] + GLOBAL_T  # E:global_tensor
+
+
+@ab.program
+def bad_item(tok, p):
+    v = (p.emb[tok] @ p.W).sum().item()  # E:item
+    return p.emb[tok] * v
+
+
+@ab.program
+def bad_if_tensor(tok, p):
+    h = torch.tanh(p.emb[tok] @ p.W)
+    if h:  # E:if_tensor
+        return h
+    return h + 1
+
+
+@ab.program
+def bad_if_compare_tensor(tok, p):
+    h = torch.tanh(p.emb[tok] @ p.W)
+    if h.sum() > 0:  # E:if_compare_tensor
+        return h
+    return h + 1
+
+
+@ab.program
+def bad_while_tensor(tok, p):
+    h = torch.tanh(p.emb[tok] @ p.W)
+    while h.sum() > 0:  # E:while_tensor
+        h = h - 1
+    return h
+
+
+@ab.program
+def bad_inplace(tok, p):
+    h = torch.tanh(p.emb[tok] @ p.W)
+    h.add_(p.b)  # E:inplace
+    return h
+
+
+@ab.program
+def bad_attr_assign(tok, p):
+    tok.x = 1  # E:attr_assign
+    return p.emb[0]
+
+
+@ab.program
+def bad_varargs(tok, *rest):  # E:varargs
+    return tok
+
+
+@ab.program
+def bad_default(tok, p=None):  # E:default
+    return p.emb[tok]
+
+
+@ab.function
+def phase_helper(tok, p):
+    ab.phase()  # E:phase_helper
+    return p.emb[tok]
+
+
+@ab.program
+def bad_phase_in_helper(tok, p):
+    return phase_helper(tok, p)
+
+
+@ab.program
+def bad_concurrent(tok, p):
+    a, b = ab.concurrent(good_helper(tok, p), torch.tanh(p.b))  # E:concurrent
+    return a + b
+
+
+@ab.program
+def bad_nargs(tok, p):
+    return good_helper(tok)  # E:nargs
+
+
+@ab.program
+def bad_host_tensor_paths(tok, p):
+    if tok > 2:
+        v = tok
+    else:
+        v = p.emb[tok]  # E:host_tensor_paths
+    return v
+
+
+@ab.program
+def bad_three_params(tok, p, q):  # E:entry_arity
+    return p.emb[tok]

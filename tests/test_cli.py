@@ -1,0 +1,49 @@
+"""The acrobat command: run --check --json, show, bench, and its errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from acrobat.cli import main
+
+
+def test_run_check_json(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "treelstm", "--batch-size", "8", "--num-batches", "2", "--check", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    for key in ("model", "backend", "batch_size", "num_batches", "median_batch_ms", "overhead_ms",
+                "dfg_nodes", "kernel_launches", "check"):
+        assert key in report
+    assert report["check"] == "passed"
+    assert report["num_batches"] == 2 and report["batch_size"] == 8
+    assert report["kernel_launches"] < report["dfg_nodes"]
+    text = capsys.readouterr().out
+    assert "batching report" in text and "data" in text and "backend eager" in text
+
+
+def test_run_birnn_without_check(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["run", "birnn", "--batch-size", "4", "--num-batches", "1", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["check"] == "off"
+
+
+def test_show_prints_generated_code(capsys):
+    assert main(["show", "birnn"]) == 0
+    text = capsys.readouterr().out
+    assert "_rt.invoke" in text and "def block_" in text and "_prologue" in text
+
+
+def test_bench_prints_ratios(capsys):
+    assert main(["bench", "treelstm", "--batch-size", "4", "--repeats", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "Machine:" in text and "PyTorch per instance" in text and "x |" in text
+
+
+def test_bad_arguments(tmp_path, capsys):
+    assert main(["run", "treelstm", "--batch-size", "0"]) == 2
+    assert main(["run", "treelstm", "--data", str(tmp_path / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "no-such-model"])
