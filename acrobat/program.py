@@ -216,10 +216,8 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
     block_ids = itertools.count()
     lowered: list[LoweredFunction] = []
-    substs: dict[int, str] = {}
     for spec in table.specs.values():
-        body, subst = lower_function(spec, copy.deepcopy(spec.fn.body), slots, block_ids, options)
-        substs.update(subst)
+        body = lower_function(spec, copy.deepcopy(spec.fn.body), slots, block_ids, options)
         if spec.key == table.entry:
             body = insert_phases(body, options.phases)
         loops = parallel_loops(spec, body) if options.concurrency else set()
@@ -227,7 +225,7 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     blocks = {s.block.id: s.block for f in lowered for s in ir.walk_stmts(f.body) if isinstance(s, BlockCall)}
     base = base_depth([f.body for f in lowered])
     g = Globals()
-    block_fns = {bid: compile_block(b, g, substs) for bid, b in blocks.items()}
+    block_fns = {bid: compile_block(b, g) for bid, b in blocks.items()}
     skeleton = write_skeleton(lowered, table.entry, g, slots, table.specs, base, options.concurrency)
     prologue = _write_prologue(slots, g)
     namespace: dict[str, Any] = dict(g.values)

@@ -183,3 +183,16 @@ def bad_host_tensor_paths(tok, p):
 @ab.program
 def bad_three_params(tok, p, q):  # E:entry_arity
     return p.emb[tok]
+
+
+@ab.program
+def bad_inplace_shared(tok, p):
+    w = p.W.add_(1.0)  # E:inplace_shared
+    return p.emb[tok] @ w
+
+
+@ab.program
+def bad_out_kwarg(tok, p):
+    h = torch.tanh(p.emb[tok] @ p.W)
+    torch.add(h, 1.0, out=h)  # E:out_kwarg
+    return h

@@ -262,8 +262,8 @@ class _Lowerer:
         outputs = [n for s in stmts for n in s.target.names() if n in read_outside]
         outputs = list(dict.fromkeys(outputs))
         bid = next(self.block_ids)
-        block = Block(bid, f"{self.spec.name}:{stmts[0].loc.line}", self.spec, stmts, params, outputs,
-                      sdepth, stmts[0].loc)
+        name = f"{self.spec.name}:{stmts[0].loc.line}" + (" (hoisted)" if is_static else "")
+        block = Block(bid, name, self.spec, stmts, params, outputs, sdepth, stmts[0].loc, subst=self.subst)
         return BlockCall(stmts[0].loc, block)
 
     def reads_outside(self, stmts: list[ir.Assign]) -> set[str]:
@@ -296,16 +296,16 @@ class _Lowerer:
 
 
 def lower_function(spec: Spec, body: list[ir.Stmt], slots: SharedSlots, block_ids: itertools.count,
-                   options) -> tuple[list[ir.Stmt], dict[int, str]]:
+                   options) -> list[ir.Stmt]:
     """Flatten one specialization's ``body`` (a private copy: it is rewritten) and form its static blocks.
 
     ``options`` (``acrobat.Options``) switches hoisting and coarsening off for ablations.
 
-    Returns the lowered body and the substitution table (expression nid ->
-    block parameter name) the block code generator uses.
+    Each ``Block`` carries its specialization's substitution table
+    (expression nid -> block parameter name) for the block code generator.
 
     Raises:
         CompileError: a construct that cannot be placed in a block.
     """
     lowerer = _Lowerer(spec, slots, block_ids, options.hoisting, options.coarsening)
-    return lowerer.lower(body), lowerer.subst
+    return lowerer.lower(body)

@@ -351,6 +351,8 @@ class _Analyzer:
         (a torch function of host numbers). ``host_receiver``: a method of
         host data, whose result is host data even with shared arguments.
         """
+        if any(k is BOTTOM for k in kinds):
+            return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         if any(has_tensor(k) for k in kinds):
             depths = [sdepth_of(k) for k in kinds]
             self.spec.ops.add(e.nid)
@@ -492,7 +494,10 @@ class _Analyzer:
             return self.list_method(e, what, recv, arg_kinds)
         if kind == "method" and what in _TENSOR_EXITS and recv is not None and (has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"{_TENSOR_EXITS[what]}: tensor-dependent control flow is not supported yet")
-        if kind == "method" and what.endswith("_") and not what.startswith("__") and recv is not None and has_tensor(recv):
+        if "out" in e.kwargs:
+            raise self.error(e, "`out=` writes into an existing tensor: assign the result to a new variable instead")
+        if kind == "method" and what.endswith("_") and not what.startswith("__") and recv is not None and (
+                has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"in-place operator `.{what}()`: write the out-of-place `.{what[:-1]}()` "
                                 "(tensors in acrobat models are immutable)")
         if kind in ("method", "value") and recv is not None:
@@ -564,6 +569,13 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int) 
                 an.set_var(spec.fn.body[0] if spec.fn.body else spec.fn, name, k)  # type: ignore[arg-type]
                 an.env[name] = k
             an.body(spec.fn.body, entry=spec.key == key)
-    for spec in an.specs.values():
+    reachable: dict[SpecKey, Spec] = {}
+    todo = [key]
+    while todo:  # specializations requested with not-yet-final kinds are dropped
+        k = todo.pop()
+        if k not in reachable:
+            reachable[k] = an.specs[k]
+            todo.extend(reachable[k].calls.values())
+    for spec in reachable.values():
         spec.shared_ops -= spec.ops  # became per-instance once the fixpoint saw tensor operands
-    return KindTable(an.specs, key)
+    return KindTable(reachable, key)

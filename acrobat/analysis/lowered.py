@@ -47,6 +47,7 @@ class Block:
     outputs: list[str]
     sdepth: int | None
     loc: ir.Loc
+    subst: dict[int, str] = field(default_factory=dict)  # expression nid -> block parameter name
     source: str = ""  # generated per-instance Python, filled by codegen
     line_map: dict[int, ir.Loc] = field(default_factory=dict)  # generated line -> model source location
 

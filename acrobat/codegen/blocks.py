@@ -17,22 +17,22 @@ from acrobat.codegen.printer import Globals, expr_source, target_source
 from acrobat.frontend import ir
 
 
-def block_source(block: Block, g: Globals, subst: dict[int, str]) -> tuple[str, dict[int, ir.Loc]]:
+def block_source(block: Block, g: Globals) -> tuple[str, dict[int, ir.Loc]]:
     """The per-instance function of ``block`` and its generated-line -> model-line map."""
     args = ", ".join(p.name for p in block.batched_params + block.shared_params)
     lines = [f"def block_{block.id}({args}):"]
     line_map: dict[int, ir.Loc] = {}
     for s in block.stmts:
-        lines.append(f"    {target_source(s.target)} = {expr_source(s.value, g, lambda e: subst.get(e.nid))}")
+        lines.append(f"    {target_source(s.target)} = {expr_source(s.value, g, lambda e: block.subst.get(e.nid))}")
         line_map[len(lines)] = s.loc
     outs = "".join(f"{n}, " for n in block.outputs)
     lines.append(f"    return ({outs})")
     return "\n".join(lines) + "\n", line_map
 
 
-def compile_block(block: Block, g: Globals, subst: dict[int, str]) -> Callable:
+def compile_block(block: Block, g: Globals) -> Callable:
     """Compile ``block``'s per-instance function; fills ``block.source`` and ``block.line_map``."""
-    block.source, block.line_map = block_source(block, g, subst)
+    block.source, block.line_map = block_source(block, g)
     filename = f"<acrobat block {block.id} {block.name}>"
     linecache.cache[filename] = (len(block.source), None, block.source.splitlines(True), filename)
     namespace = dict(g.values)

@@ -171,20 +171,23 @@ def gather(col: Sequence[Value]) -> torch.Tensor:
         if rows == list(range(r0, r0 + len(rows))):
             return t if r0 == 0 and len(rows) == t.shape[0] else t[r0:r0 + len(rows)]
         return t.index_select(0, torch.tensor(rows))
-    offsets: dict[tuple[int, int], int] = {}
-    parts: list[torch.Tensor] = []
-    index: list[int] = []
-    total = 0
-    for v in col:
-        key = (id(v.g), v.k)
-        off = offsets.get(key)
-        if off is None:
-            t = _outs(v.g)[v.k]
-            off = offsets[key] = total
-            parts.append(t)
-            total += t.shape[0]
-        index.append(off + v.row)
-    return torch.cat(parts).index_select(0, torch.tensor(index))
+    # several sources: select each source's rows, concatenate, then restore the batch order
+    by_src: dict[tuple[int, int], tuple[Value, list[int], list[int]]] = {}
+    for pos, v in enumerate(col):
+        entry = by_src.get((id(v.g), v.k))
+        if entry is None:
+            entry = by_src[(id(v.g), v.k)] = (v, [], [])
+        entry[1].append(v.row)
+        entry[2].append(pos)
+    parts = []
+    order: list[int] = []
+    for v, rows, positions in by_src.values():
+        parts.append(_outs(v.g)[v.k].index_select(0, torch.tensor(rows)))
+        order += positions
+    inverse = [0] * len(order)
+    for i, pos in enumerate(order):
+        inverse[pos] = i
+    return torch.cat(parts).index_select(0, torch.tensor(inverse))
 
 
 def _outs(g: Group) -> tuple[torch.Tensor, ...]:
