@@ -112,9 +112,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ds = load_dataset(args.data, split=args.split, limit=args.batch_size)
         params = spec.make_params(len(ds.vocab), spec.hidden(args.size), args.seed)
         batch = spec.instances(ds.trees)[:args.batch_size]
-        comparisons.append(compare(spec, batch, params, args.size, args.repeats))
+        comparisons.append(compare(spec, batch, params, args.size, args.repeats, grad=args.grad))
         data = ds.description
-    print(f"data: {data}; first {args.batch_size} instances; inference; median of {args.repeats} runs after warm-up\n")
+    mode = "forward with autograd recording" if args.grad else "inference"
+    print(f"data: {data}; first {args.batch_size} instances; {mode}; median of {args.repeats} runs after warm-up\n")
     print(format_table(comparisons))
     print("\nacrobat's time, one run:")
     print(overhead_lines(comparisons))
@@ -156,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(bench)
     bench.add_argument("--batch-size", type=int, default=64, help="instances in the timed batch (default 64)")
     bench.add_argument("--repeats", type=int, default=5, help="timed runs per system (default 5)")
+    bench.add_argument("--grad", action="store_true", help="time forward passes with autograd recording "
+                       "(default: inference mode)")
     bench.set_defaults(func=cmd_bench)
     return p
 

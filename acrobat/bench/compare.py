@@ -56,8 +56,12 @@ def outputs_equal(a: list, b: list) -> bool:
 
 
 def compare(spec: ModelSpec, batch: list[Any], params: torch.nn.Module, size: str, repeats: int,
-            backends: tuple[str, ...] = ("eager",)) -> Comparison:
-    """Time every available system for ``spec`` on ``batch`` (inference mode)."""
+            backends: tuple[str, ...] = ("eager",), grad: bool = False) -> Comparison:
+    """Time every available system for ``spec`` on ``batch``.
+
+    Inference (``torch.inference_mode``) by default; ``grad=True`` runs with
+    autograd recording, as a training forward pass would.
+    """
     cmp = Comparison(spec.name, size, len(batch))
     systems: dict[str, Callable[[], list]] = {}
     for be in backends:
@@ -65,7 +69,7 @@ def compare(spec: ModelSpec, batch: list[Any], params: torch.nn.Module, size: st
     systems["PyTorch per instance"] = lambda: [spec.reference(x, params) for x in batch]
     if spec.hand_batched is not None:
         systems["hand-batched PyTorch"] = lambda: spec.hand_batched(batch, params)  # type: ignore[misc]
-    with torch.inference_mode():
+    with torch.enable_grad() if grad else torch.inference_mode():
         expected = systems["PyTorch per instance"]()
         for name, fn in systems.items():
             if not outputs_equal(fn(), expected):

@@ -10,6 +10,7 @@ through a batched run.
 
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 from typing import Any, Callable, Sequence
@@ -66,17 +67,26 @@ class Runtime:
         """Build the DFG of all instances, execute it, return per-instance results."""
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
-        t0 = time.perf_counter()
-        results = []
-        for i, inst in enumerate(instances):
-            self.inst = i
-            self.phase = 0
-            out, _ = entry(self, base, inst, *shared_args)
-            results.append(out)
-        t1 = time.perf_counter()
-        self.execute()
-        out = [materialize(r) for r in results]
-        t2 = time.perf_counter()
+        # The DFG holds no reference cycles (refcounting frees it), so the cycle
+        # collector is paused: its passes over thousands of fresh nodes cost
+        # 100+ ms spikes in DFG construction.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            results = []
+            for i, inst in enumerate(instances):
+                self.inst = i
+                self.phase = 0
+                out, _ = entry(self, base, inst, *shared_args)
+                results.append(out)
+            t1 = time.perf_counter()
+            self.execute()
+            out = [materialize(r) for r in results]
+            t2 = time.perf_counter()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         s = self.stats
         s.instances = len(instances)
         s.construct_ms = (t1 - t0) * 1e3
@@ -95,8 +105,9 @@ class Runtime:
         assert block is not None
         try:
             cols = list(zip(*g.args)) if block.batched_params else []
-            batched = [gather(col) if p.role == "tensor" else torch.tensor(col)
-                       for p, col in zip(block.batched_params, cols)]
+            roles = [p.role for p in block.batched_params]
+            tensors = iter(gather_columns([c for c, r in zip(cols, roles) if r == "tensor"]))
+            batched = [next(tensors) if r == "tensor" else torch.tensor(c) for c, r in zip(cols, roles)]
             t0 = time.perf_counter()
             outs = self.batched_fns[block.id](*batched, *self.shared[block.id])
             self.stats.kernel_ms += (time.perf_counter() - t0) * 1e3
@@ -152,42 +163,80 @@ def _failing_line(block: Block, e: Exception) -> tuple[str, str]:
     return str(block.loc), block.spec.fn.source_lines.get(block.loc.line, "")
 
 
-def gather(col: Sequence[Value]) -> torch.Tensor:
-    """Stack per-instance values into one (B, ...) tensor, without a copy when they are contiguous.
+class GatherPlan:
+    """How to collect one batched argument from where its rows lie (explicit gather, §5.2).
 
-    Explicit gather (§5.2, as DyNet does): one slice when the rows are
-    already contiguous in one source, else ``index_select``.
-
-    Raises:
-        AcrobatError: a value whose group has not run yet (a dependency the
-            depth schedule violated; never silently wrong).
+    ``parts`` lists (source group, output index or None, rows) where rows is
+    a slice when contiguous (no copy, the common case in iterative models),
+    else an index tensor; ``inverse`` restores the batch order after
+    concatenating several sources. A plan built without output indices
+    (``ks=None``) serves every column with the same (group, row) pairs and
+    one output index: a node's ``h`` and ``c`` come from the same children.
     """
-    v0 = col[0]
-    src, k = v0.g, v0.k
-    if all(v.g is src and v.k == k for v in col):
-        t = _outs(src)[k]
+
+    __slots__ = ("parts", "inverse")
+
+    def __init__(self, gs: list[Group], rows: list[int], ks: list[int] | None):
+        by_src: dict[tuple[int, int | None], tuple[Group, int | None, list[int], list[int]]] = {}
+        for pos, (g, r) in enumerate(zip(gs, rows)):
+            k = None if ks is None else ks[pos]
+            entry = by_src.get((id(g), k))
+            if entry is None:
+                entry = by_src[(id(g), k)] = (g, k, [], [])
+            entry[2].append(r)
+            entry[3].append(pos)
+        self.parts: list[tuple[Group, int | None, slice | torch.Tensor]] = []
+        order: list[int] = []
+        for g, k, rs, positions in by_src.values():
+            r0 = rs[0]
+            contiguous = rs == list(range(r0, r0 + len(rs)))
+            self.parts.append((g, k, slice(r0, r0 + len(rs)) if contiguous else torch.tensor(rs)))
+            order += positions
+        self.inverse: torch.Tensor | None = None
+        if len(self.parts) > 1 and order != sorted(order):
+            inverse = [0] * len(order)
+            for i, pos in enumerate(order):
+                inverse[pos] = i
+            self.inverse = torch.tensor(inverse)
+
+    def apply(self, k: int | None = None) -> torch.Tensor:
+        """The (B, ...) batched argument (output ``k`` of each source for a plan built without ks).
+
+        Raises:
+            AcrobatError: a value whose group has not run yet (a dependency
+                the depth schedule violated; never silently wrong).
+        """
+        tensors = []
+        for g, part_k, sel in self.parts:
+            t = _outs(g)[k if part_k is None else part_k]  # type: ignore[index]
+            if isinstance(sel, slice):
+                tensors.append(t if sel.start == 0 and sel.stop == t.shape[0] else t[sel])
+            else:
+                tensors.append(t.index_select(0, sel))
+        out = tensors[0] if len(tensors) == 1 else torch.cat(tensors)
+        return out if self.inverse is None else out.index_select(0, self.inverse)
+
+
+def gather_columns(columns: list[Sequence[Value]]) -> list[torch.Tensor]:
+    """Batched (B, ...) tensors for columns of per-instance ``Value``s.
+
+    Columns that read the same (group, row) pairs share one plan.
+    """
+    plans: list[tuple[list[Group], list[int], GatherPlan]] = []
+    out = []
+    for col in columns:
+        gs = [v.g for v in col]
         rows = [v.row for v in col]
-        r0 = rows[0]
-        if rows == list(range(r0, r0 + len(rows))):
-            return t if r0 == 0 and len(rows) == t.shape[0] else t[r0:r0 + len(rows)]
-        return t.index_select(0, torch.tensor(rows))
-    # several sources: select each source's rows, concatenate, then restore the batch order
-    by_src: dict[tuple[int, int], tuple[Value, list[int], list[int]]] = {}
-    for pos, v in enumerate(col):
-        entry = by_src.get((id(v.g), v.k))
-        if entry is None:
-            entry = by_src[(id(v.g), v.k)] = (v, [], [])
-        entry[1].append(v.row)
-        entry[2].append(pos)
-    parts = []
-    order: list[int] = []
-    for v, rows, positions in by_src.values():
-        parts.append(_outs(v.g)[v.k].index_select(0, torch.tensor(rows)))
-        order += positions
-    inverse = [0] * len(order)
-    for i, pos in enumerate(order):
-        inverse[pos] = i
-    return torch.cat(parts).index_select(0, torch.tensor(inverse))
+        ks = [v.k for v in col]
+        if ks.count(ks[0]) != len(ks):  # mixed output indices: a plan of its own
+            out.append(GatherPlan(gs, rows, ks).apply())
+            continue
+        plan = next((p for pg, pr, p in plans if pr == rows and pg == gs), None)
+        if plan is None:
+            plan = GatherPlan(gs, rows, None)
+            plans.append((gs, rows, plan))
+        out.append(plan.apply(ks[0]))
+    return out
 
 
 def _outs(g: Group) -> tuple[torch.Tensor, ...]:
