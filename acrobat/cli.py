@@ -84,6 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "overhead_ms": statistics.median(b["overhead_ms"] for b in per_batch),
             "dfg_nodes": round(statistics.mean(b["dfg_nodes"] for b in per_batch)),
             "kernel_launches": round(statistics.mean(b["kernel_launches"] for b in per_batch)),
+            "phases": total.phases,
             "check": check, "rtol": RTOL, "atol": ATOL, "batches": per_batch,
             "blocks": [{"block": b.name, "launches": b.launches, "nodes": b.nodes, "mean_batch": b.mean_batch,
                         "hoisted": b.hoisted} for b in total.blocks.values()],
@@ -137,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
 
     run = sub.add_parser("run", help="run a model batched and print per-batch figures")
-    run.add_argument("model", choices=list(MODELS))
+    models_help = "; ".join(f"{m.name}: {m.description}" for m in MODELS.values())
+    run.add_argument("model", choices=list(MODELS), help=models_help)
     common(run)
     run.add_argument("--batch-size", type=int, default=64, help="instances per batch (default 64)")
     run.add_argument("--num-batches", type=int, default=8, help="number of batches (default 8)")
@@ -148,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     show = sub.add_parser("show", help="print a model's generated code")
-    show.add_argument("model", choices=list(MODELS))
+    show.add_argument("model", choices=list(MODELS), help=models_help)
     show.set_defaults(func=cmd_show)
 
     bench = sub.add_parser("bench", help="time acrobat against PyTorch baselines side by side")

@@ -150,11 +150,8 @@ class Program(Function):
         options = options or self.options
         c = self.compile(len(shared), options)
         fns = self._batched_fns(c, len(shared), options, backend)
-        slots = c.prologue((None, *shared))
-        shared_vals = {bid: [slots[p.slot] for p in b.shared_params] for bid, b in c.blocks.items()}
-        rt = Runtime(c.blocks, c.block_fns, fns, shared_vals)
-        rt.slots = slots
-        out = rt.run(c.entry, c.base, instances, (None, *shared)[1:])
+        rt = Runtime(c.blocks, c.block_fns, fns, c.prologue((None, *shared)))
+        out = rt.run(c.entry, c.base, instances, shared)
         if stats is not None:
             stats.add(rt.stats)
         return out
@@ -162,9 +159,7 @@ class Program(Function):
     def trace(self, instances: Sequence, *shared: Any, options: Options | None = None) -> list[tuple[int, str, int, int]]:
         """The DFG of a batch without executing it: (instance, block name, phase, depth) per node."""
         c = self.compile(len(shared), options)
-        slots = c.prologue((None, *shared))
-        rt = Runtime(c.blocks, c.block_fns, {}, {})
-        rt.slots = slots
+        rt = Runtime(c.blocks, c.block_fns, {}, c.prologue((None, *shared)))
         for i, inst in enumerate(instances):
             rt.inst, rt.phase = i, 0
             c.entry(rt, c.base, inst, *shared)
@@ -232,22 +227,9 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     namespace["_B"] = blocks
     exec(compile(skeleton, f"<acrobat skeleton {prog.__name__}>", "exec"), namespace)
     exec(compile(prologue, f"<acrobat prologue {prog.__name__}>", "exec"), namespace)
-    namespace["_S"] = None
-    entry_name = table.specs[table.entry].name
     n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for f in lowered if f.spec.key == table.entry for s in f.body)
-    return Compiled(skeleton, prologue, _bind_slots(namespace, entry_name), namespace["_prologue"], blocks,
+    return Compiled(skeleton, prologue, namespace[table.specs[table.entry].name], namespace["_prologue"], blocks,
                     block_fns, base, n_phases)
-
-
-def _bind_slots(namespace: dict[str, Any], entry_name: str) -> Callable:
-    """The entry function, with the skeleton's ``_S`` bound to the running runtime's slots."""
-    entry = namespace[entry_name]
-
-    def run_entry(rt: Runtime, d: int, inst: Any, *shared: Any) -> Any:
-        namespace["_S"] = rt.slots
-        return entry(rt, d, inst, *shared)
-
-    return run_entry
 
 
 def _write_prologue(slots: SharedSlots, g: Globals) -> str:

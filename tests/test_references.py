@@ -100,8 +100,13 @@ def test_treelstm_params_layout_and_determinism() -> None:
     }
     assert p.hidden == 8
     assert all(t.dtype == torch.float32 for t in p.parameters())
-    same = TreeLSTMParams(VOCAB, 8, num_classes=3, seed=1)
-    other = TreeLSTMParams(VOCAB, 8, num_classes=3, seed=2)
+    _assert_seeded(TreeLSTMParams, p)
+
+
+def _assert_seeded(cls, p) -> None:
+    """``p`` (seed 1) equals a fresh seed-1 instance and differs from seed 2 in every parameter."""
+    same = cls(VOCAB, 8, num_classes=3, seed=1)
+    other = cls(VOCAB, 8, num_classes=3, seed=2)
     for a, b, c in zip(p.parameters(), same.parameters(), other.parameters()):
         assert torch.equal(a, b)
         assert not torch.equal(a, c)
@@ -125,11 +130,7 @@ def test_birnn_params_layout_and_determinism() -> None:
     }
     assert p.hidden == 8
     assert not torch.equal(p.fwd.W, p.bwd.W)
-    same = BiRNNParams(VOCAB, 8, num_classes=3, seed=1)
-    other = BiRNNParams(VOCAB, 8, num_classes=3, seed=2)
-    for a, b, c in zip(p.parameters(), same.parameters(), other.parameters()):
-        assert torch.equal(a, b)
-        assert not torch.equal(a, c)
+    _assert_seeded(BiRNNParams, p)
 
 
 def test_output_shapes() -> None:

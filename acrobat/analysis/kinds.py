@@ -101,25 +101,25 @@ class KindConflict(Exception):
     pass
 
 
-def has_tensor(k: Kind) -> bool:
-    """True when ``k`` is or contains a per-instance tensor."""
-    if isinstance(k, TensorK):
+def contains(k: Kind, cls: type) -> bool:
+    """True when ``k`` is, or is a container holding, a kind of class ``cls``."""
+    if isinstance(k, cls):
         return True
     if isinstance(k, ListK):
-        return has_tensor(k.elem)
+        return contains(k.elem, cls)
     if isinstance(k, TupleK):
-        return any(has_tensor(i) for i in k.items)
+        return any(contains(i, cls) for i in k.items)
     return False
+
+
+def has_tensor(k: Kind) -> bool:
+    """True when ``k`` is or contains a per-instance tensor."""
+    return contains(k, TensorK)
 
 
 def has_shared(k: Kind) -> bool:
-    if isinstance(k, SharedK):
-        return True
-    if isinstance(k, ListK):
-        return has_shared(k.elem)
-    if isinstance(k, TupleK):
-        return any(has_shared(i) for i in k.items)
-    return False
+    """True when ``k`` is or contains a shared value."""
+    return contains(k, SharedK)
 
 
 def sdepth_of(k: Kind) -> int | None:

@@ -72,6 +72,7 @@ class SkeletonWriter:
         name = self.names[fn.spec.key]
         self.emit(0, f"def {name}(_rt, _d, {''.join(p + ', ' for p in fn.spec.fn.params)}):")
         self.emit(1, f"# {fn.spec.fn.name} specialized for ({', '.join(str(k) for k in fn.spec.key[1])})")
+        self.emit(1, "_S = _rt.slots  # shared values of this run")
         if entry:
             self.emit(1, "_rt.phase = 0")
         self.phase = 0

@@ -27,16 +27,18 @@ from acrobat.runtime.stats import BlockStats, RunStats
 class Runtime:
     """One batched run: the DFG under construction and its execution.
 
-    ``blocks[i]`` is block ``i``, ``batched_fns[i]`` its batched form,
-    ``shared[i]`` the values of its shared parameters.
+    ``blocks[i]`` is block ``i``, ``fns[i]`` its per-instance function,
+    ``batched_fns[i]`` its batched form; ``slots`` are the run's shared
+    values (read by the skeleton as ``_S``).
     """
 
     def __init__(self, blocks: dict[int, Block], fns: dict[int, Callable], batched_fns: dict[int, Callable],
-                 shared: dict[int, list]):
+                 slots: list):
         self.blocks = blocks
         self.fns = fns
+        self.slots = slots
+        self.shared = {bid: [slots[p.slot] for p in b.shared_params] for bid, b in blocks.items()}
         self.batched_fns = batched_fns
-        self.shared = shared
         self.groups: dict[tuple[int, int, int], Group] = {}
         self.lifted: dict[int, Group] = {}
         self.phase = 0

@@ -54,8 +54,9 @@ class RunStats:
 
     def report(self) -> str:
         """A readable batching report: one line per block."""
-        lines = [f"{'block':<28} {'launches':>9} {'nodes':>8} {'mean batch':>11}  depth"]
+        lines = [f"{self.dfg_nodes} DFG nodes in {self.kernel_launches} batched launches, {self.phases} program phase(s)",
+                 f"{'block':<34} {'launches':>9} {'nodes':>8} {'mean batch':>11}  depth"]
         for b in sorted(self.blocks.values(), key=lambda b: -b.nodes):
-            lines.append(f"{b.name:<28} {b.launches:>9} {b.nodes:>8} {b.mean_batch:>11.1f}  "
+            lines.append(f"{b.name:<34} {b.launches:>9} {b.nodes:>8} {b.mean_batch:>11.1f}  "
                          f"{'hoisted (static)' if b.hoisted else 'inline'}")
         return "\n".join(lines)
