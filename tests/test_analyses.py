@@ -9,8 +9,6 @@ used here is also run batched and compared with its plain per-instance call.
 from __future__ import annotations
 
 import inspect
-import os
-import sys
 from collections import Counter
 
 import pytest
@@ -18,11 +16,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import progs  # noqa: E402
+from tests import progs
 
-import acrobat  # noqa: E402
-from acrobat import Options  # noqa: E402
+import acrobat
+from acrobat import Options
 from acrobat.data.tree import Tree  # noqa: E402
 from acrobat.models import birnn_program, treelstm_program  # noqa: E402
 from acrobat.models.birnn import BiRNNParams  # noqa: E402

@@ -7,14 +7,12 @@ expected line is found by searching for the marker, never hard-coded.
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bad_progs  # noqa: E402
+from tests import bad_progs
 
 import acrobat  # noqa: E402
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import progs  # noqa: E402
+from tests import progs
 
 import acrobat  # noqa: E402
 

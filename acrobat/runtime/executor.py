@@ -109,7 +109,7 @@ class Runtime:
             cols = list(zip(*g.args)) if block.batched_params else []
             roles = [p.role for p in block.batched_params]
             tensors = iter(gather_columns([c for c, r in zip(cols, roles) if r == "tensor"]))
-            batched = [next(tensors) if r == "tensor" else torch.tensor(c) for c, r in zip(cols, roles)]
+            batched = [next(tensors) if r == "tensor" else host_column(c) for c, r in zip(cols, roles)]
             t0 = time.perf_counter()
             outs = self.batched_fns[block.id](*batched, *self.shared[block.id])
             self.stats.kernel_ms += (time.perf_counter() - t0) * 1e3
@@ -134,7 +134,7 @@ class Runtime:
         per_instance = []
         for row, args in enumerate(g.args):
             inst = g.insts[row]
-            values = [materialize(a) if p.role == "tensor" else torch.tensor(a)
+            values = [materialize(a) if p.role == "tensor" else torch.as_tensor(a)
                       for p, a in zip(block.batched_params, args)]
             per_instance.append(values)
             try:
@@ -163,6 +163,11 @@ def _failing_line(block: Block, e: Exception) -> tuple[str, str]:
             loc = block.line_map[frame.lineno]
             return str(loc), block.spec.fn.source_lines.get(loc.line, "")
     return str(block.loc), block.spec.fn.source_lines.get(block.loc.line, "")
+
+
+def host_column(col: Sequence[Any]) -> torch.Tensor:
+    """Per-instance host values (numbers, or tensors given as instance data) as one (B, ...) tensor."""
+    return torch.stack(col) if isinstance(col[0], torch.Tensor) else torch.tensor(col)
 
 
 class GatherPlan:
