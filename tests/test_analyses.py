@@ -20,10 +20,10 @@ from tests import progs
 
 import acrobat
 from acrobat import Options
-from acrobat.data.tree import Tree  # noqa: E402
-from acrobat.models import birnn_program, treelstm_program  # noqa: E402
-from acrobat.models.birnn import BiRNNParams  # noqa: E402
-from acrobat.models.treelstm import TreeLSTMParams  # noqa: E402
+from acrobat.data.tree import Tree
+from acrobat.models import birnn_program, treelstm_program
+from acrobat.models.birnn import BiRNNParams
+from acrobat.models.treelstm import TreeLSTMParams
 
 treelstm = treelstm_program.treelstm
 birnn = birnn_program.birnn

@@ -14,7 +14,7 @@ from torch import nn
 
 from tests import bad_progs
 
-import acrobat  # noqa: E402
+import acrobat
 
 BAD_FILE = os.path.abspath(bad_progs.__file__)
 with open(BAD_FILE, encoding="utf-8") as _f:

@@ -9,7 +9,7 @@ import torch
 
 from tests import progs
 
-import acrobat  # noqa: E402
+import acrobat
 
 PROGS_FILE = os.path.abspath(progs.__file__)
 
