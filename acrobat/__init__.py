@@ -5,11 +5,11 @@ model for ONE instance with ``@acrobat.program``/``@acrobat.function`` and
 run a mini-batch with ``model.run(instances, params)``.
 """
 
-from acrobat.errors import AcrobatError, BatchError, CompileError, DataError, ShapeError
+from acrobat.errors import AcrobatError, BatchError, CompileError, DataError, InstanceError, ShapeError
 from acrobat.program import Options, Program, concurrent, function, phase, program
 from acrobat.runtime.stats import RunStats
 
 __all__ = [
-    "AcrobatError", "BatchError", "CompileError", "DataError", "ShapeError",
+    "AcrobatError", "BatchError", "CompileError", "DataError", "InstanceError", "ShapeError",
     "Options", "Program", "RunStats", "concurrent", "function", "phase", "program",
 ]

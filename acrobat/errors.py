@@ -52,3 +52,14 @@ class ShapeError(AcrobatError):
     def __init__(self, message: str, instance: int | None = None):
         self.instance = instance
         super().__init__(message)
+
+
+class InstanceError(AcrobatError):
+    """The model's host code (control flow, data access) failed for one instance.
+
+    The message names the instance index and the model source line.
+    """
+
+    def __init__(self, message: str, instance: int):
+        self.instance = instance
+        super().__init__(message)

@@ -9,7 +9,10 @@ executes a batch of instances through the runtime.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
+import linecache
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -22,7 +25,7 @@ from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import write_skeleton
 from acrobat.codegen.blocks import compile_block
 from acrobat.codegen.printer import Globals, expr_source
-from acrobat.errors import BatchError, CompileError
+from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import parse_function
 from acrobat.runtime.backend import get_backend
@@ -51,13 +54,20 @@ class Options:
       off, every operator statement is its own block;
     - ``hoisting``: give recursion-independent blocks static depths (App. A.1);
     - ``concurrency``: concurrent calls and map loops share depths (§4.1);
-    - ``phases``: split the entry into program phases (§4.1).
+    - ``phases``: split the entry into program phases (§4.1);
+    - ``ghosts``: pad ``if`` branches with ghost operators so both advance
+      the depth equally (§4.1, App. A.3);
+    - ``fibers``: with tensor-dependent control flow, run concurrent calls
+      as child fibers so their operators batch (§4.2); off, they run one
+      after the other on their instance's fiber.
     """
 
     coarsening: bool = True
     hoisting: bool = True
     concurrency: bool = True
     phases: bool = True
+    ghosts: bool = True
+    fibers: bool = True
 
 
 class Function:
@@ -90,6 +100,7 @@ class Compiled:
     block_fns: dict[int, Callable]
     base: int
     n_phases: int
+    needs_fibers: bool  # tensor-dependent control flow: instances run on fibers (§4.2)
 
 
 class Program(Function):
@@ -151,19 +162,20 @@ class Program(Function):
         c = self.compile(len(shared), options)
         fns = self._batched_fns(c, len(shared), options, backend)
         rt = Runtime(c.blocks, c.block_fns, fns, c.prologue((None, *shared)))
-        out = rt.run(c.entry, c.base, instances, shared)
+        out = rt.run(c.entry, c.base, instances, shared, fibers=c.needs_fibers)
         if stats is not None:
             stats.add(rt.stats)
         return out
 
     def trace(self, instances: Sequence, *shared: Any, options: Options | None = None) -> list[tuple[int, str, int, int]]:
-        """The DFG of a batch without executing it: (instance, block name, phase, depth) per node."""
+        """The DFG of a batch as it ran: sorted (instance, block name, phase, depth), one per node."""
+        options = options or self.options
         c = self.compile(len(shared), options)
-        rt = Runtime(c.blocks, c.block_fns, {}, c.prologue((None, *shared)))
-        for i, inst in enumerate(instances):
-            rt.inst, rt.phase = i, 0
-            c.entry(rt, c.base, inst, *shared)
-        return sorted((inst, g.block.name, g.phase, g.depth) for g in rt.groups.values() for inst in g.insts)
+        rt = Runtime(c.blocks, c.block_fns, self._batched_fns(c, len(shared), options, "eager"),
+                     c.prologue((None, *shared)))
+        rt.trace = []
+        rt.run(c.entry, c.base, instances, shared, fibers=c.needs_fibers)
+        return sorted(rt.trace)
 
     def _batched_fns(self, c: Compiled, n_shared: int, options: Options, backend: str) -> dict[int, Callable]:
         key = (n_shared, options, backend)
@@ -221,15 +233,36 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     base = base_depth([f.body for f in lowered])
     g = Globals()
     block_fns = {bid: compile_block(b, g) for bid, b in blocks.items()}
-    skeleton = write_skeleton(lowered, table.entry, g, slots, table.specs, base, options.concurrency)
+    needs_fibers = any(spec.reads for spec in table.specs.values())
+    skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base,
+                                        dataclasses.replace(options, fibers=options.fibers and needs_fibers))
     prologue = _write_prologue(slots, g)
     namespace: dict[str, Any] = dict(g.values)
     namespace["_B"] = blocks
-    exec(compile(skeleton, f"<acrobat skeleton {prog.__name__}>", "exec"), namespace)
+    skeleton_file = f"<acrobat skeleton {prog.__name__}>"
+    linecache.cache[skeleton_file] = (len(skeleton), None, skeleton.splitlines(True), skeleton_file)
+    exec(compile(skeleton, skeleton_file, "exec"), namespace)
     exec(compile(prologue, f"<acrobat prologue {prog.__name__}>", "exec"), namespace)
     n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for f in lowered if f.spec.key == table.entry for s in f.body)
-    return Compiled(skeleton, prologue, namespace[table.specs[table.entry].name], namespace["_prologue"], blocks,
-                    block_fns, base, n_phases)
+    entry = _located(namespace[table.specs[table.entry].name], skeleton_file, line_map)
+    return Compiled(skeleton, prologue, entry, namespace["_prologue"], blocks, block_fns, base, n_phases, needs_fibers)
+
+
+def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]]) -> Callable:
+    """Wrap the skeleton entry: an exception in the model's host code names the instance and source line."""
+
+    def run_entry(rt: Runtime, d: int, inst: Any, *shared: Any) -> Any:
+        try:
+            return entry(rt, d, inst, *shared)
+        except AcrobatError:
+            raise
+        except Exception as exc:  # the model's own host code failed (bad data, a non-scalar test, ...)
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+            where = line_map.get(frames[-1].lineno) if frames and frames[-1].lineno is not None else None
+            at = f"\n  at {where[0]}: {where[1]}" if where else ""
+            raise InstanceError(f"instance {rt.inst}: {type(exc).__name__}: {exc}{at}", rt.inst) from exc
+
+    return run_entry
 
 
 def _write_prologue(slots: SharedSlots, g: Globals) -> str:

@@ -97,36 +97,6 @@ def bad_global_tensor(tok, p):
 
 
 @ab.program
-def bad_item(tok, p):
-    v = (p.emb[tok] @ p.W).sum().item()  # E:item
-    return p.emb[tok] * v
-
-
-@ab.program
-def bad_if_tensor(tok, p):
-    h = torch.tanh(p.emb[tok] @ p.W)
-    if h:  # E:if_tensor
-        return h
-    return h + 1
-
-
-@ab.program
-def bad_if_compare_tensor(tok, p):
-    h = torch.tanh(p.emb[tok] @ p.W)
-    if h.sum() > 0:  # E:if_compare_tensor
-        return h
-    return h + 1
-
-
-@ab.program
-def bad_while_tensor(tok, p):
-    h = torch.tanh(p.emb[tok] @ p.W)
-    while h.sum() > 0:  # E:while_tensor
-        h = h - 1
-    return h
-
-
-@ab.program
 def bad_inplace(tok, p):
     h = torch.tanh(p.emb[tok] @ p.W)
     h.add_(p.b)  # E:inplace

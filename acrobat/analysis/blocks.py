@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 from acrobat.analysis.kinds import HOST, SharedK, Spec, TensorK, sdepth_of
@@ -39,9 +40,12 @@ class _Lowerer:
         return self.spec.kinds.get(e.nid, HOST)
 
     def temp(self, loc: ir.Loc, value: ir.Expr, kind) -> ir.Name:
-        name = f"_t{next(self.temps)}"
-        self.spec.var[name] = kind
-        return ir.Name(loc, name)
+        """A fresh variable standing for ``value`` (host code reading ``value`` reads it instead)."""
+        name = ir.Name(loc, f"_t{next(self.temps)}")
+        self.spec.var[name.id] = kind
+        if value.nid in self.spec.reads:
+            self.spec.reads.add(name.nid)
+        return name
 
     def is_op(self, e: ir.Expr) -> bool:
         return e.nid in self.spec.ops
@@ -143,12 +147,9 @@ class _Lowerer:
                     s.iter = self.extract(s.iter, pre, False)
                     s.body = self.flatten(s.body)
                 case ir.While():
-                    before = len(pre)
                     s.test = self.extract(s.test, pre, False)
-                    if len(pre) != before:
-                        raise self.error(s.test, "a while condition may not call program functions or tensor "
-                                                 "operators: compute it into a variable at the end of the body")
-                    s.body = self.flatten(s.body)
+                    # the condition's statements run before the loop and again at the end of every iteration
+                    s.body = self.flatten(s.body + copy.deepcopy(pre))
             out.extend(pre)
             for stmt in pre:
                 if isinstance(stmt, ir.Assign) and self.is_op(stmt.value) and not self.is_static_op(stmt.value):

@@ -170,6 +170,7 @@ class Spec:
     ops: set[int] = field(default_factory=set)  # nids of per-instance tensor operators
     shared_ops: set[int] = field(default_factory=set)  # nids of ops over shared values only
     calls: dict[int, SpecKey] = field(default_factory=dict)  # program-call nid -> callee spec
+    reads: set[int] = field(default_factory=set)  # nids of tensors whose value host code reads (§4.2)
     ret: Kind = BOTTOM
 
 
@@ -181,9 +182,9 @@ class KindTable:
     entry: SpecKey
 
 
+_VALUE_METHODS = {"item", "tolist"}  # host code reads a tensor's value: a sync point (§4.2)
+_VALUE_BUILTINS = {"bool", "int", "float"}
 _TENSOR_EXITS = {
-    "item": "`.item()` makes control flow depend on a tensor value",
-    "tolist": "`.tolist()` turns a tensor into host data",
     "numpy": "`.numpy()` leaves PyTorch",
     "backward": "call backward on the results, outside the model",
     "__bool__": "truth-testing a tensor makes control flow depend on its value",
@@ -322,12 +323,11 @@ class _Analyzer:
 
     def host_test(self, t: ir.Expr, what: str) -> None:
         k = self.expr(t)
-        if has_tensor(k) or any(i.nid in self.spec.ops for i in ir.walk(t)):
-            raise self.error(t, f"this `{what}` condition depends on a tensor value: tensor-dependent control flow "
-                                "is not supported yet; decide it from the instance data instead")
-        if any(isinstance(i, (ir.Call, ir.Concurrent)) and i.nid in self.spec.calls for i in ir.walk(t)):
-            raise self.error(t, f"call of a program function inside a `{what}` condition: "
-                                "assign its result to a variable first")
+        if isinstance(k, TensorK):
+            self.spec.reads.add(t.nid)  # tensor-dependent control flow: the test waits for its value (§4.2)
+        elif has_tensor(k):
+            raise self.error(t, f"this `{what}` condition is a container of tensors: test one tensor, "
+                                "e.g. `if bool(x)` or `if x.item() > 0`")
 
     def iter_elem(self, it: ir.Expr) -> Kind:
         k = self.expr(it)
@@ -409,8 +409,11 @@ class _Analyzer:
                 for x in items:
                     elem = self.join_at(x, elem, self.expr(x))
                 return ListK(elem)
-            case ir.BinOp(left=a, right=b):
-                return self.op_kind(e, [a, b], [self.expr(a), self.expr(b)], host_result=True)
+            case ir.BinOp(op=op, left=a, right=b):
+                ka, kb = self.expr(a), self.expr(b)
+                if isinstance(ka, ListK) and isinstance(kb, ListK) and op == "+":
+                    return ListK(self.join_at(e, ka.elem, kb.elem))  # list concatenation, on the host
+                return self.op_kind(e, [a, b], [ka, kb], host_result=True)
             case ir.UnaryOp(op=op, operand=a):
                 k = self.expr(a)
                 if op == "not":
@@ -418,8 +421,11 @@ class _Analyzer:
                     return HOST
                 return self.op_kind(e, [a], [k], host_result=True)
             case ir.Compare(operands=ops):
-                for x in ops:
-                    self.no_tensor(x, self.expr(x), "a comparison")
+                kinds = [self.expr(x) for x in ops]
+                if any(has_tensor(k) for k in kinds):
+                    if len(ops) > 2 or any(o in ("is", "is not", "in", "not in") for o in e.ops):
+                        raise self.error(e, "compare a tensor with one `<`, `<=`, `>`, `>=`, `==` or `!=`")
+                    return self.op_kind(e, ops, kinds, host_result=True)
                 return HOST
             case ir.BoolOp(values=vs):
                 for x in vs:
@@ -443,13 +449,13 @@ class _Analyzer:
 
     def no_tensor(self, e: ir.Expr, k: Kind, where: str) -> None:
         if has_tensor(k):
-            raise self.error(e, f"a tensor is used in {where}: tensor-dependent control flow is not supported "
-                                "yet; compute decisions from the instance data")
+            raise self.error(e, f"a tensor is used in {where}: turn it into a host value first, "
+                                "e.g. `bool(x)`, `int(torch.argmax(s))` or `x.item()`")
 
     def subscript(self, e: ir.Subscript, o: ir.Expr, i: ir.Expr) -> Kind:
         ko, ki = self.expr(o), self.expr(i)
         if has_tensor(ki) and not has_tensor(ko):
-            raise self.error(i, "indexing host data with a tensor makes control flow depend on tensor values")
+            raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
             return SharedK(ko.ref + (("[", i.value),))
         if isinstance(ko, ListK):
@@ -485,6 +491,12 @@ class _Analyzer:
         arg_kinds = [self.expr(a) for a in e.args]
         kw_kinds = [self.expr(v) for v in e.kwargs.values()]
         operands = list(e.args) + list(e.kwargs.values())
+        if kind == "builtin" and what in _VALUE_BUILTINS and len(e.args) == 1 and isinstance(arg_kinds[0], TensorK):
+            self.spec.reads.add(e.args[0].nid)
+            return HOST
+        if kind == "method" and what in _VALUE_METHODS and isinstance(recv, TensorK):
+            self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]
+            return HOST
         if kind == "builtin":
             for x, k in zip(operands, arg_kinds + kw_kinds):
                 if has_tensor(k) and what not in {"reversed", "list", "enumerate", "zip", "len"}:
@@ -493,7 +505,8 @@ class _Analyzer:
         if kind == "method" and isinstance(recv, ListK):
             return self.list_method(e, what, recv, arg_kinds)
         if kind == "method" and what in _TENSOR_EXITS and recv is not None and (has_tensor(recv) or has_shared(recv)):
-            raise self.error(e, f"{_TENSOR_EXITS[what]}: tensor-dependent control flow is not supported yet")
+            raise self.error(e, f"{_TENSOR_EXITS[what]}: read tensor values with `.item()`, `.tolist()`, "
+                                "`bool()`, `int()` or `float()`")
         if "out" in e.kwargs:
             raise self.error(e, "`out=` writes into an existing tensor: assign the result to a new variable instead")
         if kind == "method" and what.endswith("_") and not what.startswith("__") and recv is not None and (

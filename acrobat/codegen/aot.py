@@ -49,15 +49,21 @@ class SkeletonWriter:
         self.names = names  # spec key -> generated function name
         self.base = base
         self.lines: list[str] = []
+        self.line_map: dict[int, tuple[ir.Loc, str]] = {}  # generated line -> (model location, source text)
+        self.loc: tuple[ir.Loc, str] | None = None
         self.spec: Spec
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
+        if self.loc is not None:
+            self.line_map[len(self.lines)] = self.loc
 
     def subst(self, e: ir.Expr) -> str | None:
         k = self.spec.kinds.get(e.nid)
         if isinstance(k, SharedK):
             return f"_S[{self.slots.slot(k.ref, self.spec)}]"
+        if e.nid in self.spec.reads:  # host code reads this tensor's value: wait for it (§4.2)
+            return f"_rt.value({expr_source(e, self.g, lambda x: None if x is e else self.subst(x))})"
         return None
 
     def expr(self, e: ir.Expr) -> str:
@@ -74,7 +80,7 @@ class SkeletonWriter:
         self.emit(1, f"# {fn.spec.fn.name} specialized for ({', '.join(str(k) for k in fn.spec.key[1])})")
         self.emit(1, "_S = _rt.slots  # shared values of this run")
         if entry:
-            self.emit(1, "_rt.phase = 0")
+            self.emit(1, "_rt.enter_phase(0)")
         self.phase = 0
         self.body(fn.body, 1)
         if not (fn.body and isinstance(fn.body[-1], ir.Return)):
@@ -89,6 +95,7 @@ class SkeletonWriter:
             self.emit(depth, "pass")
 
     def stmt(self, s: ir.Stmt, depth: int) -> None:
+        self.loc = (s.loc, self.spec.fn.source_lines.get(s.loc.line, "").strip())
         match s:
             case BlockCall(block=b):
                 args = "".join(self.expr(p.expr) + ", " for p in b.batched_params)  # type: ignore[arg-type]
@@ -114,11 +121,16 @@ class SkeletonWriter:
                 code = "None" if v is None else coerce(self.expr(v), self.kind(v), self.spec.ret)
                 self.emit(depth, f"return {code}, _d")
             case ir.If(test=t, body=b, orelse=o):
+                pad_b, pad_o = self.ghost_padding(b, o)
                 self.emit(depth, f"if {self.expr(t)}:")
                 self.body(b, depth + 1)
-                if o:
+                if pad_b:
+                    self.emit(depth + 1, f"_d += {pad_b}  # {pad_b} ghost operator(s): line up with the else branch")
+                if o or pad_o:
                     self.emit(depth, "else:")
                     self.body(o, depth + 1)
+                if pad_o:
+                    self.emit(depth + 1, f"_d += {pad_o}  # {pad_o} ghost operator(s): line up with the if branch")
             case ir.While(test=t, body=b):
                 self.emit(depth, f"while {self.expr(t)}:")
                 self.body(b, depth + 1)
@@ -126,10 +138,24 @@ class SkeletonWriter:
                 self.for_loop(s, t, it, b, depth)
             case ir.PhaseMark():
                 self.phase += 1
-                self.emit(depth, f"_rt.phase = {self.phase}  # program phase boundary")
+                self.emit(depth, f"_rt.enter_phase({self.phase})  # program phase boundary")
                 self.emit(depth, f"_d = {self.base}")
             case ir.Pass():
                 self.emit(depth, "pass")
+
+    def ghost_padding(self, b: list[ir.Stmt], o: list[ir.Stmt]) -> tuple[int, int]:
+        """Ghost operators (§4.1, App. A.3): depth padding that makes both branches advance ``_d`` equally.
+
+        Only when both branches fall through to the code after the ``if``
+        and advance the depth statically (no loops or calls).
+        """
+        if not self.ghosts or _returns(b) or _returns(o):
+            return 0, 0
+        nb, no = _static_advance(b), _static_advance(o)
+        if nb is None or no is None:
+            return 0, 0
+        top = max(nb, no)
+        return top - nb, top - no
 
     def for_loop(self, s: ir.For, t: ir.Target, it: ir.Expr, b: list[ir.Stmt], depth: int) -> None:
         if s.nid not in self.parallel:
@@ -147,7 +173,17 @@ class SkeletonWriter:
     def program_call(self, s: ir.Stmt, t: ir.Target, calls, conc: bool, depth: int) -> None:
         results = []
         tupled = conc
-        for i, (key, args) in enumerate(calls):
+        if conc and self.concurrency and self.fibers:  # fork-join over child fibers (§4.2)
+            self.emit(depth, "_dfork = _d  # concurrent calls start at the same depth, each on its own fiber")
+            thunks = [f"lambda: {self.names[key]}(_rt, _dfork, {''.join(self.expr(a) + ', ' for a in args)})"
+                      for key, args in calls]
+            self.emit(depth, f"_res = _rt.fork(({''.join(t + ', ' for t in thunks)}))")
+            for i in range(len(calls)):
+                self.emit(depth, f"_r{i}, _d{i} = _res[{i}]")
+                results.append(f"_r{i}")
+            self.emit(depth, f"_d = max({', '.join(f'_d{i}' for i in range(len(calls)))})")
+            conc = False
+        for i, (key, args) in enumerate(calls if not results else []):
             fn = self.names[key]
             arg_src = "".join(self.expr(a) + ", " for a in args)
             conc = conc and self.concurrency
@@ -158,7 +194,7 @@ class SkeletonWriter:
             results.append(f"_r{i}")
             if not conc:
                 self.emit(depth, f"_d = _d{i}")
-        if conc:
+        if conc and self.concurrency:
             self.emit(depth, f"_d = max({', '.join(f'_d{i}' for i in range(len(calls)))})")
         value = results[0] if not tupled else "(" + "".join(r + ", " for r in results) + ")"
         rets = [self.specs[key].ret for key, _ in calls]
@@ -167,13 +203,41 @@ class SkeletonWriter:
         self.emit(depth, f"{target_source(t)} = {code}")
 
 
+def _static_advance(body: list[ir.Stmt]) -> int | None:
+    """How far a branch advances the depth counter, when that is static (no loops, no calls)."""
+    total = 0
+    for s in body:
+        if isinstance(s, (ir.For, ir.While, ProgramCall)):
+            return None
+        if isinstance(s, BlockCall) and s.block.sdepth is None:
+            total += 1
+        if isinstance(s, ir.If):
+            a, b = _static_advance(s.body), _static_advance(s.orelse)
+            if a is None or b is None:
+                return None
+            total += max(a, b)
+    return total
+
+
+def _returns(body: list[ir.Stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ir.Return)
+
+
 def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globals, slots: SharedSlots,
-                   specs: dict, base: int, concurrency: bool = True) -> str:
-    """The Python source of the whole skeleton module (function names are the spec names)."""
+                   specs: dict, base: int, options) -> tuple[str, dict[int, tuple[ir.Loc, str]]]:
+    """The Python source of the whole skeleton module (function names are the spec names),
+    and its map from generated lines to model source lines (for error messages).
+
+    ``options`` (``acrobat.Options``): ``concurrency``, ``ghosts``, and
+    ``fibers`` (run concurrent calls on child fibers; set only for programs
+    with tensor-dependent control flow).
+    """
     names = {key: spec.name for key, spec in specs.items()}
     w = SkeletonWriter(g, slots, specs, names, base)
-    w.concurrency = concurrency
+    w.concurrency = options.concurrency
+    w.ghosts = options.ghosts
+    w.fibers = options.fibers
     w.emit(0, f"# generated by acrobat: control-flow skeleton with inline depth computation (base depth {base})")
     for fn in functions:
         w.function(fn, entry=fn.spec.key == entry_key)
-    return "\n".join(w.lines) + "\n"
+    return "\n".join(w.lines) + "\n", w.line_map

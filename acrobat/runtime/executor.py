@@ -21,6 +21,7 @@ from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.errors import AcrobatError, BatchError, ShapeError
 from acrobat.runtime.dfg import Group, Value, lifted_group, materialize
+from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.stats import BlockStats, RunStats
 
 
@@ -44,6 +45,9 @@ class Runtime:
         self.phase = 0
         self.inst = 0
         self.stats = RunStats()
+        self.scheduler: FiberScheduler | None = None
+        self.exec_ms = 0.0  # time spent executing groups (scheduling, gathers, kernels)
+        self.trace: list[tuple[int, str, int, int]] | None = None  # (instance, block, phase, depth) if recording
 
     # -- called by the generated skeleton ----------------------------------
     def invoke(self, block: Block, depth: int, args: tuple) -> tuple[Value, ...]:
@@ -64,9 +68,40 @@ class Runtime:
             g = self.lifted[id(t)] = lifted_group(torch.as_tensor(t))
         return Value(g, 0, 0)
 
+    def value(self, x: Any) -> Any:
+        """The concrete tensor of a lazy value, for host code (a sync point, §4.2).
+
+        On a fiber, waits for the next flush when the value is not computed yet.
+        """
+        if not isinstance(x, Value):
+            return x
+        if x.g.outs is None:
+            if self.scheduler is None:
+                raise AcrobatError("internal: a tensor value was read before it was computed outside a fiber")
+            self.scheduler.wait()
+        return materialize(x)
+
+    def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
+        """Run independent calls: as child fibers when running on fibers, else one after the other."""
+        if self.scheduler is None:
+            return [t() for t in thunks]
+        return self.scheduler.fork(thunks)
+
+    def enter_phase(self, phase: int) -> None:
+        """Start program phase ``phase`` for the running instance (a barrier on fibers)."""
+        if self.scheduler is not None:
+            self.scheduler.barrier(phase)
+        self.phase = phase
+
     # -- execution ------------------------------------------------------------
-    def run(self, entry: Callable, base: int, instances: Sequence, shared_args: tuple) -> list:
-        """Build the DFG of all instances, execute it, return per-instance results."""
+    def run(self, entry: Callable, base: int, instances: Sequence, shared_args: tuple, fibers: bool = False) -> list:
+        """Build the DFG of all instances, execute it, return per-instance results.
+
+        With ``fibers`` (programs with tensor-dependent control flow), every
+        instance runs on its own fiber and the DFG is flushed whenever all
+        of them wait for values (§4.2); otherwise each instance's skeleton
+        runs to the end, then the whole DFG executes once.
+        """
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
         # The DFG holds no reference cycles (refcounting frees it), so the cycle
@@ -76,31 +111,40 @@ class Runtime:
         gc.disable()
         try:
             t0 = time.perf_counter()
-            results = []
-            for i, inst in enumerate(instances):
-                self.inst = i
-                self.phase = 0
-                out, _ = entry(self, base, inst, *shared_args)
-                results.append(out)
-            t1 = time.perf_counter()
-            self.execute()
+            if fibers:
+                self.scheduler = FiberScheduler(self)
+                results = self.scheduler.run(entry, base, instances, shared_args)
+            else:
+                results = []
+                for i, inst in enumerate(instances):
+                    self.inst = i
+                    self.phase = 0
+                    results.append(entry(self, base, inst, *shared_args)[0])
+            self.flush()
             out = [materialize(r) for r in results]
-            t2 = time.perf_counter()
+            t1 = time.perf_counter()
         finally:
             if gc_was_enabled:
                 gc.enable()
+            self.scheduler = None
         s = self.stats
         s.instances = len(instances)
-        s.construct_ms = (t1 - t0) * 1e3
-        s.total_ms = (t2 - t0) * 1e3
-        s.schedule_ms = s.total_ms - s.construct_ms - s.kernel_ms
-        s.phases = 1 + max((k[0] for k in self.groups), default=0)
+        s.total_ms = (t1 - t0) * 1e3
+        s.construct_ms = s.total_ms - self.exec_ms
+        s.schedule_ms = self.exec_ms - s.kernel_ms
         return out
 
-    def execute(self) -> None:
-        """Run every group in (phase, depth, block) order."""
+    def flush(self) -> None:
+        """Execute every pending group in (phase, depth, block) order, then forget them."""
+        t0 = time.perf_counter()
         for key in sorted(self.groups):
-            self.run_group(self.groups[key])
+            g = self.groups[key]
+            if self.trace is not None:
+                self.trace.extend((inst, g.block.name, g.phase, g.depth) for inst in g.insts)  # type: ignore[union-attr]
+            self.run_group(g)
+            self.stats.phases = max(self.stats.phases, g.phase + 1)
+        self.groups.clear()
+        self.exec_ms += (time.perf_counter() - t0) * 1e3
 
     def run_group(self, g: Group) -> None:
         block = g.block

@@ -1,0 +1,110 @@
+"""Fibers for tensor-dependent control flow (§4.2), on ``greenlet``.
+
+Each instance runs its skeleton on a fiber. When host code needs a tensor's
+value that has not been computed (``_rt.value``), the fiber yields; once
+every fiber is blocked, at a phase barrier or done, the runtime executes the
+DFG built so far (batched across all fibers) and resumes the blocked ones.
+Independent calls (``acrobat.concurrent``) run as child fibers (fork-join),
+so the subtrees of one instance keep batching while one of them waits.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Sequence
+
+from greenlet import greenlet
+
+from acrobat.errors import AcrobatError
+
+
+class Fiber:
+    """One execution context: an instance's skeleton, or one concurrent call of it."""
+
+    __slots__ = ("glet", "inst", "phase", "parent", "pending")
+
+    def __init__(self, glet: greenlet, inst: int, phase: int, parent: "Fiber | None"):
+        self.glet = glet
+        self.inst = inst
+        self.phase = phase
+        self.parent = parent
+        self.pending = 0  # children still running (a parent waits for all of them)
+
+
+class FiberScheduler:
+    """Runs instance fibers until all are done, flushing the DFG whenever none can go on.
+
+    ``rt`` is the ``Runtime``: the scheduler sets ``rt.inst``/``rt.phase``
+    for the running fiber and calls ``rt.flush()`` to execute pending groups.
+    """
+
+    def __init__(self, rt: Any):
+        self.rt = rt
+        self.main = greenlet.getcurrent()
+        self.ready: deque[Fiber] = deque()
+        self.waiting: list[Fiber] = []  # blocked on a tensor value until the next flush
+        self.at_barrier: list[tuple[int, Fiber]] = []  # (phase wanted, fiber)
+        self.current: Fiber | None = None
+
+    def run(self, entry: Callable, base: int, instances: Sequence, shared: tuple) -> list:
+        """Run every instance's ``entry`` on its own fiber; their results, in order.
+
+        Raises:
+            AcrobatError: fibers wait for values no pending operator will produce.
+        """
+        results: list[Any] = [None] * len(instances)
+        for i, inst in enumerate(instances):
+            def body(i: int = i, inst: Any = inst) -> None:
+                results[i] = entry(self.rt, base, inst, *shared)[0]
+            self.ready.append(Fiber(greenlet(body, parent=self.main), i, 0, None))
+        while True:
+            while self.ready:
+                fiber = self.ready.popleft()
+                self.current = fiber
+                self.rt.inst, self.rt.phase = fiber.inst, fiber.phase
+                fiber.glet.switch()
+                fiber.phase = self.rt.phase
+                if fiber.glet.dead and fiber.parent is not None:
+                    fiber.parent.pending -= 1
+                    if fiber.parent.pending == 0:
+                        self.ready.append(fiber.parent)
+            if self.waiting:
+                if not self.rt.groups:
+                    stuck = sorted({f.inst for f in self.waiting})
+                    raise AcrobatError(f"instances {stuck} wait for tensor values that no pending operator "
+                                       "computes: a fiber can never resume")
+                self.rt.flush()
+                self.ready.extend(self.waiting)
+                self.waiting.clear()
+            elif self.at_barrier:
+                wanted = min(k for k, _ in self.at_barrier)
+                self.ready.extend(f for k, f in self.at_barrier if k == wanted)
+                self.at_barrier = [(k, f) for k, f in self.at_barrier if k != wanted]
+            else:
+                return results
+
+    def wait(self) -> None:
+        """Block the running fiber until the next flush."""
+        assert self.current is not None
+        self.waiting.append(self.current)
+        self.main.switch()
+
+    def barrier(self, phase: int) -> None:
+        """Block the running fiber until no fiber is left in an earlier phase (§4.1)."""
+        assert self.current is not None
+        if phase > 0:
+            self.at_barrier.append((phase, self.current))
+            self.main.switch()
+
+    def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
+        """Run ``thunks`` as child fibers of the running one; their results once all are done."""
+        parent = self.current
+        assert parent is not None
+        results: list[Any] = [None] * len(thunks)
+        parent.pending = len(thunks)
+        for j, thunk in enumerate(thunks):
+            def body(j: int = j, thunk: Callable = thunk) -> None:
+                results[j] = thunk()
+            self.ready.append(Fiber(greenlet(body, parent=self.main), parent.inst, self.rt.phase, parent))
+        self.main.switch()
+        return results

@@ -1,0 +1,105 @@
+"""Tensor-dependent control flow on fibers (§4.2), fork-join concurrency and ghost operators."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import acrobat as ab
+from tests import tdc_progs as tp
+
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+class P(nn.Module):
+    def __init__(self, hidden: int = 4, vocab: int = 10, seed: int = 0) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        def r(*shape, s=0.6):
+            return nn.Parameter(torch.randn(*shape, generator=g) * s)
+        self.emb, self.W, self.U, self.b = r(vocab, hidden), r(hidden, hidden), r(hidden, hidden), r(hidden)
+        self.V, self.w_gate, self.A, self.h0 = r(hidden, 3), r(hidden, s=2.0), r(hidden, 2), r(hidden)
+
+
+def check(prog, instances, p, options=None):
+    stats = ab.RunStats()
+    with torch.no_grad():
+        got = prog.run(instances, p, options=options, stats=stats)
+        torch.testing.assert_close(got, [prog(x, p) for x in instances], **TOL)
+    return stats
+
+
+def test_programs_with_value_reads_run_on_fibers():
+    for prog in (tp.scaled, tp.early_exit, tp.countdown, tp.drnn, tp.shift_reduce):
+        assert prog.compile(1).needs_fibers, prog.__name__
+
+
+def test_item_value_in_an_operator():
+    check(tp.scaled, list(range(10)), P())
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=12), st.integers(0, 5))
+def test_early_exit_and_tensor_while(tokens, seed):
+    p = P(seed=seed)
+    check(tp.early_exit, tokens, p)
+    check(tp.countdown, tokens, p)
+
+
+def test_early_exit_batches_layers_across_instances():
+    stats = check(tp.early_exit, list(range(10)), P())
+    assert stats.kernel_launches <= 1 + 2 * 6  # embeddings, then per layer its cell and its exit test: not per instance
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 10_000)), min_size=1, max_size=10),
+       st.integers(0, 3))
+def test_drnn_like_generation_equals_plain(insts, seed):
+    check(tp.drnn, insts, P(seed=seed))
+
+
+def test_child_fibers_batch_across_subtrees():
+    insts = [(i % 10, 17 * i + 3) for i in range(12)]
+    p = P()
+    on = check(tp.drnn, insts, p)
+    off = check(tp.drnn, insts, p, ab.Options(fibers=False))
+    assert on.dfg_nodes == off.dfg_nodes
+    assert on.kernel_launches < off.kernel_launches  # subtrees batch together only on child fibers
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=9), min_size=1, max_size=8), st.integers(0, 3))
+def test_shift_reduce_equals_plain(batch, seed):
+    check(tp.shift_reduce, batch, P(seed=seed))
+
+
+def test_ghost_operators_raise_mean_batch_size():
+    rng = random.Random(0)
+    batch = [[rng.randrange(10) for _ in range(rng.randint(3, 12))] for _ in range(16)]
+    p = P()
+    on = check(tp.shift_reduce, batch, p)
+    off = check(tp.shift_reduce, batch, p, ab.Options(ghosts=False))
+    assert on.dfg_nodes == off.dfg_nodes
+    assert on.kernel_launches < off.kernel_launches
+    src = tp.shift_reduce.source(1)
+    assert "ghost operator" in src
+
+
+def test_operator_error_names_instance_and_line():
+    with pytest.raises(ab.ShapeError) as info:
+        tp.shift_reduce.run([[1, 2], [3, 99]], P())  # token 99 is outside the embedding's 10 rows
+    msg = str(info.value)
+    assert "instance 1" in msg and "tdc_progs.py" in msg and "p.emb[tokens[i]]" in msg
+
+
+def test_host_error_names_instance_and_line():
+    with pytest.raises(ab.InstanceError) as info:
+        tp.shift_reduce.run([[1, 2], None], P())  # instance 1 is not a token list
+    msg = str(info.value)
+    assert info.value.instance == 1
+    assert msg.startswith("instance 1: TypeError") and "tdc_progs.py:" in msg and "len(tokens)" in msg
