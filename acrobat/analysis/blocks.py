@@ -64,9 +64,10 @@ class _Lowerer:
             pre.append(ProgramCall(e.loc, ir.Target(name=name.id), lowered, isinstance(e, ir.Concurrent)))
             self.spec.kinds[name.nid] = self.kind(e)
             return name
-        if isinstance(e, (ir.BoolOp, ir.IfExp)) and any(
-                isinstance(x, ir.Call) and x.callee[0] == "program" for x in ir.walk(e)):
-            raise self.error(e, "program call inside `and`/`or`/`a if c else b`: assign it to a variable first")
+        if isinstance(e, ir.BoolOp) and self.has_work(e):
+            return self.lower_boolop(e, pre)
+        if isinstance(e, ir.IfExp) and self.has_work(e):
+            raise self.error(e, "a tensor operator or program call inside `a if c else b`: write an if statement")
         if e.nid in self.spec.shared_ops or isinstance(self.kind(e), SharedK):
             return e  # computed once per run, outside the skeleton
         if self.is_op(e) and not in_op:
@@ -76,6 +77,28 @@ class _Lowerer:
             pre.append(ir.Assign(e.loc, ir.Target(name=name.id), op))
             return name
         return self.rebuild(e, pre, in_op or self.is_op(e))
+
+    def has_work(self, e: ir.Expr) -> bool:
+        """True when ``e`` holds a tensor operator or a program call."""
+        return any(self.is_op(x) or isinstance(x, ir.Concurrent) or isinstance(x, ir.Call) and x.callee[0] == "program"
+                   for x in ir.walk(e))
+
+    def lower_boolop(self, e: ir.BoolOp, pre: list[ir.Stmt]) -> ir.Name:
+        """``a and b`` with operators inside -> ``t = a; if t: t = b`` (keeps the short circuit)."""
+        name = self.temp(e.loc, e, HOST)
+        body = pre
+        for i, value in enumerate(e.values):
+            inner: list[ir.Stmt] = []
+            inner.append(ir.Assign(value.loc, ir.Target(name=name.id), self.extract(value, inner, False)))
+            if i == 0:
+                body.extend(inner)
+                continue
+            test: ir.Expr = ir.Name(e.loc, name.id)
+            if e.op == "or":
+                test = ir.UnaryOp(e.loc, "not", test)
+            body.append(ir.If(e.loc, test, inner, []))
+            body = inner
+        return ir.Name(e.loc, name.id)
 
     def rebuild(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Apply ``extract`` to the children of ``e`` in place (keeps ``e``'s nid and kind)."""

@@ -78,7 +78,7 @@ class Runtime:
         if x.g.outs is None:
             if self.scheduler is None:
                 raise AcrobatError("internal: a tensor value was read before it was computed outside a fiber")
-            self.scheduler.wait()
+            self.scheduler.wait((x.g.phase, x.g.depth, x.g.block.id))  # type: ignore[union-attr]
         return materialize(x)
 
     def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
@@ -134,16 +134,21 @@ class Runtime:
         s.schedule_ms = self.exec_ms - s.kernel_ms
         return out
 
-    def flush(self) -> None:
-        """Execute every pending group in (phase, depth, block) order, then forget them."""
+    def flush(self, upto: tuple[int, int, int] | None = None) -> None:
+        """Execute pending groups in (phase, depth, block) order: all, or those with keys up to ``upto``.
+
+        Groups past ``upto`` stay pending, so nodes other fibers add at
+        their depths later still join them (a partial flush, §4.2).
+        """
         t0 = time.perf_counter()
         for key in sorted(self.groups):
-            g = self.groups[key]
+            if upto is not None and key > upto:
+                break
+            g = self.groups.pop(key)
             if self.trace is not None:
                 self.trace.extend((inst, g.block.name, g.phase, g.depth) for inst in g.insts)  # type: ignore[union-attr]
             self.run_group(g)
             self.stats.phases = max(self.stats.phases, g.phase + 1)
-        self.groups.clear()
         self.exec_ms += (time.perf_counter() - t0) * 1e3
 
     def run_group(self, g: Group) -> None:

@@ -42,7 +42,7 @@ class FiberScheduler:
         self.rt = rt
         self.main = greenlet.getcurrent()
         self.ready: deque[Fiber] = deque()
-        self.waiting: list[Fiber] = []  # blocked on a tensor value until the next flush
+        self.waiting: list[tuple[tuple[int, int, int], Fiber]] = []  # (key of the group it waits for, fiber)
         self.at_barrier: list[tuple[int, Fiber]] = []  # (phase wanted, fiber)
         self.current: Fiber | None = None
 
@@ -69,13 +69,17 @@ class FiberScheduler:
                     if fiber.parent.pending == 0:
                         self.ready.append(fiber.parent)
             if self.waiting:
-                if not self.rt.groups:
-                    stuck = sorted({f.inst for f in self.waiting})
+                # Run only up to the earliest awaited group and wake the fibers it serves: fibers
+                # that ran ahead wait, so the laggards catch up and their operators batch together.
+                upto = min(key for key, _ in self.waiting)
+                if upto not in self.rt.groups:
+                    stuck = sorted({f.inst for _, f in self.waiting})
                     raise AcrobatError(f"instances {stuck} wait for tensor values that no pending operator "
                                        "computes: a fiber can never resume")
-                self.rt.flush()
-                self.ready.extend(self.waiting)
-                self.waiting.clear()
+                self.rt.flush(upto)
+                done = [(k, f) for k, f in self.waiting if k not in self.rt.groups]
+                self.waiting = [(k, f) for k, f in self.waiting if k in self.rt.groups]
+                self.ready.extend(f for _, f in done)
             elif self.at_barrier:
                 wanted = min(k for k, _ in self.at_barrier)
                 self.ready.extend(f for k, f in self.at_barrier if k == wanted)
@@ -83,10 +87,10 @@ class FiberScheduler:
             else:
                 return results
 
-    def wait(self) -> None:
-        """Block the running fiber until the next flush."""
+    def wait(self, key: tuple[int, int, int]) -> None:
+        """Block the running fiber until the pending group with ``key`` has run."""
         assert self.current is not None
-        self.waiting.append(self.current)
+        self.waiting.append((key, self.current))
         self.main.switch()
 
     def barrier(self, phase: int) -> None:
