@@ -290,8 +290,9 @@ class _Lowerer:
         block = Block(bid, name, self.spec, stmts, params, outputs, sdepth, stmts[0].loc, subst=self.subst)
         return BlockCall(stmts[0].loc, block)
 
-    def reads_outside(self, stmts: list[ir.Assign]) -> set[str]:
-        inside = {s.nid for s in stmts}
+    def reads_outside(self, stmts: list[ir.Assign], call: BlockCall | None = None) -> set[str]:
+        """Names read by statements other than ``stmts`` (and other than their own ``call``)."""
+        inside = {s.nid for s in stmts} | ({call.nid} if call is not None else set())
         names: set[str] = set()
         for s in ir.walk_stmts(self.body):
             if s.nid in inside:
@@ -314,7 +315,7 @@ class _Lowerer:
         # outputs of blocks read by later blocks are only known once all blocks exist
         for s in ir.walk_stmts(self.body):
             if isinstance(s, BlockCall):
-                read = self.reads_outside(s.block.stmts)
+                read = self.reads_outside(s.block.stmts, s)
                 s.block.outputs = list(dict.fromkeys(n for st in s.block.stmts for n in st.target.names() if n in read))
         return self.body
 

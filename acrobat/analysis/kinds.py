@@ -199,6 +199,8 @@ class _Analyzer:
         self.changed = False
         self.spec: Spec
         self.env: dict[str, Kind] = {}  # flow-sensitive kinds of the variables at the current point
+        # per function: which parameters some call passes a per-instance tensor (see _key_kind)
+        self.tensor_params: dict[Any, list[bool]] = {}
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
@@ -482,7 +484,12 @@ class _Analyzer:
                 raise self.error(e, f"`{fn.name}` takes {len(fn.params)} arguments, {len(arg_kinds)} given")
             if BOTTOM in arg_kinds:
                 return BOTTOM  # an argument's kind is not known yet; the fixpoint comes back
-            key: SpecKey = (what, arg_kinds)
+            flags = self.tensor_params.setdefault(what, [False] * len(arg_kinds))
+            for i, k in enumerate(arg_kinds):
+                if has_tensor(k) and not flags[i]:
+                    flags[i] = True
+                    self.changed = True
+            key: SpecKey = (what, tuple(_key_kind(k, f) for k, f in zip(arg_kinds, flags)))
             if self.spec.calls.get(e.nid) != key:
                 self.spec.calls[e.nid] = key
                 self.changed = True
@@ -545,6 +552,26 @@ class _Analyzer:
         self.set_var(e, e.receiver.id, ListK(kinds[0]))
         self.env[e.receiver.id] = join(self.env.get(e.receiver.id, BOTTOM), ListK(kinds[0]))
         return HOST
+
+
+def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
+    """The kind a parameter is specialized on.
+
+    Tensors count as recursion-dependent (one copy, not one per static
+    depth), and a parameter that some call site passes a per-instance
+    tensor takes per-instance tensors everywhere (shared values are lifted
+    at the other sites): specializing those would split one operator's
+    nodes over copies that cannot batch together. Parameters only ever
+    given shared values (weights) keep their identity: code duplication
+    for parameter reuse (App. B.1).
+    """
+    if isinstance(k, TensorK) or isinstance(k, SharedK) and tensor_somewhere:
+        return DYNAMIC
+    if isinstance(k, ListK):
+        return ListK(_key_kind(k.elem, tensor_somewhere))
+    if isinstance(k, TupleK):
+        return TupleK(tuple(_key_kind(i, tensor_somewhere) for i in k.items))
+    return k
 
 
 def _is_const(x: ir.Expr | None) -> bool:

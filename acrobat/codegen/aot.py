@@ -170,13 +170,16 @@ class SkeletonWriter:
         self.emit(depth + 1, f"{joined} = max({joined}, _d)")
         self.emit(depth, f"_d = {joined}")
 
+    def call_args(self, key, args: list[ir.Expr]) -> str:
+        """Argument code of a program call, each coerced to the kind the callee is specialized on."""
+        return "".join(coerce(self.expr(a), self.kind(a), k) + ", " for a, k in zip(args, key[1]))
+
     def program_call(self, s: ir.Stmt, t: ir.Target, calls, conc: bool, depth: int) -> None:
         results = []
         tupled = conc
         if conc and self.concurrency and self.fibers:  # fork-join over child fibers (§4.2)
             self.emit(depth, "_dfork = _d  # concurrent calls start at the same depth, each on its own fiber")
-            thunks = [f"lambda: {self.names[key]}(_rt, _dfork, {''.join(self.expr(a) + ', ' for a in args)})"
-                      for key, args in calls]
+            thunks = [f"lambda: {self.names[key]}(_rt, _dfork, {self.call_args(key, args)})" for key, args in calls]
             self.emit(depth, f"_res = _rt.fork(({''.join(t + ', ' for t in thunks)}))")
             for i in range(len(calls)):
                 self.emit(depth, f"_r{i}, _d{i} = _res[{i}]")
@@ -185,7 +188,7 @@ class SkeletonWriter:
             conc = False
         for i, (key, args) in enumerate(calls if not results else []):
             fn = self.names[key]
-            arg_src = "".join(self.expr(a) + ", " for a in args)
+            arg_src = self.call_args(key, args)
             conc = conc and self.concurrency
             d_in = "_d" if not conc else "_dfork"
             if conc and i == 0:

@@ -219,6 +219,8 @@ class _Translator:
                 return ir.ListExpr(loc, [self.expr(x) for x in elts])
             case ast.BinOp(left=a, op=op, right=b):
                 return ir.BinOp(loc, _BINOPS[type(op)], self.expr(a), self.expr(b))
+            case ast.UnaryOp(op=ast.USub() | ast.UAdd() as op, operand=ast.Constant(value=int() | float() as v)):
+                return ir.Const(loc, -v if isinstance(op, ast.USub) else v)  # a literal such as -1
             case ast.UnaryOp(op=op, operand=a):
                 return ir.UnaryOp(loc, _UNOPS[type(op)], self.expr(a))
             case ast.Compare(left=a, ops=ops, comparators=rest):

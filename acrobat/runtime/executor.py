@@ -201,7 +201,10 @@ class Runtime:
                     f"instances {g.insts[0]} and {g.insts[odd]} give `{p.name}` different shapes {first} vs "
                     f"{shapes[odd]} in static block {block.name} ({block.loc}): instances batched together must "
                     f"agree on tensor shapes", instance=g.insts[odd])
-        return exc
+        loc, text = _failing_line(block, exc)
+        return BatchError(f"static block {block.name} runs instance by instance but its batched form (vmap) "
+                          f"fails: {type(exc).__name__}: {exc}\n  at {loc}: {text.strip()}\n  (an operator there "
+                          "has no batching rule, or reads a tensor's value inside the block)")
 
 
 def _failing_line(block: Block, e: Exception) -> tuple[str, str]:
