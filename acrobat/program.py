@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from acrobat.analysis.blocks import lower_function
+from acrobat.analysis.fusion import fuse_weights
 from acrobat.analysis.depth import base_depth, parallel_loops
 from acrobat.analysis.kinds import SharedK, analyze_kinds, describe_ref
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
@@ -59,7 +60,9 @@ class Options:
       the depth equally (§4.1, App. A.3);
     - ``fibers``: with tensor-dependent control flow, run concurrent calls
       as child fibers so their operators batch (§4.2); off, they run one
-      after the other on their instance's fiber.
+      after the other on their instance's fiber;
+    - ``horizontal_fusion``: matmuls of one input with several weights in a
+      block become one matmul against the concatenated weights (App. B.1).
     """
 
     coarsening: bool = True
@@ -68,6 +71,7 @@ class Options:
     phases: bool = True
     ghosts: bool = True
     fibers: bool = True
+    horizontal_fusion: bool = True
 
 
 class Function:
@@ -275,7 +279,11 @@ def _write_prologue(slots: SharedSlots, g: Globals) -> str:
             return
         d = slots.defs[i]
         deps: list[int] = []
-        if d.parent is not None:
+        if d.parts:
+            for j in d.parts:
+                emit(j)
+            code = f"{g.alias(fuse_weights, 'fuse_weights')}([{', '.join(f'_S[{j}]' for j in d.parts)}])"
+        elif d.parent is not None:
             emit(d.parent)
             step = f".{d.step[1]}" if d.step[0] == "." else f"[{d.step[1]!r}]"  # type: ignore[index]
             code = f"_S[{d.parent}]{step}"

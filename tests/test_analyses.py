@@ -53,7 +53,8 @@ def blocks_at(compiled, line: int, prefix: str = "") -> list:
 def shared_values(compiled, block, *shared) -> list:
     """The objects a block's shared params are bound to in a run with ``shared``."""
     slots = compiled.prologue((None, *shared))
-    return [slots[p.slot] for p in block.shared_params]
+    # horizontally fused weights (a tuple built from the block's weights) are checked separately
+    return [slots[p.slot] for p in block.shared_params if not isinstance(slots[p.slot], tuple)]
 
 
 def same_objects(values, expected) -> bool:
@@ -144,6 +145,9 @@ def test_treelstm_weights_are_shared_states_are_tensors(tparams):
     assert sorted(q.name for q in inner.params if q.role == "tensor") == ["lc", "lh", "rc", "rh"]
     assert not [q for q in inner.params if q.role == "host"]
     assert same_objects(shared_values(c, inner, p), [p.U_iou, p.b_iou, p.U_f, p.b_f])
+    slots = c.prologue((None, p))
+    [fused] = [slots[q.slot] for q in inner.shared_params if isinstance(slots[q.slot], tuple)]
+    torch.testing.assert_close(fused[0], torch.cat([p.U_iou, p.U_f], 1))  # horizontal fusion (App. B.1)
     # classifier
     assert [q.role for q in root.params if q.role != "shared"] == ["tensor"]
     assert same_objects(shared_values(c, root, p), [p.W_out, p.b_out])

@@ -61,7 +61,8 @@ def test_generated_models_equal_reference(dataset, name, batch_size):
 
 @pytest.mark.parametrize("options", [ab.Options(hoisting=False), ab.Options(concurrency=False),
                                      ab.Options(phases=False), ab.Options(coarsening=False),
-                                     ab.Options(ghosts=False), ab.Options(fibers=False)])
+                                     ab.Options(ghosts=False), ab.Options(fibers=False),
+                                     ab.Options(horizontal_fusion=False)])
 @pytest.mark.parametrize("name", ["treelstm", "mvrnn", "birnn", "drnn", "stackrnn"])
 def test_every_ablation_stays_correct(dataset, name, options):
     _check(name, dataset.trees[:8], len(dataset.vocab), 16, options)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import copy
 import itertools
+from typing import Callable
 
+from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.kinds import HOST, SharedK, Spec, TensorK, sdepth_of
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
@@ -25,8 +27,10 @@ from acrobat.frontend import ir
 
 
 class _Lowerer:
-    def __init__(self, spec: Spec, slots: SharedSlots, block_ids: itertools.count, hoisting: bool, coarsening: bool):
+    def __init__(self, spec: Spec, slots: SharedSlots, block_ids: itertools.count, hoisting: bool, coarsening: bool,
+                 fusion: bool):
         self.spec = spec
+        self.fusion = fusion
         self.hoisting = hoisting
         self.coarsening = coarsening
         self.slots = slots
@@ -279,6 +283,8 @@ class _Lowerer:
         for s in stmts:
             visit(s.value)
             defined.update(s.target.names())
+        if self.fusion:
+            stmts = self.fuse(stmts, by_key, param)
         # a hoisted block runs one level above its deepest input (App. A.1)
         inputs = [sdepth_of(self.kind(p.expr)) for p in params if p.role == "tensor"]  # type: ignore[arg-type]
         sdepth = 1 + max((d for d in inputs if d is not None), default=-1) if is_static else None
@@ -289,6 +295,27 @@ class _Lowerer:
         name = f"{self.spec.name}:{stmts[0].loc.line}" + (" (hoisted)" if is_static else "")
         block = Block(bid, name, self.spec, stmts, params, outputs, sdepth, stmts[0].loc, subst=self.subst)
         return BlockCall(stmts[0].loc, block)
+
+    def fuse(self, stmts: list[ir.Assign], by_key: dict, param: Callable) -> list[ir.Assign]:
+        """Horizontal fusion (App. B.1): one matmul for each group of ``x @ W_i`` in the block."""
+        def weight_slot(e: ir.Expr) -> int | None:
+            k = self.kind(e)
+            return self.slots.slot(k.ref, self.spec) if isinstance(k, SharedK) else None
+
+        out = list(stmts)
+        for n, group in sorted(enumerate(matmul_groups(stmts, weight_slot)), key=lambda g: -min(i for i, _, _ in g[1])):
+            slots = tuple(dict.fromkeys(slot for _, _, slot in group))
+            fused = param(("f", slots), "shared",
+                          lambda name: BlockParam(name, "shared", slot=self.slots.slot(("hfuse", slots), None))).name
+            first, node, _ = min(group, key=lambda g: g[0])
+            loc = node.loc
+            args = [ir.Name(loc, node.left.id), ir.Name(loc, fused)]  # type: ignore[union-attr]
+            args += [ir.Name(loc, by_key[("s", slot)].name) for slot in slots]
+            temp = f"_hf{n}"
+            out.insert(first, ir.Assign(loc, ir.Target(name=temp), ir.Call(loc, ("torch", fused_matmul), args, {})))
+            for _, member, slot in group:
+                self.subst[member.nid] = f"{temp}[{slots.index(slot)}]"
+        return out
 
     def reads_outside(self, stmts: list[ir.Assign], call: BlockCall | None = None) -> set[str]:
         """Names read by statements other than ``stmts`` (and other than their own ``call``)."""
@@ -332,5 +359,5 @@ def lower_function(spec: Spec, body: list[ir.Stmt], slots: SharedSlots, block_id
     Raises:
         CompileError: a construct that cannot be placed in a block.
     """
-    lowerer = _Lowerer(spec, slots, block_ids, options.hoisting, options.coarsening)
+    lowerer = _Lowerer(spec, slots, block_ids, options.hoisting, options.coarsening, options.horizontal_fusion)
     return lowerer.lower(body)

@@ -94,6 +94,8 @@ def describe_ref(ref: tuple) -> str:
         for step in ref[2:]:
             text += f".{step[1]}" if step[0] == "." else f"[{step[1]!r}]"
         return text
+    if ref[0] == "hfuse":
+        return f"horizontal fusion of slots {list(ref[1])}"
     return f"<expr {ref[2]} of {ref[1]}>"
 
 

@@ -25,6 +25,7 @@ class SlotDef:
     expr: ir.Expr | None = None  # the operator over shared values (for ("expr", ...) refs)
     parent: int | None = None  # for a path step: the slot it steps from
     step: tuple | None = None  # (".", attr) or ("[", constant)
+    parts: tuple[int, ...] = ()  # for ("hfuse", slots): the weights fused horizontally
 
 
 @dataclass
@@ -42,6 +43,8 @@ class SharedSlots:
         if ref[0] == "arg" and len(ref) > 2:
             parent = self.slot(ref[:-1], spec)
             d = SlotDef(ref, None, parent=parent, step=ref[-1])
+        elif ref[0] == "hfuse":
+            d = SlotDef(ref, None, parts=ref[1])
         elif ref[0] == "expr":
             owner = self.owners[ref[1]]
             d = SlotDef(ref, owner, expr=_find(owner.fn.body, ref[2]))
