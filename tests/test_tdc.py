@@ -103,3 +103,27 @@ def test_host_error_names_instance_and_line():
     msg = str(info.value)
     assert info.value.instance == 1
     assert msg.startswith("instance 1: TypeError") and "tdc_progs.py:" in msg and "len(tokens)" in msg
+
+
+class _NoOpRuntime:
+    """Just enough of a runtime for the scheduler: no pending groups ever."""
+
+    def __init__(self) -> None:
+        self.groups: dict = {}
+        self.inst = 0
+        self.phase = 0
+
+    def flush(self, upto=None) -> None:
+        raise AssertionError("nothing to flush")
+
+
+def test_a_fiber_that_can_never_resume_is_an_error_not_a_hang():
+    from acrobat.runtime.fibers import FiberScheduler
+    sched = FiberScheduler(_NoOpRuntime())
+
+    def entry(rt, base, inst):
+        sched.wait((0, 5, 0))  # waits for a group that nobody will ever create
+        return None, base
+
+    with pytest.raises(ab.AcrobatError, match=r"instances \[0, 1\] wait .* can never resume"):
+        sched.run(entry, 0, ["a", "b"], ())
