@@ -66,26 +66,3 @@ def drnn(inst, p):
     """Instance = (token, seed)."""
     tok, seed = inst
     return grow(p.emb[tok], 0, seed, 1, p)
-
-
-@ab.program
-def shift_reduce(tokens, p):
-    """StackRNN-like parser: argmax over computed scores picks SHIFT or REDUCE; the actions differ in depth."""
-    stack = []
-    h = p.h0
-    i = 0
-    while i < len(tokens) or len(stack) > 1:
-        scores = h @ p.A
-        action = int(torch.argmax(scores))
-        if i < len(tokens) and (action == 0 or len(stack) < 2):
-            x = p.emb[tokens[i]]
-            i = i + 1
-            stack.append(x)
-            h = torch.tanh(x @ p.W + h @ p.U + p.b)
-        else:
-            r = stack.pop()
-            l = stack.pop()
-            c = torch.tanh(l @ p.W + r @ p.U + p.b)
-            stack.append(c)
-            h = torch.tanh(c @ p.W + h @ p.U + p.b)
-    return h, stack[0]

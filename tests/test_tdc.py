@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import acrobat as ab
+from acrobat.models.stackrnn import StackRNNParams
+from acrobat.models.stackrnn_program import stackrnn
 from tests import tdc_progs as tp
 
 TOL = {"rtol": 1e-5, "atol": 1e-6}
@@ -35,7 +37,7 @@ def check(prog, instances, p, options=None):
 
 
 def test_programs_with_value_reads_run_on_fibers():
-    for prog in (tp.scaled, tp.early_exit, tp.countdown, tp.drnn, tp.shift_reduce):
+    for prog in (tp.scaled, tp.early_exit, tp.countdown, tp.drnn, stackrnn):
         assert prog.compile(1).needs_fibers, prog.__name__
 
 
@@ -74,35 +76,35 @@ def test_child_fibers_batch_across_subtrees():
 
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=9), min_size=1, max_size=8), st.integers(0, 3))
-def test_shift_reduce_equals_plain(batch, seed):
-    check(tp.shift_reduce, batch, P(seed=seed))
+def test_stackrnn_equals_plain(batch, seed):
+    check(stackrnn, batch, StackRNNParams(10, 4, seed=seed))
 
 
 def test_ghost_operators_raise_mean_batch_size():
     rng = random.Random(0)
     batch = [[rng.randrange(10) for _ in range(rng.randint(3, 12))] for _ in range(16)]
-    p = P()
-    on = check(tp.shift_reduce, batch, p)
-    off = check(tp.shift_reduce, batch, p, ab.Options(ghosts=False))
+    p = StackRNNParams(10, 4)
+    on = check(stackrnn, batch, p)
+    off = check(stackrnn, batch, p, ab.Options(ghosts=False))
     assert on.dfg_nodes == off.dfg_nodes
     assert on.kernel_launches < off.kernel_launches
-    src = tp.shift_reduce.source(1)
+    src = stackrnn.source(1)
     assert "ghost operator" in src
 
 
 def test_operator_error_names_instance_and_line():
     with pytest.raises(ab.ShapeError) as info:
-        tp.shift_reduce.run([[1, 2], [3, 99]], P())  # token 99 is outside the embedding's 10 rows
+        stackrnn.run([[1, 2], [3, 99]], StackRNNParams(10, 4))  # token 99 is outside the embedding's 10 rows
     msg = str(info.value)
-    assert "instance 1" in msg and "tdc_progs.py" in msg and "p.emb[tokens[i]]" in msg
+    assert "instance 1" in msg and "stackrnn_program.py" in msg and "p.emb[tokens[i]]" in msg
 
 
 def test_host_error_names_instance_and_line():
     with pytest.raises(ab.InstanceError) as info:
-        tp.shift_reduce.run([[1, 2], None], P())  # instance 1 is not a token list
+        stackrnn.run([[1, 2], None], StackRNNParams(10, 4))  # instance 1 is not a token list
     msg = str(info.value)
     assert info.value.instance == 1
-    assert msg.startswith("instance 1: TypeError") and "tdc_progs.py:" in msg and "len(tokens)" in msg
+    assert msg.startswith("instance 1: TypeError") and "stackrnn_program.py:" in msg and "len(tokens)" in msg
 
 
 class _NoOpRuntime:
