@@ -87,10 +87,13 @@ class SkeletonWriter:
             self.emit(1, "return None, _d")
         self.emit(0, "")
 
-    def body(self, stmts: list[ir.Stmt], depth: int) -> None:
+    def body(self, stmts: list[ir.Stmt], depth: int, trailer: str | None = None) -> None:
+        """Emit a statement list (``pass`` if it is empty), then ``trailer`` if given."""
         start = len(self.lines)
         for s in stmts:
             self.stmt(s, depth)
+        if trailer is not None:
+            self.emit(depth, trailer)
         if len(self.lines) == start:
             self.emit(depth, "pass")
 
@@ -123,14 +126,12 @@ class SkeletonWriter:
             case ir.If(test=t, body=b, orelse=o):
                 pad_b, pad_o = self.ghost_padding(b, o)
                 self.emit(depth, f"if {self.expr(t)}:")
-                self.body(b, depth + 1)
-                if pad_b:
-                    self.emit(depth + 1, f"_d += {pad_b}  # {pad_b} ghost operator(s): line up with the else branch")
+                self.body(b, depth + 1, f"_d += {pad_b}  # {pad_b} ghost operator(s): line up with the else branch"
+                          if pad_b else None)
                 if o or pad_o:
                     self.emit(depth, "else:")
-                    self.body(o, depth + 1)
-                if pad_o:
-                    self.emit(depth + 1, f"_d += {pad_o}  # {pad_o} ghost operator(s): line up with the if branch")
+                    self.body(o, depth + 1, f"_d += {pad_o}  # {pad_o} ghost operator(s): line up with the if branch"
+                              if pad_o else None)
             case ir.While(test=t, body=b):
                 self.emit(depth, f"while {self.expr(t)}:")
                 self.body(b, depth + 1)
