@@ -9,7 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acrobat.data.synthetic import synthetic_trees
 from acrobat.data.tree import Tree
+from acrobat.models import MODELS
 from acrobat.models.birnn import BiRNNParams, birnn_hand_batched, birnn_reference
 from acrobat.models.params import SIZES, seeded_parameter
 from acrobat.models.treelstm import TreeLSTMParams, treelstm_hand_batched, treelstm_reference
@@ -206,3 +208,15 @@ def test_treelstm_property(seed: int, batch: int, max_words: int) -> None:
 def test_birnn_property(sentences: list[list[int]]) -> None:
     with torch.no_grad():
         check_birnn(sentences, BiRNNParams(VOCAB, 8))
+
+
+@pytest.mark.parametrize("name", [n for n, m in MODELS.items() if m.hand_batched is not None])
+def test_every_hand_batched_model_equals_its_reference(name) -> None:
+    """The expert baselines compute exactly what the per-instance references do."""
+    spec = MODELS[name]
+    trees = synthetic_trees(6, seed=3, vocab_size=VOCAB)
+    params = spec.make_params(VOCAB, 16, 0)
+    batch = spec.instances(trees)
+    with torch.no_grad():
+        torch.testing.assert_close(spec.hand_batched(batch, params), [spec.reference(x, params) for x in batch],
+                                   rtol=1e-4, atol=1e-5)

@@ -23,7 +23,7 @@ from acrobat.models.birnn_program import birnn
 from acrobat.models.drnn import DRNNParams, drnn_instances, drnn_reference
 from acrobat.models.drnn_program import drnn
 from acrobat.models.mvrnn_program import mvrnn
-from acrobat.models.nestedrnn import NestedRNNParams, nested_instances, nestedrnn_reference
+from acrobat.models.nestedrnn import NestedRNNParams, nested_instances, nestedrnn_hand_batched, nestedrnn_reference
 from acrobat.models.nestedrnn_program import nestedrnn
 from acrobat.models.params import SIZES
 from acrobat.models.stackrnn import StackRNNParams, stackrnn_reference
@@ -90,7 +90,7 @@ MODELS: dict[str, ModelSpec] = {
     "mvrnn": ModelSpec(
         "mvrnn", "MV-RNN (Socher et al. 2012): a vector and a matrix per node, over SST trees",
         mvrnn, lambda v, h, s: mv.MVRNNParams(v, h, seed=s), lambda trees: list(trees),
-        mv.mvrnn_reference, sizes=tuple(mv.SIZES.items())),
+        mv.mvrnn_reference, mv.mvrnn_hand_batched, sizes=tuple(mv.SIZES.items())),
     "birnn": ModelSpec(
         "birnn", "bidirectional RNN with a per-token output layer over SST sentences",
         birnn, lambda v, h, s: BiRNNParams(v, h, seed=s), lambda trees: [t.tokens() for t in trees],
@@ -98,7 +98,8 @@ MODELS: dict[str, ModelSpec] = {
     "nestedrnn": ModelSpec(
         "nestedrnn", "an RNN loop nested in a GRU loop, 20-40 iterations each, generated inputs",
         nestedrnn, lambda v, h, s: NestedRNNParams(GENERATED_VOCAB, h, seed=s),
-        lambda trees: nested_instances(len(trees), GENERATED_VOCAB), nestedrnn_reference, data="generated"),
+        lambda trees: nested_instances(len(trees), GENERATED_VOCAB), nestedrnn_reference, nestedrnn_hand_batched,
+        data="generated"),
     "drnn": ModelSpec(
         "drnn", "doubly recurrent NN (Alvarez-Melis & Jaakkola 2017): top-down tree generation",
         drnn, lambda v, h, s: DRNNParams(GENERATED_VOCAB, h, seed=s),

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from acrobat.data.tree import Tree
+from acrobat.models.levels import tree_levels
 from acrobat.models.params import EMB_STD, seeded_bias, seeded_matrix, seeded_parameter
 
 MAT_BUCKETS = 64
@@ -66,3 +67,31 @@ def mvrnn_reference(tree: Tree, p: MVRNNParams) -> Tensor:
     """Plain per-instance MV-RNN: logits (num_classes,) of one tree."""
     v, _ = _node(tree, p)
     return v @ p.W_out + p.b_out
+
+
+def mvrnn_hand_batched(trees: list[Tree], p: MVRNNParams) -> list[Tensor]:
+    """MV-RNN on a mini-batch, batched by hand level by level (the expert floor).
+
+    All leaves in one gather each for vectors and matrices; then per height
+    level one batched matmul pair ``B @ a``, ``A @ b`` (``torch.bmm``), one
+    dense layer and one ``W_M @ [A; B]`` over every node of that level.
+    Returns per tree the logits (num_classes,), as :func:`mvrnn_reference`.
+    """
+    if not trees:
+        return []
+    levels, row = tree_levels(trees)
+    ids = torch.tensor([leaf.word_id for leaf in levels[0]])
+    vecs = [p.emb.index_select(0, ids)]
+    mats = [p.mat_emb.index_select(0, ids % MAT_BUCKETS)]
+    for level in levels[1:]:
+        v_all, m_all = torch.cat(vecs), torch.cat(mats)
+        left = torch.tensor([row[n.left] for n in level])  # type: ignore[index]
+        right = torch.tensor([row[n.right] for n in level])  # type: ignore[index]
+        a, A = v_all.index_select(0, left), m_all.index_select(0, left)
+        b, B = v_all.index_select(0, right), m_all.index_select(0, right)
+        ba = torch.bmm(B, a.unsqueeze(-1)).squeeze(-1)
+        ab = torch.bmm(A, b.unsqueeze(-1)).squeeze(-1)
+        vecs.append(torch.tanh(torch.addmm(p.b, torch.cat([ba, ab], 1), p.W)))
+        mats.append(torch.matmul(p.W_M, torch.cat([A, B], 1)))
+    roots = torch.cat(vecs).index_select(0, torch.tensor([row[t] for t in trees]))
+    return list(torch.addmm(p.b_out, roots, p.W_out).unbind(0))

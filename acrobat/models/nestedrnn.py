@@ -76,3 +76,31 @@ def nestedrnn_reference(inst: NestedInstance, p: NestedRNNParams) -> Tensor:
         n = torch.tanh(h @ p.W_n + (r * g) @ p.U_n + p.b_n)
         g = (1 - z) * n + z * g
     return g @ p.W_out + p.b_out
+
+
+def nestedrnn_hand_batched(batch: list[NestedInstance], p: NestedRNNParams) -> list[Tensor]:
+    """NestedRNN on a mini-batch, padded over time by hand (the expert floor).
+
+    Every outer step runs the instances that still have steps: their input
+    projections in one matmul, then the inner RNN step by step over the
+    instances whose inner loop is still running, then one GRU cell.
+    Returns per instance the logits (num_classes,), as :func:`nestedrnn_reference`.
+    """
+    if not batch:
+        return []
+    g = p.g0.expand(len(batch), -1)
+    for t in range(max(len(inst.tokens) for inst in batch)):
+        active = [i for i, inst in enumerate(batch) if len(inst.tokens) > t]
+        rows = torch.tensor(active)
+        ga = g.index_select(0, rows)
+        x = torch.addmm(p.b_x, p.emb.index_select(0, torch.tensor([batch[i].tokens[t] for i in active])), p.W_x)
+        steps = torch.tensor([batch[i].inner[t] for i in active])
+        h = ga
+        for j in range(int(steps.max())):
+            run = (steps > j).nonzero().squeeze(1)
+            h = h.index_copy(0, run, torch.tanh(x.index_select(0, run) + h.index_select(0, run) @ p.U_h))
+        z = torch.sigmoid(h @ p.W_z + ga @ p.U_z + p.b_z)
+        r = torch.sigmoid(h @ p.W_r + ga @ p.U_r + p.b_r)
+        n = torch.tanh(h @ p.W_n + (r * ga) @ p.U_n + p.b_n)
+        g = g.index_copy(0, rows, (1 - z) * n + z * ga)
+    return list(torch.addmm(p.b_out, g, p.W_out).unbind(0))

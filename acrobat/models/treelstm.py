@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from acrobat.data.tree import Tree
+from acrobat.models.levels import tree_levels
 from acrobat.models.params import EMB_STD, seeded_bias, seeded_matrix, seeded_parameter
 
 
@@ -90,42 +91,6 @@ def treelstm_reference(tree: Tree, p: TreeLSTMParams) -> tuple[Tensor, Tensor]:
     return h @ p.W_out + p.b_out, h
 
 
-def _levels(trees: list[Tree]) -> tuple[list[list[Tree]], dict[Tree, int]]:
-    """Group every distinct node of ``trees`` by height (leaf 0, else 1 + max child height).
-
-    Returns ``(levels, row)``: ``levels[k]`` lists the nodes of height ``k``;
-    ``row[node]`` is the node's row in a store laid out level after level.
-    A node reached twice (the same tree passed twice) is computed once.
-    Iterative, so deep trees do not hit the recursion limit.
-    """
-    levels: list[list[Tree]] = []
-    height: dict[Tree, int] = {}
-    for root in trees:
-        stack: list[tuple[Tree, bool]] = [(root, False)]
-        while stack:
-            node, children_done = stack.pop()
-            if node in height:
-                continue
-            if node.is_leaf:
-                k = 0
-            elif not children_done:
-                stack.append((node, True))
-                stack.append((node.right, False))  # type: ignore[arg-type]
-                stack.append((node.left, False))  # type: ignore[arg-type]
-                continue
-            else:
-                k = 1 + max(height[node.left], height[node.right])  # type: ignore[index]
-            height[node] = k
-            if k == len(levels):
-                levels.append([])
-            levels[k].append(node)
-    row: dict[Tree, int] = {}
-    for level in levels:
-        for node in level:
-            row[node] = len(row)
-    return levels, row
-
-
 def treelstm_hand_batched(trees: list[Tree], p: TreeLSTMParams) -> list[tuple[Tensor, Tensor]]:
     """Run the Tree-LSTM on a mini-batch of trees, batched by hand.
 
@@ -141,7 +106,7 @@ def treelstm_hand_batched(trees: list[Tree], p: TreeLSTMParams) -> list[tuple[Te
     """
     if not trees:
         return []
-    levels, row = _levels(trees)
+    levels, row = tree_levels(trees)
     H = p.hidden
     device = p.emb.device
     h_store = p.emb.new_empty(len(row), H)
