@@ -80,18 +80,24 @@ def mvrnn_hand_batched(trees: list[Tree], p: MVRNNParams) -> list[Tensor]:
     if not trees:
         return []
     levels, row = tree_levels(trees)
+    H = p.hidden
+    vecs = p.emb.new_empty(len(row), H)
+    mats = p.emb.new_empty(len(row), H, H)
     ids = torch.tensor([leaf.word_id for leaf in levels[0]])
-    vecs = [p.emb.index_select(0, ids)]
-    mats = [p.mat_emb.index_select(0, ids % MAT_BUCKETS)]
+    n = len(levels[0])
+    vecs[:n] = p.emb.index_select(0, ids)
+    mats[:n] = p.mat_emb.index_select(0, ids % MAT_BUCKETS)
+    start = n
     for level in levels[1:]:
-        v_all, m_all = torch.cat(vecs), torch.cat(mats)
-        left = torch.tensor([row[n.left] for n in level])  # type: ignore[index]
-        right = torch.tensor([row[n.right] for n in level])  # type: ignore[index]
-        a, A = v_all.index_select(0, left), m_all.index_select(0, left)
-        b, B = v_all.index_select(0, right), m_all.index_select(0, right)
+        n = len(level)
+        left = torch.tensor([row[node.left] for node in level])  # type: ignore[index]
+        right = torch.tensor([row[node.right] for node in level])  # type: ignore[index]
+        a, A = vecs.index_select(0, left), mats.index_select(0, left)
+        b, B = vecs.index_select(0, right), mats.index_select(0, right)
         ba = torch.bmm(B, a.unsqueeze(-1)).squeeze(-1)
         ab = torch.bmm(A, b.unsqueeze(-1)).squeeze(-1)
-        vecs.append(torch.tanh(torch.addmm(p.b, torch.cat([ba, ab], 1), p.W)))
-        mats.append(torch.matmul(p.W_M, torch.cat([A, B], 1)))
-    roots = torch.cat(vecs).index_select(0, torch.tensor([row[t] for t in trees]))
+        vecs[start:start + n] = torch.tanh(torch.addmm(p.b, torch.cat([ba, ab], 1), p.W))
+        mats[start:start + n] = torch.matmul(p.W_M, torch.cat([A, B], 1))
+        start += n
+    roots = vecs.index_select(0, torch.tensor([row[t] for t in trees]))
     return list(torch.addmm(p.b_out, roots, p.W_out).unbind(0))
