@@ -2,12 +2,13 @@
 
     acrobat run treelstm --check          # batched run on SST (or synthetic) trees
     acrobat show birnn                    # the generated skeleton and blocks
-    acrobat bench treelstm birnn          # side by side with PyTorch baselines
+    acrobat bench --quick                 # side by side with the baselines; bench-out/*.json, *.md, *.png
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -17,17 +18,19 @@ from typing import Any, Sequence
 import torch
 from tqdm import tqdm
 
-from acrobat.bench.compare import ATOL, RTOL, compare, format_table, outputs_equal, overhead_lines
+from acrobat.bench import command as bench_command
+from acrobat.bench.compare import ATOL, RTOL, outputs_equal
 from acrobat.bench.machine import describe_machine, machine_line
 from acrobat.data import load_dataset
 from acrobat.errors import AcrobatError
 from acrobat.models import MODELS, get_model
+from acrobat.program import Options
 from acrobat.runtime.backend import BACKENDS
 from acrobat.runtime.stats import RunStats
 
 
 def _setup(args: argparse.Namespace, limit: int | None):
-    spec = get_model(args.model)
+    spec = get_model(args.model, seq_len=getattr(args, "seq_len", None), layers=getattr(args, "layers", None))
     if args.threads:
         torch.set_num_threads(args.threads)
     ds = load_dataset(args.data, split=args.split, limit=limit)
@@ -36,19 +39,39 @@ def _setup(args: argparse.Namespace, limit: int | None):
     return spec, ds, hidden, params
 
 
+def _options(disable: str) -> Options:
+    """``Options`` with the comma-separated optimizations in ``disable`` switched off.
+
+    Raises:
+        ValueError: an unknown optimization name (the message lists them).
+    """
+    names = [n.strip().replace("-", "_") for n in disable.split(",") if n.strip()]
+    known = [f.name for f in dataclasses.fields(Options)]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown optimization(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    return Options(**{n: False for n in names})
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run MODEL batched over the data, print per-batch figures and the batching report."""
     spec, ds, hidden, params = _setup(args, args.batch_size * args.num_batches)
+    options = _options(args.disable)
     instances = spec.instances(ds.trees)
     batches = [instances[i:i + args.batch_size] for i in range(0, len(instances), args.batch_size)]
     batches = batches[:args.num_batches]
     print(f"model    {spec.name}: {spec.description}")
-    print(f"data     {ds.description}")
+    if spec.data == "generated":
+        print(f"data     {len(instances)} generated instances (seeded; {spec.name} does not read SST)")
+    else:
+        print(f"data     {ds.description}")
     print(f"size     {args.size} (hidden {hidden}), batch size {args.batch_size}, {len(batches)} batches, "
           f"backend {args.backend}, seed {args.seed}")
+    off = [f.name for f in dataclasses.fields(Options) if not getattr(options, f.name)]
+    print(f"options  {'all optimizations on' if not off else 'off: ' + ', '.join(off)}")
     print(f"machine  {machine_line()}")
     t0 = time.perf_counter()
-    spec.program.compile(1)
+    spec.program.compile(1, options)
     print(f"compiled in {(time.perf_counter() - t0) * 1e3:.0f} ms")
     total = RunStats()
     per_batch: list[dict[str, Any]] = []
@@ -56,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with torch.inference_mode():
         for i, batch in enumerate(tqdm(batches, desc=f"{spec.name} batches", unit="batch", file=sys.stderr)):
             st = RunStats()
-            out = spec.program.run(batch, params, backend=args.backend, stats=st)
+            out = spec.program.run(batch, params, backend=args.backend, options=options, stats=st)
             total.add(st)
             ok = None
             if args.check:
@@ -85,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "dfg_nodes": round(statistics.mean(b["dfg_nodes"] for b in per_batch)),
             "kernel_launches": round(statistics.mean(b["kernel_launches"] for b in per_batch)),
             "phases": total.phases,
-            "check": check, "rtol": RTOL, "atol": ATOL, "batches": per_batch,
+            "check": check, "rtol": RTOL, "atol": ATOL, "batches": per_batch, "disabled": off,
             "blocks": [{"block": b.name, "launches": b.launches, "nodes": b.nodes, "mean_batch": b.mean_batch,
                         "hoisted": b.hoisted} for b in total.blocks.values()],
             "machine": describe_machine(),
@@ -99,27 +122,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     """Print MODEL's generated code: skeleton with inline depths, shared-value prologue, blocks."""
     print(get_model(args.model).program.source(1))
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Time acrobat against the baselines, side by side, on the same batch."""
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    names = args.models or list(MODELS)
-    comparisons = []
-    for name in tqdm(names, desc="models", unit="model", file=sys.stderr):
-        spec = get_model(name)
-        ds = load_dataset(args.data, split=args.split, limit=args.batch_size)
-        params = spec.make_params(len(ds.vocab), spec.hidden(args.size), args.seed)
-        batch = spec.instances(ds.trees)[:args.batch_size]
-        comparisons.append(compare(spec, batch, params, args.size, args.repeats, grad=args.grad))
-        data = ds.description
-    mode = "forward with autograd recording" if args.grad else "inference"
-    print(f"data: {data}; first {args.batch_size} instances; {mode}; median of {args.repeats} runs after warm-up\n")
-    print(format_table(comparisons))
-    print("\nacrobat's time, one run:")
-    print(overhead_lines(comparisons))
     return 0
 
 
@@ -147,21 +149,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check", action="store_true", help="compare every result with the per-instance "
                      "PyTorch reference; exit 1 on a mismatch")
     run.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    run.add_argument("--disable", default="", metavar="OPT[,OPT]",
+                     help="switch optimizations off, e.g. ghosts,fibers (of: "
+                          f"{', '.join(f.name for f in dataclasses.fields(Options))})")
+    run.add_argument("--seq-len", type=int, help="berxit only: tokens per sequence (default 128)")
+    run.add_argument("--layers", type=int, help="berxit only: maximum layers (default 12 small, 18 large)")
     run.set_defaults(func=cmd_run)
 
     show = sub.add_parser("show", help="print a model's generated code")
     show.add_argument("model", choices=list(MODELS), help=models_help)
     show.set_defaults(func=cmd_show)
 
-    bench = sub.add_parser("bench", help="time acrobat against PyTorch baselines side by side")
-    bench.add_argument("models", nargs="*", choices=[[]] + list(MODELS), metavar="MODEL",
-                       help=f"models to run (default: all of {', '.join(MODELS)})")
-    common(bench)
-    bench.add_argument("--batch-size", type=int, default=64, help="instances in the timed batch (default 64)")
-    bench.add_argument("--repeats", type=int, default=5, help="timed runs per system (default 5)")
-    bench.add_argument("--grad", action="store_true", help="time forward passes with autograd recording "
-                       "(default: inference mode)")
-    bench.set_defaults(func=cmd_bench)
+    bench_command.add_parser(sub)
     return p
 
 

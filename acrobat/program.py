@@ -105,6 +105,10 @@ class Compiled:
     base: int
     n_phases: int
     needs_fibers: bool  # tensor-dependent control flow: instances run on fibers (§4.2)
+    lowered: list[LoweredFunction]  # the analysed IR the skeleton was generated from
+    entry_key: Any
+    slots: SharedSlots
+    skeleton_options: Options  # as the skeleton was written (fibers off where no value is read)
 
 
 class Program(Function):
@@ -238,8 +242,8 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     g = Globals()
     block_fns = {bid: compile_block(b, g) for bid, b in blocks.items()}
     needs_fibers = any(spec.reads for spec in table.specs.values())
-    skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base,
-                                        dataclasses.replace(options, fibers=options.fibers and needs_fibers))
+    skeleton_options = dataclasses.replace(options, fibers=options.fibers and needs_fibers)
+    skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base, skeleton_options)
     prologue = _write_prologue(slots, g)
     namespace: dict[str, Any] = dict(g.values)
     namespace["_B"] = blocks
@@ -249,7 +253,8 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     exec(compile(prologue, f"<acrobat prologue {prog.__name__}>", "exec"), namespace)
     n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for f in lowered if f.spec.key == table.entry for s in f.body)
     entry = _located(namespace[table.specs[table.entry].name], skeleton_file, line_map)
-    return Compiled(skeleton, prologue, entry, namespace["_prologue"], blocks, block_fns, base, n_phases, needs_fibers)
+    return Compiled(skeleton, prologue, entry, namespace["_prologue"], blocks, block_fns, base, n_phases, needs_fibers,
+                    lowered, table.entry, slots, skeleton_options)
 
 
 def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]]) -> Callable:

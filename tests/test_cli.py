@@ -35,10 +35,13 @@ def test_show_prints_generated_code(capsys):
     assert "_rt.invoke" in text and "def block_" in text and "_prologue" in text
 
 
-def test_bench_prints_ratios(capsys):
-    assert main(["bench", "treelstm", "--batch-size", "4", "--repeats", "1"]) == 0
+def test_bench_prints_ratios(tmp_path, capsys):
+    out = tmp_path / "bench"
+    assert main(["bench", "treelstm", "--sizes", "small", "--batch-sizes", "4", "--repeats", "1",
+                 "--systems", "acrobat,pytorch,hand", "--out", str(out), "--no-progress"]) == 0
     text = capsys.readouterr().out
-    assert "Machine:" in text and "PyTorch per instance" in text and "x |" in text
+    assert "Machine:" in text and "PyTorch per instance" in text and "x) |" in text
+    assert (out / "bench.json").is_file() and (out / "bench.md").is_file()
 
 
 def test_bad_arguments(tmp_path, capsys):

@@ -1,25 +1,31 @@
-"""Side-by-side comparison of acrobat with its baselines on identical inputs and weights.
+"""Side-by-side comparison of acrobat with its baselines on identical inputs and weights (paper §6).
 
-For each model: acrobat (each backend), the plain per-instance PyTorch
-reference and the hand-batched expert version run on the same batch; all
-outputs are checked equal first (a system whose outputs differ is reported
-as wrong, not timed); times are medians of repeated runs after warm-up;
-speedups are ratios against acrobat.
+For one configuration (model, size, batch size) every selected system is
+prepared on the same instances and the same parameter object; its outputs
+are checked equal to the per-instance PyTorch reference (a system whose
+outputs differ is reported as wrong and not timed; one that cannot run
+here says why); then it is timed: median of repeated runs after a
+warm-up, in ms (``TimingPolicy``). acrobat-based systems also report the
+last timed run's ``RunStats`` (DFG construction, scheduling + gathers, kernels).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
-from acrobat.bench.machine import machine_line
-from acrobat.bench.timing import Timing, time_call
-from acrobat.models import ModelSpec
+from acrobat.bench.base import Setup, Unavailable
+from acrobat.bench.systems import System, default_backend
+from acrobat.bench.timing import Timing, TimingPolicy
 from acrobat.runtime.stats import RunStats
 
 RTOL, ATOL = 1e-4, 1e-5
+
+OK, WRONG, NOT_INSTALLED, NOT_AVAILABLE, ERROR = "ok", "wrong", "not installed", "not available", "error"
+"""A system's status on a configuration."""
 
 
 @dataclass
@@ -27,8 +33,11 @@ class SystemResult:
     """One system on one configuration: its timing, or why it was not timed."""
 
     system: str
+    group: str
+    status: str = OK
+    detail: str = ""
     timing: Timing | None = None
-    status: str = "ok"  # "ok", "wrong" or "not available"
+    stats: RunStats | None = None  # acrobat-based systems: one run's figures
 
 
 @dataclass
@@ -37,76 +46,69 @@ class Comparison:
 
     model: str
     size: str
+    hidden: int
     batch_size: int
     results: list[SystemResult] = field(default_factory=list)
-    stats: RunStats | None = None  # acrobat's per-run figures (one run)
+
+    def result(self, system: str) -> SystemResult | None:
+        return next((r for r in self.results if r.system == system), None)
+
+    def ms(self, system: str) -> float | None:
+        """Median ms of ``system``, or None when it was not timed."""
+        r = self.result(system)
+        return r.timing.median if r is not None and r.timing is not None else None
 
     def acrobat_ms(self) -> float | None:
-        r = next((r for r in self.results if r.system.startswith("acrobat") and r.timing), None)
-        return r.timing.median if r and r.timing else None
+        """Median ms of acrobat with the default backend (the speedups' reference)."""
+        return self.ms(f"acrobat ({default_backend()})")
 
 
-def outputs_equal(a: list, b: list) -> bool:
-    """True when two lists of per-instance results agree to (RTOL, ATOL)."""
+def outputs_equal(a: Any, b: Any) -> bool:
+    """True when two per-instance result lists agree to (RTOL, ATOL) (lists and tuples alike)."""
     try:
-        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)
-    except AssertionError:
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL, check_dtype=False)
+    except (AssertionError, TypeError, ValueError, RuntimeError):
         return False
     return True
 
 
-def compare(spec: ModelSpec, batch: list[Any], params: torch.nn.Module, size: str, repeats: int,
-            backends: tuple[str, ...] = ("eager",), grad: bool = False) -> Comparison:
-    """Time every available system for ``spec`` on ``batch``.
+def run_system(system: System, setup: Setup, expected: list, policy: TimingPolicy) -> SystemResult:
+    """Prepare, check and time one system on one configuration."""
+    res = SystemResult(system.name, system.group)
+    try:
+        runner = system.prepare(setup)
+        t0 = time.perf_counter()
+        out = runner.outputs()
+        first_ms = (time.perf_counter() - t0) * 1e3
+        res.detail = getattr(runner, "detail", "")
+        if not outputs_equal(out, expected):
+            res.status = WRONG
+            res.detail = f"outputs differ from the per-instance reference (rtol {RTOL}, atol {ATOL})"
+            return res
+        res.timing = runner.time(policy, 0 if first_ms > policy.slow_ms else 1)
+        res.detail = getattr(runner, "detail", res.detail)
+        if hasattr(runner, "stats"):
+            res.stats = runner.stats()
+    except Unavailable as exc:
+        msg = str(exc)
+        res.status = NOT_INSTALLED if msg.startswith(NOT_INSTALLED) else NOT_AVAILABLE
+        res.detail = msg
+    except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
+        res.status = ERROR
+        res.detail = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return res
 
-    Inference (``torch.inference_mode``) by default; ``grad=True`` runs with
-    autograd recording, as a training forward pass would.
-    """
-    cmp = Comparison(spec.name, size, len(batch))
-    systems: dict[str, Callable[[], list]] = {}
-    for be in backends:
-        systems[f"acrobat ({be})"] = lambda be=be: spec.program.run(batch, params, backend=be)
-    systems["PyTorch per instance"] = lambda: [spec.reference(x, params) for x in batch]
-    if spec.hand_batched is not None:
-        systems["hand-batched PyTorch"] = lambda: spec.hand_batched(batch, params)  # type: ignore[misc]
-    with torch.enable_grad() if grad else torch.inference_mode():
-        expected = systems["PyTorch per instance"]()
-        for name, fn in systems.items():
-            if not outputs_equal(fn(), expected):
-                cmp.results.append(SystemResult(name, status="wrong"))
-                continue
-            cmp.results.append(SystemResult(name, time_call(fn, repeats)))
-        cmp.stats = RunStats()
-        spec.program.run(batch, params, stats=cmp.stats)
+
+def compare(setup: Setup, systems: list[System], policy: TimingPolicy, on_system: Callable[[System], None] | None = None,
+            on_done: Callable[[System], None] | None = None) -> Comparison:
+    """Run every system of ``systems`` on ``setup``; ``on_system``/``on_done`` are called around each (progress)."""
+    cmp = Comparison(setup.spec.name, setup.size, setup.spec.hidden(setup.size), len(setup.instances))
+    with torch.enable_grad() if setup.grad else torch.inference_mode():
+        expected = [setup.spec.reference(x, setup.params) for x in setup.instances]
+        for system in systems:
+            if on_system is not None:
+                on_system(system)
+            cmp.results.append(run_system(system, setup, expected, policy))
+            if on_done is not None:
+                on_done(system)
     return cmp
-
-
-def format_table(comparisons: list[Comparison]) -> str:
-    """A Markdown table: ms per batch (median ± half-range) and acrobat's speedup over each system."""
-    lines = [f"Machine: {machine_line()}", "",
-             "| model | size | batch | system | ms / batch | acrobat speedup |",
-             "|---|---|---:|---|---:|---:|"]
-    for c in comparisons:
-        base = c.acrobat_ms()
-        for r in c.results:
-            if r.timing is None:
-                lines.append(f"| {c.model} | {c.size} | {c.batch_size} | {r.system} | {r.status} | - |")
-                continue
-            speed = f"{r.timing.median / base:.2f}x" if base else "-"
-            lines.append(f"| {c.model} | {c.size} | {c.batch_size} | {r.system} | "
-                         f"{r.timing.median:.1f} ± {r.timing.spread:.1f} | {speed} |")
-    return "\n".join(lines)
-
-
-def overhead_lines(comparisons: list[Comparison]) -> str:
-    """acrobat's time split per configuration: DFG construction, scheduling+gathers, kernels."""
-    out = []
-    for c in comparisons:
-        s = c.stats
-        if s is None or not s.total_ms:
-            continue
-        out.append(f"{c.model} {c.size} b{c.batch_size}: total {s.total_ms:.1f} ms = DFG construction "
-                   f"{s.construct_ms:.1f} + scheduling/gathers {s.schedule_ms:.1f} + kernels {s.kernel_ms:.1f}; "
-                   f"overhead {100 * s.overhead_ms / s.total_ms:.0f}%; {s.dfg_nodes} DFG nodes, "
-                   f"{s.kernel_launches} launches")
-    return "\n".join(out)

@@ -27,6 +27,14 @@ def describe_machine() -> dict[str, str | int]:
             "torch": torch.__version__, "python": platform.python_version(), "gpu": gpu}
 
 
+def load_average() -> float | None:
+    """The 1-minute load average (other work on the machine skews timings), or None where unknown."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
 def machine_line() -> str:
     """One readable line, e.g. ``AMD EPYC ... , 2 cores, 2 torch threads, torch 2.13.0, no GPU``."""
     m = describe_machine()

@@ -1,4 +1,4 @@
-"""Timing helpers for the benchmark command (never used in tests)."""
+"""Timing helpers for the benchmark command (never asserted in tests). Times in ms."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
+
+BUDGET_MS = 8000.0
+"""Timed runs of one system stop early past this much time (at least ``MIN_REPEATS`` runs are made)."""
+
+MIN_REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -24,13 +29,37 @@ class Timing:
         return (max(self.samples) - min(self.samples)) / 2
 
 
-def time_call(fn: Callable[[], object], repeats: int, warmup: int = 1) -> Timing:
-    """Call ``fn`` ``warmup`` times untimed, then ``repeats`` times timed."""
+@dataclass(frozen=True)
+class TimingPolicy:
+    """How a system is timed: ``repeats`` runs at most, stopping past ``budget_ms`` once
+    ``min_repeats`` runs are done. The untimed output-check run is the first warm-up;
+    one more follows unless that run took longer than ``slow_ms``."""
+
+    repeats: int = 10
+    budget_ms: float = BUDGET_MS
+    min_repeats: int = MIN_REPEATS
+    slow_ms: float = 1000.0
+
+
+def time_call(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_ms: float = BUDGET_MS,
+              min_repeats: int = MIN_REPEATS) -> Timing:
+    """Call ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed.
+
+    Runs stop once ``budget_ms`` is spent (but never before
+    ``min(repeats, min_repeats)`` runs), so a very slow configuration, e.g.
+    an ablation step with every optimization off, does not dominate the
+    benchmark's time.
+    """
     for _ in range(warmup):
         fn()
-    samples = []
+    samples: list[float] = []
+    spent = 0.0
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
+        ms = (time.perf_counter() - t0) * 1e3
+        samples.append(ms)
+        spent += ms
+        if spent > budget_ms and len(samples) >= min_repeats:
+            break
     return Timing(tuple(samples))

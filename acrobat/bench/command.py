@@ -1,0 +1,108 @@
+"""The ``acrobat bench`` subcommand: arguments, run, printed tables, files in ``--out``.
+
+    acrobat bench [MODEL...] [--sizes small,large] [--batch-sizes 8,64] [--systems acrobat,pytorch,...]
+                  [--quick] [--repeats N] [--out DIR] [--grad] [--data PATH] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+
+from acrobat.bench.report import markdown, read_json
+from acrobat.bench.suite import BenchSettings, run_bench, write_outputs
+from acrobat.bench.systems import GROUPS, select
+from acrobat.models import MODELS
+
+QUICK = {"sizes": "small", "batch_sizes": "8,64", "repeats": 3, "budget_ms": 3000.0, "min_repeats": 2}
+FULL = {"sizes": "small,large", "batch_sizes": "8,64", "repeats": 10, "budget_ms": 8000.0, "min_repeats": 3}
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
+    """Add the ``bench`` subparser to the ``acrobat`` command's subparsers."""
+    bench = sub.add_parser(
+        "bench", help="time acrobat against its baselines and its own ablations, side by side",
+        description="Time every available system on identical inputs and weights; check outputs first; write "
+                    "bench.json, bench.md and PNG plots to --out.")
+    bench.add_argument("models", nargs="*", choices=[[]] + list(MODELS), metavar="MODEL",
+                       help=f"models to run (default: all of {', '.join(MODELS)})")
+    bench.add_argument("--sizes", help=f"comma-separated model sizes (default {FULL['sizes']}; --quick: small)")
+    bench.add_argument("--batch-sizes", help=f"comma-separated batch sizes (default {FULL['batch_sizes']})")
+    bench.add_argument("--systems", help=f"comma-separated system groups (default all: {','.join(GROUPS)})")
+    bench.add_argument("--repeats", type=int, help=f"timed runs per system after a warm-up "
+                       f"(default {FULL['repeats']}; --quick: {QUICK['repeats']})")
+    bench.add_argument("--quick", action="store_true", help="small size, batch sizes 8 and 64, up to 3 timed "
+                       "runs per system (at least 2; stop past 3 s)")
+    bench.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, *.png "
+                       "(default bench-out)")
+    bench.add_argument("--grad", action="store_true", help="time forward passes with autograd recording "
+                       "(default: inference mode)")
+    bench.add_argument("--data", help="SST tree file or folder (default: ../shared/data/sst if present, "
+                       "else synthetic trees)")
+    bench.add_argument("--split", default="dev", help="split to read from a data folder (default: dev)")
+    bench.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
+    bench.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument("--from-json", metavar="FILE", help="run nothing: redraw the tables and plots of a "
+                       "bench.json into --out")
+    bench.set_defaults(func=cmd_bench)
+    return bench
+
+
+def _list(text: str, what: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValueError(f"--{what}: give at least one value")
+    return items
+
+
+def settings_from_args(args: argparse.Namespace) -> BenchSettings:
+    """``BenchSettings`` from parsed arguments (``--quick`` fills what was not given).
+
+    Raises:
+        ValueError: a bad list value (unknown system group, batch size below 1, ...).
+    """
+    base = QUICK if args.quick else FULL
+    try:
+        batch_sizes = [int(b) for b in _list(args.batch_sizes or base["batch_sizes"], "batch-sizes")]
+    except ValueError as exc:
+        raise ValueError(f"--batch-sizes: {exc}") from exc
+    if min(batch_sizes) < 1:
+        raise ValueError("--batch-sizes: every batch size must be at least 1")
+    repeats = args.repeats if args.repeats is not None else int(base["repeats"])
+    if repeats < 1:
+        raise ValueError("--repeats must be at least 1")
+    groups = _list(args.systems, "systems") if args.systems else None
+    sizes = _list(args.sizes or str(base["sizes"]), "sizes")
+    words = ["acrobat", "bench", *args.models, "--sizes", ",".join(sizes), "--batch-sizes",
+             ",".join(map(str, batch_sizes)), "--repeats", str(repeats)]
+    words += ["--systems", ",".join(groups)] if groups else []
+    words += ["--quick"] if args.quick else []
+    words += ["--grad"] if args.grad else []
+    words += ["--threads", str(args.threads)] if args.threads else []
+    words += ["--data", args.data] if args.data else []
+    words += ["--seed", str(args.seed)] if args.seed else []
+    return BenchSettings(models=args.models or list(MODELS), sizes=sizes, batch_sizes=batch_sizes,
+                         systems=select(groups), repeats=repeats, budget_ms=float(base["budget_ms"]),
+                         min_repeats=min(repeats, int(base["min_repeats"])), grad=args.grad, data=args.data,
+                         split=args.split, seed=args.seed, command=shlex.join(words))
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark, print the Markdown report, write it (JSON, Markdown, PNG) to ``--out``."""
+    if args.from_json:
+        rep = read_json(Path(args.from_json))
+    else:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        rep = run_bench(settings_from_args(args), progress=not args.no_progress)
+    print(markdown(rep))
+    paths = write_outputs(rep, Path(args.out))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    if not any(p.suffix == ".png" for p in paths):
+        print("no plots: matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr)
+    return 0

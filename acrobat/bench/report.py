@@ -1,0 +1,254 @@
+"""Benchmark reports: JSON (every sample) and Markdown tables (paper Fig. 7/8 and Table 3 as tables).
+
+Every table is preceded by a line naming the machine (CPU model, cores,
+torch threads, torch version, GPU). Times are ms per batch: the median of
+the repeated runs ± half their range. A speedup ``k x`` next to a system
+says how many times faster acrobat (default backend) is than that system
+(below 1: acrobat is slower).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acrobat.bench.compare import NOT_AVAILABLE, NOT_INSTALLED, OK, Comparison, SystemResult
+from acrobat.bench.machine import describe_machine
+from acrobat.bench.systems import default_backend
+from acrobat.bench.timing import Timing
+from acrobat.runtime.stats import RunStats
+
+BASELINE_GROUPS = ("acrobat", "pytorch", "hand", "torchfold", "dynet")
+"""Groups in the main comparison table (Fig. 7 / Table 5)."""
+
+
+@dataclass
+class BenchReport:
+    """One ``acrobat bench`` run: settings, machine and every configuration's results."""
+
+    command: str
+    date: str
+    mode: str  # "inference" or "forward with autograd recording"
+    repeats: int
+    data: str
+    comparisons: list[Comparison] = field(default_factory=list)
+    machine: dict[str, Any] = field(default_factory=describe_machine)
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ JSON
+
+
+def _stats_dict(st: RunStats | None) -> dict[str, Any] | None:
+    if st is None:
+        return None
+    return {"total_ms": st.total_ms, "construct_ms": st.construct_ms, "schedule_ms": st.schedule_ms,
+            "kernel_ms": st.kernel_ms, "overhead_ms": st.overhead_ms, "dfg_nodes": st.dfg_nodes,
+            "kernel_launches": st.kernel_launches, "phases": st.phases}
+
+
+def _result_dict(r: SystemResult) -> dict[str, Any]:
+    t = r.timing
+    return {"system": r.system, "group": r.group, "status": r.status, "detail": r.detail,
+            "median_ms": t.median if t else None, "spread_ms": t.spread if t else None,
+            "samples_ms": list(t.samples) if t else None, "stats": _stats_dict(r.stats)}
+
+
+def report_dict(rep: BenchReport) -> dict[str, Any]:
+    """The report as JSON-ready data (times in ms)."""
+    out = {k: v for k, v in asdict(rep).items() if k != "comparisons"}
+    out["machine_line"] = machine_line_of(rep.machine)
+    out["configs"] = [{"model": c.model, "size": c.size, "hidden": c.hidden, "batch_size": c.batch_size,
+                       "acrobat_ms": c.acrobat_ms(), "results": [_result_dict(r) for r in c.results]}
+                      for c in rep.comparisons]
+    return out
+
+
+def write_json(rep: BenchReport, path: Path) -> None:
+    path.write_text(json.dumps(report_dict(rep), indent=2) + "\n", encoding="utf-8")
+
+
+def _stats_from(d: dict[str, Any] | None) -> RunStats | None:
+    if d is None:
+        return None
+    return RunStats(dfg_nodes=d["dfg_nodes"], kernel_launches=d["kernel_launches"], phases=d["phases"],
+                    construct_ms=d["construct_ms"], schedule_ms=d["schedule_ms"], kernel_ms=d["kernel_ms"],
+                    total_ms=d["total_ms"])
+
+
+def read_json(path: Path) -> BenchReport:
+    """A report written by ``write_json`` (to redraw tables and plots without running again)."""
+    d = json.loads(path.read_text(encoding="utf-8"))
+    rep = BenchReport(d["command"], d["date"], d["mode"], d["repeats"], d["data"], machine=d["machine"],
+                      notes=d.get("notes", []))
+    for c in d["configs"]:
+        cmp = Comparison(c["model"], c["size"], c["hidden"], c["batch_size"])
+        for r in c["results"]:
+            timing = Timing(tuple(r["samples_ms"])) if r["samples_ms"] else None
+            cmp.results.append(SystemResult(r["system"], r["group"], r["status"], r["detail"], timing,
+                                            _stats_from(r["stats"])))
+        rep.comparisons.append(cmp)
+    return rep
+
+
+# ------------------------------------------------------------------ Markdown
+
+
+def machine_line_of(m: dict[str, Any]) -> str:
+    """One readable line for recorded machine facts (as ``acrobat.bench.machine.machine_line``)."""
+    gpu = "no GPU" if m.get("gpu", "none") == "none" else f"GPU {m['gpu']}"
+    return f"{m['cpu']}, {m['cores']} cores, {m['torch_threads']} torch threads, torch {m['torch']}, {gpu}"
+
+
+def _ms(r: SystemResult | None) -> str:
+    if r is None:
+        return "-"
+    if r.timing is None:
+        return r.status
+    t = r.timing
+    return f"{t.median:.1f} ± {t.spread:.1f}"
+
+
+def _systems(comparisons: list[Comparison], groups: tuple[str, ...]) -> list[str]:
+    names: list[str] = []
+    for c in comparisons:
+        for r in c.results:
+            if r.group in groups and r.system not in names:
+                names.append(r.system)
+    return names
+
+
+def _table(header: list[str], rows: list[list[str]], right_from: int) -> list[str]:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def comparison_table(rep: BenchReport) -> list[str]:
+    """acrobat against the baselines: ms per batch, and acrobat's speedup over each system."""
+    names = _systems(rep.comparisons, BASELINE_GROUPS)
+    if not names:
+        return []
+    ref = f"acrobat ({default_backend()})"
+    rows = []
+    for c in rep.comparisons:
+        base = c.acrobat_ms()
+        row = [c.model, c.size, str(c.batch_size)]
+        for n in names:
+            r = c.result(n)
+            cell = _ms(r)
+            if r is not None and r.timing is not None and base and n != ref:
+                cell += f" ({r.timing.median / base:.2f}x)"
+            row.append(cell)
+        rows.append(row)
+    return [f"### acrobat vs baselines: ms per batch (acrobat's speedup over each)", "",
+            f"Machine: {machine_line_of(rep.machine)}", ""] + _table(["model", "size", "batch"] + names, rows, 2)
+
+
+def ablation_table(rep: BenchReport) -> list[str]:
+    """The ablation (Fig. 8): ms per batch as optimizations are switched on one at a time."""
+    names = _systems(rep.comparisons, ("ablation",))
+    if not names:
+        return []
+    rows = []
+    for c in rep.comparisons:
+        if not any(c.result(n) for n in names):  # the ablation runs at the largest batch size only
+            continue
+        off = c.ms(names[0])
+        row = [c.model, c.size, str(c.batch_size)]
+        for n in names:
+            r = c.result(n)
+            cell = _ms(r)
+            if r is not None and r.timing is not None and off and n != names[0]:
+                cell += f" ({off / r.timing.median:.2f}x)"
+            row.append(cell)
+        rows.append(row)
+    labels = [n.removeprefix("ablation: ") for n in names]
+    return ["### Ablation: ms per batch, optimizations switched on one at a time (speedup over all off)", "",
+            f"Machine: {machine_line_of(rep.machine)}", ""] + _table(["model", "size", "batch"] + labels, rows, 2)
+
+
+def interp_table(rep: BenchReport) -> list[str]:
+    """Interpreted vs generated control flow (Table 3): total ms and DFG construction ms."""
+    names = _systems(rep.comparisons, ("interp",))
+    if not names:
+        return []
+    ref = f"acrobat ({default_backend()})"
+    rows = []
+    for c in rep.comparisons:
+        it, gen = c.result(names[0]), c.result(ref)
+        if it is None:
+            continue
+        slow = f"{it.timing.median / gen.timing.median:.2f}x" if it.timing and gen and gen.timing else "-"
+        ci = f"{it.stats.construct_ms:.1f}" if it.stats else "-"
+        cg = f"{gen.stats.construct_ms:.1f}" if gen and gen.stats else "-"
+        rows.append([c.model, c.size, str(c.batch_size), _ms(it), _ms(gen), slow, ci, cg])
+    return ["### Interpreted vs generated control flow: ms per batch", "",
+            f"Machine: {machine_line_of(rep.machine)}", ""] + _table(
+        ["model", "size", "batch", "interpreted", "generated (AOT)", "interpreted / generated",
+         "DFG construction, interpreted", "DFG construction, generated"], rows, 2)
+
+
+def overhead_table(rep: BenchReport) -> list[str]:
+    """acrobat's time split in one run: DFG construction, scheduling + gathers, batched block calls."""
+    rows = []
+    for c in rep.comparisons:
+        for r in c.results:
+            if r.group != "acrobat" or r.stats is None or not r.stats.total_ms:
+                continue
+            s = r.stats
+            rows.append([c.model, c.size, str(c.batch_size), r.system, f"{s.total_ms:.1f}", f"{s.construct_ms:.1f}",
+                         f"{s.schedule_ms:.1f}", f"{s.kernel_ms:.1f}", f"{100 * s.overhead_ms / s.total_ms:.0f}%",
+                         f"{s.dfg_nodes:,}", f"{s.kernel_launches:,}"])
+    if not rows:
+        return []
+    return ["### acrobat's time in one run (ms)", "", f"Machine: {machine_line_of(rep.machine)}", ""] + _table(
+        ["model", "size", "batch", "system", "total", "DFG construction", "scheduling + gathers",
+         "batched block calls", "overhead", "DFG nodes", "launches"], rows, 4)
+
+
+def problems(rep: BenchReport) -> list[str]:
+    """Systems not timed (wrong outputs, errors, not available/installed) and notes (DyNet's strategies).
+
+    Wrong outputs, errors and notes get a line per configuration; "not
+    available"/"not installed" one line per model and system.
+    """
+    lines: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for c in rep.comparisons:
+        for r in c.results:
+            if r.status == OK and not r.detail:
+                continue
+            detail = r.detail if r.detail != r.status else ""
+            if detail.startswith(r.status):
+                detail = detail[len(r.status):].strip(" ;")
+            if r.status in (NOT_AVAILABLE, NOT_INSTALLED):
+                if (c.model, r.system, r.status) in seen:
+                    continue
+                seen.add((c.model, r.system, r.status))
+                lines.append(f"- {c.model}, {r.system}: {r.status}" + (f" ({detail})" if detail else ""))
+                continue
+            what = "timed" if r.status == OK else r.status.upper()
+            lines.append(f"- {c.model} {c.size} batch {c.batch_size}, {r.system}: {what}"
+                         + (f"; {detail}" if detail else ""))
+    return ["Systems not timed, and notes:", ""] + lines if lines else []
+
+
+def markdown(rep: BenchReport) -> str:
+    """The whole report as Markdown: settings, then every table."""
+    load = rep.machine.get("load_average")
+    head = [f"Command: `{rep.command}`  ", f"Date: {rep.date}  ",
+            f"Machine: {machine_line_of(rep.machine)}"
+            + (f"; 1-minute load average before the run: {load:.2f}  " if load is not None else "  "),
+            f"Mode: {rep.mode}; data: {rep.data}  ",
+            f"Times: ms per batch, median ± half the range of up to {rep.repeats} timed runs (fewer for slow "
+            "systems, see the JSON's samples) after the output-check run and, unless that took over 1 s, one "
+            "more warm-up run; "
+            "every system's outputs checked equal to the per-instance PyTorch reference first."]
+    parts = [head]
+    for section in (comparison_table(rep), ablation_table(rep), interp_table(rep), overhead_table(rep),
+                    problems(rep), rep.notes):
+        if section:
+            parts.append(section)
+    return "\n\n".join("\n".join(p) for p in parts) + "\n"

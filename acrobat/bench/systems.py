@@ -1,0 +1,118 @@
+"""The systems a benchmark compares: acrobat and its baselines (paper §6), each behind one interface.
+
+A ``System`` prepares a ``Runner`` for one (model, instances, weights)
+configuration, or raises ``Unavailable`` with the reason it cannot run there
+(not installed, no version of that model). A runner returns the
+per-instance outputs (checked against the per-instance PyTorch reference
+before anything is timed) and times repeated runs.
+
+Groups (the ``--systems`` names):
+
+- ``acrobat``: acrobat with all optimizations, one system per backend in
+  ``acrobat.runtime.backend.BACKENDS``;
+- ``pytorch``: PyTorch eager, one instance at a time (the reference);
+- ``hand``: hand-batched PyTorch, where the model has one;
+- ``torchfold``: TorchFold (``acrobat.bench.torchfold_models``);
+- ``dynet``: DyNet with autobatching, best of its two strategies
+  (``acrobat.bench.dynet_models``, run in a subprocess);
+- ``ablation``: acrobat with optimizations switched on one at a time (Fig. 8);
+- ``interp``: acrobat's lowered IR run by an interpreter instead of the
+  generated skeleton (Table 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from acrobat.bench.ablation import ablation_steps
+from acrobat.bench.base import AcrobatRunner, FnRunner, Runner, Setup, Unavailable
+from acrobat.bench.torchfold_models import TORCHFOLD_MODELS, load_torchfold
+from acrobat.program import Options
+from acrobat.runtime.backend import BACKENDS
+
+GROUPS: tuple[str, ...] = ("acrobat", "pytorch", "hand", "torchfold", "dynet", "ablation", "interp")
+"""System groups in report order; ``--systems`` takes a comma-separated subset."""
+
+
+@dataclass(frozen=True)
+class System:
+    """A named system of a group; ``prepare`` makes its runner or raises ``Unavailable``."""
+
+    name: str
+    group: str
+    prepare: Callable[[Setup], Runner]
+    options: Options | None = None  # for ablation steps: the acrobat options timed
+
+
+def _acrobat(backend: str, options: Options | None = None) -> Callable[[Setup], Runner]:
+    def prepare(s: Setup) -> Runner:
+        return AcrobatRunner(lambda st: s.spec.program.run(s.instances, s.params, backend=backend, options=options,
+                                                           stats=st))
+    return prepare
+
+
+def _pytorch(s: Setup) -> Runner:
+    return FnRunner(lambda: [s.spec.reference(x, s.params) for x in s.instances])
+
+
+def _hand(s: Setup) -> Runner:
+    fn = s.spec.hand_batched
+    if fn is None:
+        raise Unavailable(f"no hand-batched version of {s.spec.name}")
+    return FnRunner(lambda: fn(s.instances, s.params))
+
+
+def _torchfold(s: Setup) -> Runner:
+    load_torchfold()
+    fn = TORCHFOLD_MODELS.get(s.spec.name)
+    if fn is None:
+        raise Unavailable(f"no TorchFold version of {s.spec.name}")
+    return FnRunner(lambda: fn(s.instances, s.params))
+
+
+def _dynet(s: Setup) -> Runner:
+    from acrobat.bench.dynet_models import DynetRunner  # optional: imports nothing of DyNet itself
+
+    return DynetRunner(s)
+
+
+def _interp(s: Setup) -> Runner:
+    from acrobat.bench.interpreter import InterpretedProgram
+
+    prog = InterpretedProgram(s.spec.program, 1)
+    return AcrobatRunner(lambda st: prog.run(s.instances, s.params, stats=st))
+
+
+def default_backend() -> str:
+    """The backend that the headline "acrobat" figures (speedups) use: the first registered."""
+    return next(iter(BACKENDS))
+
+
+def all_systems() -> list[System]:
+    """Every system, in report order (ablation steps read ``Options``' fields at call time)."""
+    systems = [System(f"acrobat ({be})", "acrobat", _acrobat(be)) for be in BACKENDS]
+    systems += [
+        System("PyTorch per instance", "pytorch", _pytorch),
+        System("hand-batched PyTorch", "hand", _hand),
+        System("TorchFold", "torchfold", _torchfold),
+        System("DyNet (autobatch)", "dynet", _dynet),
+    ]
+    be = default_backend()
+    systems += [System(f"ablation: {label}", "ablation", _acrobat(be, opts), opts) for label, opts in ablation_steps()]
+    systems.append(System("acrobat, interpreted control flow", "interp", _interp))
+    return systems
+
+
+def select(groups: list[str] | None) -> list[System]:
+    """The systems of ``groups`` (all when None), in report order.
+
+    Raises:
+        ValueError: an unknown group name (the message lists the known ones).
+    """
+    if groups is None:
+        return all_systems()
+    unknown = [g for g in groups if g not in GROUPS]
+    if unknown:
+        raise ValueError(f"unknown system {', '.join(unknown)}; choose from {', '.join(GROUPS)}")
+    return [s for s in all_systems() if s.group in groups]

@@ -1,0 +1,270 @@
+"""The benchmark harness on tiny configurations: output checks, statuses, ablation steps, the
+interpreter, TorchFold versions, reports (JSON, Markdown, PNG) and the ``bench`` command.
+
+Nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from acrobat.bench import command
+from acrobat.bench.ablation import ablation_steps, switches
+from acrobat.bench.base import FnRunner, Setup, Unavailable
+from acrobat.bench.compare import ERROR, NOT_AVAILABLE, NOT_INSTALLED, OK, WRONG, compare, outputs_equal, run_system
+from acrobat.bench.interpreter import InterpretedProgram
+from acrobat.bench.report import BenchReport, markdown, read_json, report_dict
+from acrobat.bench.suite import write_outputs
+from acrobat.bench.systems import GROUPS, System, select
+from acrobat.bench.timing import Timing, TimingPolicy
+
+ONE = TimingPolicy(repeats=1, min_repeats=1)
+from acrobat.cli import main
+from acrobat.models import MODELS, get_model
+from acrobat.program import Options
+from acrobat.runtime.stats import RunStats
+
+HARNESS_MODELS = [m for m in ("treelstm", "birnn") if m in MODELS] or list(MODELS)[:2]
+"""Models the harness tests run every system on (the ones with hand-batched/TorchFold/DyNet versions)."""
+
+
+@pytest.fixture(scope="module")
+def setups(dataset):
+    """Per registered model: 3 instances, the smallest registered size (Berxit scaled down as in test_models)."""
+    out = {}
+    for name in MODELS:
+        spec = get_model("berxit", seq_len=8, layers=2) if name == "berxit" else MODELS[name]
+        size, hidden = min(spec.sizes, key=lambda kv: kv[1])
+        params = spec.make_params(len(dataset.vocab), hidden, 0)
+        out[name] = Setup(spec, spec.instances(dataset.trees[:3])[:3], params, size, repeats=1)
+    return out
+
+
+def test_outputs_equal_nested_and_tolerant():
+    a = [(torch.ones(3), torch.zeros(2)), (torch.ones(3), torch.zeros(2))]
+    b = [[torch.ones(3) + 1e-7, torch.zeros(2)], (torch.ones(3), torch.zeros(2))]
+    assert outputs_equal(a, b)
+    assert not outputs_equal(a, [(torch.ones(3) * 1.01, torch.zeros(2))] * 2)
+    assert not outputs_equal(a, a[:1])
+    assert not outputs_equal([torch.ones(3)], [torch.ones(4)])
+
+
+class _Counting(FnRunner):
+    def __init__(self, fn):
+        super().__init__(fn)
+        self.timed = 0
+
+    def time(self, policy: TimingPolicy, warmup: int) -> Timing:
+        self.timed += 1
+        return Timing((1.0,) * policy.repeats)
+
+
+def _scaled(x):
+    if isinstance(x, (list, tuple)):
+        return type(x)(_scaled(i) for i in x)
+    return x * 2 + 1
+
+
+def test_wrong_outputs_are_reported_not_timed(setups):
+    s = setups[HARNESS_MODELS[0]]
+    expected = [s.spec.reference(x, s.params) for x in s.instances]
+    runner = _Counting(lambda: _scaled(expected))
+    res = run_system(System("broken", "pytorch", lambda _: runner), s, expected, TimingPolicy(repeats=2))
+    assert res.status == WRONG and res.timing is None and runner.timed == 0
+    good = _Counting(lambda: expected)
+    res = run_system(System("fine", "pytorch", lambda _: good), s, expected, TimingPolicy(repeats=2))
+    assert res.status == OK and good.timed == 1 and res.timing.samples == (1.0, 1.0)
+
+
+def test_unavailable_and_failing_systems(setups):
+    s = setups[HARNESS_MODELS[-1]]
+
+    def missing(_):
+        raise Unavailable("not installed (pip install x)")
+
+    def no_version(_):
+        raise Unavailable("no X version of birnn")
+
+    def crash(_):
+        return FnRunner(lambda: 1 / 0)
+
+    statuses = [run_system(System(n, "pytorch", f), s, [], ONE) for n, f in
+                [("a", missing), ("b", no_version), ("c", crash)]]
+    assert [r.status for r in statuses] == [NOT_INSTALLED, NOT_AVAILABLE, ERROR]
+    assert "ZeroDivisionError" in statuses[2].detail
+    assert all(r.timing is None for r in statuses)
+
+
+def test_ablation_steps_follow_options_fields():
+    names = switches()
+    assert names[:4] == ["coarsening", "hoisting", "concurrency", "phases"]
+    assert names == [f.name for f in dataclasses.fields(Options) if f.type in (bool, "bool")]
+    steps = ablation_steps()
+    assert len(steps) == len(names) + 1
+    assert steps[0][0] == "all off" and not any(getattr(steps[0][1], n) for n in names)
+    assert all(getattr(steps[-1][1], n) for n in names)
+    for k, (label, opts) in enumerate(steps[1:], start=1):  # cumulative, in order
+        assert label == f"+{names[k - 1]}"
+        assert [getattr(opts, n) for n in names] == [i < k for i in range(len(names))]
+
+
+def test_select_systems():
+    assert {s.group for s in select(None)} == set(GROUPS)
+    assert [s.name for s in select(["pytorch"])] == ["PyTorch per instance"]
+    with pytest.raises(ValueError, match="unknown system"):
+        select(["nope"])
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("opts", [Options(), Options(**{n: False for n in switches()})], ids=["all-on", "all-off"])
+def test_interpreter_builds_the_same_dfg(setups, model, opts):
+    s = setups[model]
+    ip = InterpretedProgram(s.spec.program, 1, opts)
+    with torch.inference_mode():
+        st_i, st_g = RunStats(), RunStats()
+        out_i = ip.run(s.instances, s.params, stats=st_i)
+        out_g = s.spec.program.run(s.instances, s.params, options=opts, stats=st_g)
+        assert outputs_equal(out_i, out_g)
+        assert outputs_equal(out_i, [s.spec.reference(x, s.params) for x in s.instances])
+    assert (st_i.dfg_nodes, st_i.kernel_launches, st_i.phases) == (st_g.dfg_nodes, st_g.kernel_launches, st_g.phases)
+    for bid, b in st_g.blocks.items():
+        assert (st_i.blocks[bid].launches, st_i.blocks[bid].nodes) == (b.launches, b.nodes)
+
+
+def test_torchfold_versions_match_references(setups):
+    pytest.importorskip("torchfold")
+    from acrobat.bench.torchfold_models import TORCHFOLD_MODELS
+
+    for name, fn in TORCHFOLD_MODELS.items():
+        if name in setups:
+            s = setups[name]
+            with torch.inference_mode():
+                assert outputs_equal(fn(s.instances, s.params), [s.spec.reference(x, s.params) for x in s.instances])
+
+
+def test_dynet_not_installed_or_correct(setups, monkeypatch):
+    from acrobat.bench import dynet_models
+    from acrobat.bench.dynet_models import DynetRunner, dynet_installed
+
+    s = setups["birnn"]
+    if not dynet_installed():
+        with pytest.raises(Unavailable, match="not installed"):
+            DynetRunner(s)
+        return
+    s = dataclasses.replace(s, instances=s.instances[:2])
+    monkeypatch.setattr(dynet_models, "STRATEGIES", {1: "agenda-based"})  # one subprocess: fast
+    res = run_system(System("DyNet", "dynet", DynetRunner), s,
+                     [s.spec.reference(x, s.params) for x in s.instances], ONE)
+    assert res.status == OK, res.detail
+    assert "best:" in res.detail
+
+
+@pytest.fixture(scope="module")
+def tiny_report(setups):
+    systems = select(["acrobat", "pytorch", "hand", "torchfold", "interp"])
+    ablation = select(["ablation"])
+    systems += [ablation[0], ablation[-1]]  # all off, all on: enough for the table logic
+    rep = BenchReport("acrobat bench --test", "2026-01-01", "inference", 1, "test data")
+    for name in HARNESS_MODELS:
+        rep.comparisons.append(compare(setups[name], systems, ONE))
+    rep.comparisons[0].results.append(dataclasses.replace(rep.comparisons[0].results[1], system="fake wrong",
+                                                          group="pytorch", status=WRONG, timing=None))
+    return rep
+
+
+def test_compare_checks_and_times_every_system(tiny_report):
+    for c in tiny_report.comparisons:
+        by_group = {r.group: r for r in c.results}
+        assert by_group["acrobat"].status == OK and by_group["acrobat"].stats.dfg_nodes > 0
+        assert by_group["pytorch"].status in (OK, WRONG)
+        assert by_group["interp"].status == OK and by_group["interp"].stats is not None
+        for r in c.results:
+            assert (r.timing is not None) == (r.status == OK), (r.system, r.status, r.detail)
+            assert r.status in (OK, WRONG, NOT_INSTALLED, NOT_AVAILABLE), (r.system, r.detail)
+
+
+def test_markdown_names_the_machine_above_every_table(tiny_report):
+    text = markdown(tiny_report)
+    lines = text.splitlines()
+    table_starts = [i for i, line in enumerate(lines) if line.startswith("| model")]
+    assert len(table_starts) == 4  # baselines, ablation, interpreted, acrobat's time
+    for i in table_starts:
+        assert lines[i - 2].startswith("Machine: ") and "torch" in lines[i - 2]
+    assert "acrobat bench --test" in text and "fake wrong: WRONG" in text
+    assert "x)" in text  # speedups
+
+
+def test_json_and_files(tiny_report, tmp_path):
+    data = report_dict(tiny_report)
+    json.dumps(data)  # serializable
+    assert {"command", "date", "machine", "machine_line", "configs", "repeats"} <= set(data)
+    cfg = data["configs"][0]
+    assert {"model", "size", "hidden", "batch_size", "acrobat_ms", "results"} <= set(cfg)
+    wrong = next(r for r in cfg["results"] if r["system"] == "fake wrong")
+    assert wrong["status"] == WRONG and wrong["median_ms"] is None
+    ok = next(r for r in cfg["results"] if r["group"] == "acrobat")
+    assert len(ok["samples_ms"]) == 1 and ok["stats"]["dfg_nodes"] > 0
+    paths = write_outputs(tiny_report, tmp_path / "out")
+    names = {p.name for p in paths}
+    assert {"bench.json", "bench.md"} <= names
+    assert json.loads((tmp_path / "out" / "bench.json").read_text())["command"] == "acrobat bench --test"
+    assert markdown(read_json(tmp_path / "out" / "bench.json")) == markdown(tiny_report)  # round trip
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert {"speedup.png", "ablation.png", "interpreted.png"} <= names
+    assert (tmp_path / "out" / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _args(**kw) -> argparse.Namespace:
+    base = dict(models=[], sizes=None, batch_sizes=None, systems=None, repeats=None, quick=False, grad=False,
+                data=None, split="dev", seed=0, threads=0)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_settings_quick_and_full():
+    q = command.settings_from_args(_args(quick=True))
+    assert (q.sizes, q.batch_sizes, q.repeats, q.min_repeats) == (["small"], [8, 64], 3, 2)
+    assert q.models == list(MODELS) and "--batch-sizes 8,64" in q.command
+    f = command.settings_from_args(_args(sizes="large", batch_sizes="2", repeats=4, systems="acrobat,pytorch"))
+    assert (f.sizes, f.batch_sizes, f.repeats) == (["large"], [2], 4)
+    assert {s.group for s in f.systems} == {"acrobat", "pytorch"}
+    for bad in (dict(batch_sizes="0"), dict(batch_sizes="x"), dict(systems="nope"), dict(repeats=0)):
+        with pytest.raises(ValueError):
+            command.settings_from_args(_args(**bad))
+
+
+def test_bench_command_bad_arguments(tmp_path, capsys):
+    assert main(["bench", "--batch-sizes", "0", "--out", str(tmp_path)]) == 2
+    assert main(["bench", "--systems", "nope", "--out", str(tmp_path)]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_time_call_stops_at_the_budget_after_min_repeats():
+    from acrobat.bench.timing import time_call
+
+    calls = []
+    t = time_call(lambda: calls.append(1), repeats=10, warmup=1, budget_ms=-1.0, min_repeats=2)
+    assert len(t.samples) == 2 and len(calls) == 3
+    assert len(time_call(lambda: None, repeats=4, warmup=0, budget_ms=1e9).samples) == 4
+
+
+def test_run_bench_ablation_only_at_the_largest_batch():
+    from acrobat.bench.suite import BenchSettings, run_bench
+
+    name = HARNESS_MODELS[0]
+    size = min(MODELS[name].sizes, key=lambda kv: kv[1])[0]
+    systems = select(["pytorch"]) + select(["ablation"])[-1:]
+    rep = run_bench(BenchSettings(models=[name], sizes=[size, "no-such-size"], batch_sizes=[3, 2], systems=systems,
+                                  repeats=1, min_repeats=1), progress=False)
+    assert [(c.batch_size, [r.group for r in c.results]) for c in rep.comparisons] == [
+        (3, ["pytorch", "ablation"]), (2, ["pytorch"])]
+    assert any("no-such-size" in n for n in rep.notes)
+    assert rep.machine["load_average"] is None or rep.machine["load_average"] >= 0
