@@ -96,14 +96,19 @@ def speedup_plot(rep: BenchReport, path: Path) -> Path | None:
             for x, y in zip(xs, ys):
                 ax.annotate(f"{y:.1f}", (x, y), ha="center", va="bottom", fontsize=6)
         ax.axhline(1.0, color="black", linewidth=0.8)
-        _plain_log(ax)
+        _style_axis(ax, cs, model, "acrobat's speedup (x)")
         ax.set_ylim(lo / 1.4, hi * 1.4)
-        ax.set_xlim(-0.5, len(cs) - 0.5)
-        ax.set_xticks(range(len(cs)), [_label(c) for c in cs], fontsize=8)
-        ax.set_title(model, fontsize=10)
-        ax.set_ylabel("acrobat's speedup (x)", fontsize=8)
     _legend(fig, axes)
     return _finish(plt, fig, rep, "acrobat's speedup over each system (above 1: acrobat faster)", path)
+
+
+def _style_axis(ax, cs: list, model: str, ylabel: str) -> None:
+    """Log y axis with plain numbers, one tick per configuration, the model as title."""
+    _plain_log(ax)
+    ax.set_xlim(-0.5, len(cs) - 0.5)
+    ax.set_xticks(range(len(cs)), [_label(c) for c in cs], fontsize=8)
+    ax.set_title(model, fontsize=10)
+    ax.set_ylabel(ylabel, fontsize=8)
 
 
 def ablation_plot(rep: BenchReport, path: Path) -> Path | None:
@@ -123,11 +128,7 @@ def ablation_plot(rep: BenchReport, path: Path) -> Path | None:
             xs = [i + (j - (len(steps) - 1) / 2) * width for i, c in enumerate(cs) if c.ms(name)]
             ys = [c.ms(name) for c in cs if c.ms(name)]
             ax.bar(xs, ys, width, label=name.removeprefix("ablation: "), color=f"C{j}")
-        _plain_log(ax)
-        ax.set_xlim(-0.5, len(cs) - 0.5)
-        ax.set_xticks(range(len(cs)), [_label(c) for c in cs], fontsize=8)
-        ax.set_title(model, fontsize=10)
-        ax.set_ylabel("ms per batch", fontsize=8)
+        _style_axis(ax, cs, model, "ms per batch")
     _legend(fig, axes)
     return _finish(plt, fig, rep, "Ablation: optimizations switched on one at a time", path)
 
