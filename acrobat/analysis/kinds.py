@@ -39,18 +39,24 @@ class Kind:
 
 @dataclass(frozen=True)
 class BottomK(Kind):
+    """Not known yet (the fixpoint has not reached it)."""
+
     def __str__(self) -> str:
         return "bottom"
 
 
 @dataclass(frozen=True)
 class HostK(Kind):
+    """Per-instance Python data, computed by the skeleton."""
+
     def __str__(self) -> str:
         return "host"
 
 
 @dataclass(frozen=True)
 class TensorK(Kind):
+    """A per-instance tensor computed in a static block; ``sdepth`` when hoisted."""
+
     sdepth: int | None  # static depth (hoisted), or None when it depends on the recursion
 
     def __str__(self) -> str:
@@ -59,6 +65,8 @@ class TensorK(Kind):
 
 @dataclass(frozen=True)
 class SharedK(Kind):
+    """A value shared by all instances and calls; ``ref`` names it (see ``describe_ref``)."""
+
     ref: tuple  # ("arg", i, *path) for a parameter, ("expr", spec, nid) for an op over shared values
 
     def __str__(self) -> str:
@@ -67,6 +75,8 @@ class SharedK(Kind):
 
 @dataclass(frozen=True)
 class ListK(Kind):
+    """A Python list whose elements have kind ``elem``."""
+
     elem: Kind
 
     def __str__(self) -> str:
@@ -75,6 +85,8 @@ class ListK(Kind):
 
 @dataclass(frozen=True)
 class TupleK(Kind):
+    """A Python tuple with per-position kinds."""
+
     items: tuple[Kind, ...]
 
     def __str__(self) -> str:
@@ -100,7 +112,7 @@ def describe_ref(ref: tuple) -> str:
 
 
 class KindConflict(Exception):
-    pass
+    """Two kinds that have no join (host data meets a tensor)."""
 
 
 def contains(k: Kind, cls: type) -> bool:

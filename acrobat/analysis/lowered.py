@@ -53,10 +53,12 @@ class Block:
 
     @property
     def batched_params(self) -> list[BlockParam]:
+        """Parameters that get one value per DFG node (tensor and host roles), in order."""
         return [p for p in self.params if p.role != "shared"]
 
     @property
     def shared_params(self) -> list[BlockParam]:
+        """Parameters passed once per launch, unbatched (parameter reuse, §5.1)."""
         return [p for p in self.params if p.role == "shared"]
 
 

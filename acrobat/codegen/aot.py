@@ -34,6 +34,7 @@ def coerce(code: str, src: Kind, dst: Kind) -> str:
 
 
 def target_kind(spec: Spec, t: ir.Target) -> Kind:
+    """The kind stored in an assignment target (a variable's kind, or a tuple of them)."""
     if t.name is not None:
         return spec.var.get(t.name, HOST)
     return TupleK(tuple(target_kind(spec, i) for i in t.items or []))

@@ -41,4 +41,5 @@ def compile_block(block: Block, g: Globals) -> Callable:
 
 
 def block_filename(block: Block) -> str:
+    """The pseudo file name of a block's generated code (in tracebacks and ``linecache``)."""
     return f"<acrobat block {block.id} {block.name}>"

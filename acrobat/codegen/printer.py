@@ -15,6 +15,7 @@ class Globals:
         self._by_id: dict[int, str] = {}
 
     def alias(self, obj: Any, hint: str) -> str:
+        """The global name generated code uses for ``obj`` (created on first use)."""
         if id(obj) not in self._by_id:
             name = f"_{hint}_{len(self._by_id)}"
             self._by_id[id(obj)] = name

@@ -38,34 +38,46 @@ class Loc:
 
 @dataclass(eq=False)
 class Expr:
+    """An expression node: ``loc`` is its source location, ``nid`` its program-unique id."""
+
     loc: Loc
     nid: int = field(default_factory=fresh_id, init=False)
 
 
 @dataclass(eq=False)
 class Name(Expr):
+    """A variable read: ``id``."""
+
     id: str
 
 
 @dataclass(eq=False)
 class Const(Expr):
+    """A literal constant (number, string, bool, None)."""
+
     value: Any
 
 
 @dataclass(eq=False)
 class Attr(Expr):
+    """``obj.attr``."""
+
     obj: Expr
     attr: str
 
 
 @dataclass(eq=False)
 class Subscript(Expr):
+    """``obj[index]``."""
+
     obj: Expr
     index: Expr
 
 
 @dataclass(eq=False)
 class Slice(Expr):
+    """``lower:upper:step`` inside a subscript."""
+
     lower: Expr | None
     upper: Expr | None
     step: Expr | None
@@ -73,16 +85,22 @@ class Slice(Expr):
 
 @dataclass(eq=False)
 class TupleExpr(Expr):
+    """``(a, b, ...)``."""
+
     items: list[Expr]
 
 
 @dataclass(eq=False)
 class ListExpr(Expr):
+    """``[a, b, ...]``."""
+
     items: list[Expr]
 
 
 @dataclass(eq=False)
 class BinOp(Expr):
+    """``left op right``."""
+
     op: str  # the Python operator symbol, e.g. "+", "@"
     left: Expr
     right: Expr
@@ -90,24 +108,32 @@ class BinOp(Expr):
 
 @dataclass(eq=False)
 class UnaryOp(Expr):
+    """``op operand``."""
+
     op: str  # "-", "+", "not", "~"
     operand: Expr
 
 
 @dataclass(eq=False)
 class Compare(Expr):
+    """``a < b <= c``: ``ops`` between consecutive ``operands``."""
+
     ops: list[str]
     operands: list[Expr]
 
 
 @dataclass(eq=False)
 class BoolOp(Expr):
+    """``a and b and ...`` / ``a or b or ...``."""
+
     op: str  # "and" / "or"
     values: list[Expr]
 
 
 @dataclass(eq=False)
 class IfExp(Expr):
+    """``body if test else orelse``."""
+
     test: Expr
     body: Expr
     orelse: Expr
@@ -142,6 +168,8 @@ class Concurrent(Expr):
 
 @dataclass(eq=False)
 class Stmt:
+    """A statement node: ``loc`` is its source location, ``nid`` its program-unique id."""
+
     loc: Loc
     nid: int = field(default_factory=fresh_id, init=False)
 
@@ -161,22 +189,30 @@ class Target:
 
 @dataclass(eq=False)
 class Assign(Stmt):
+    """``target = value``."""
+
     target: Target
     value: Expr
 
 
 @dataclass(eq=False)
 class ExprStmt(Stmt):
+    """An expression evaluated for its effect (e.g. ``xs.append(x)``)."""
+
     value: Expr
 
 
 @dataclass(eq=False)
 class Return(Stmt):
+    """``return value``."""
+
     value: Expr | None
 
 
 @dataclass(eq=False)
 class If(Stmt):
+    """``if test: body else: orelse``."""
+
     test: Expr
     body: list[Stmt]
     orelse: list[Stmt]
@@ -184,6 +220,8 @@ class If(Stmt):
 
 @dataclass(eq=False)
 class For(Stmt):
+    """``for target in iter: body``."""
+
     target: Target
     iter: Expr
     body: list[Stmt]
@@ -191,6 +229,8 @@ class For(Stmt):
 
 @dataclass(eq=False)
 class While(Stmt):
+    """``while test: body``."""
+
     test: Expr
     body: list[Stmt]
 
@@ -202,6 +242,8 @@ class PhaseMark(Stmt):
 
 @dataclass(eq=False)
 class Pass(Stmt):
+    """``pass``."""
+
     pass
 
 

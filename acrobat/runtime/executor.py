@@ -152,6 +152,7 @@ class Runtime:
         self.exec_ms += (time.perf_counter() - t0) * 1e3
 
     def run_group(self, g: Group) -> None:
+        """Run one group as one batched call of its block: gather, call, keep the (B, ...) outputs."""
         block = g.block
         assert block is not None
         try:

@@ -16,6 +16,7 @@ class BlockStats:
 
     @property
     def mean_batch(self) -> float:
+        """DFG nodes per launch."""
         return self.nodes / self.launches if self.launches else 0.0
 
 
@@ -40,6 +41,7 @@ class RunStats:
 
     @property
     def overhead_ms(self) -> float:
+        """Runtime time that is not batched block calls, in ms."""
         return self.total_ms - self.kernel_ms
 
     def add(self, other: "RunStats") -> None:
