@@ -47,6 +47,7 @@ class _Lowerer:
         """A fresh variable standing for ``value`` (host code reading ``value`` reads it instead)."""
         name = ir.Name(loc, f"_t{next(self.temps)}")
         self.spec.var[name.id] = kind
+        self.spec.kinds[name.nid] = kind
         if value.nid in self.spec.reads:
             self.spec.reads.add(name.nid)
         return name
@@ -66,7 +67,6 @@ class _Lowerer:
             lowered = [(self.spec.calls[c.nid], [self.extract(a, pre, False) for a in c.args]) for c in calls]
             name = self.temp(e.loc, e, self.kind(e))
             pre.append(ProgramCall(e.loc, ir.Target(name=name.id), lowered, isinstance(e, ir.Concurrent)))
-            self.spec.kinds[name.nid] = self.kind(e)
             return name
         if isinstance(e, ir.BoolOp) and self.has_work(e):
             return self.lower_boolop(e, pre)
@@ -77,7 +77,6 @@ class _Lowerer:
         if self.is_op(e) and not in_op:
             op = self.rebuild(e, pre, in_op=True)
             name = self.temp(e.loc, op, self.kind(e))
-            self.spec.kinds[name.nid] = self.kind(e)
             pre.append(ir.Assign(e.loc, ir.Target(name=name.id), op))
             return name
         return self.rebuild(e, pre, in_op or self.is_op(e))
@@ -130,7 +129,6 @@ class _Lowerer:
         """Move maximal hoistable sub-expressions of a dynamic tensor expression into statements."""
         if self.is_static_op(e):
             name = self.temp(e.loc, e, self.kind(e))
-            self.spec.kinds[name.nid] = self.kind(e)
             pre.append(ir.Assign(e.loc, ir.Target(name=name.id), e))
             return name
         if not self.is_op(e):
