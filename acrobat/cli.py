@@ -1,7 +1,10 @@
 """The ``acrobat`` command: run a model batched, show its generated code, benchmark it.
 
     acrobat run treelstm --check          # batched run on SST (or synthetic) trees
+    acrobat run treelstm --backend compiled --device cuda
     acrobat show birnn                    # the generated skeleton and blocks
+    acrobat show treelstm --kernels       # the compiled kernels of each block
+    acrobat profile treelstm              # where a batch's time goes, eager vs compiled
     acrobat bench --quick                 # side by side with the baselines; bench-out/*.json, *.md, *.png
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import statistics
 import sys
 import time
@@ -19,6 +23,7 @@ import torch
 from tqdm import tqdm
 
 from acrobat.bench import command as bench_command
+from acrobat.bench.profile import profile_backends, profile_table
 from acrobat.bench.compare import ATOL, RTOL, outputs_equal
 from acrobat.bench.machine import describe_machine, machine_line
 from acrobat.data import load_dataset
@@ -33,10 +38,18 @@ def _setup(args: argparse.Namespace, limit: int | None):
     spec = get_model(args.model, seq_len=getattr(args, "seq_len", None), layers=getattr(args, "layers", None))
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available to torch here (use --device cpu)")
     ds = load_dataset(args.data, split=args.split, limit=limit)
     hidden = spec.hidden(args.size)
-    params = spec.make_params(len(ds.vocab), hidden, args.seed)
+    params = spec.make_params(len(ds.vocab), hidden, args.seed).to(args.device)
     return spec, ds, hidden, params
+
+
+def _batches(spec: Any, ds: Any, batch_size: int, num_batches: int) -> list[list]:
+    """The first ``num_batches`` mini-batches of ``spec``'s instances over ``ds``."""
+    instances = spec.instances(ds.trees)
+    return [instances[i:i + batch_size] for i in range(0, len(instances), batch_size)][:num_batches]
 
 
 def _options(disable: str) -> Options:
@@ -57,16 +70,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run MODEL batched over the data, print per-batch figures and the batching report."""
     spec, ds, hidden, params = _setup(args, args.batch_size * args.num_batches)
     options = _options(args.disable)
-    instances = spec.instances(ds.trees)
-    batches = [instances[i:i + args.batch_size] for i in range(0, len(instances), args.batch_size)]
-    batches = batches[:args.num_batches]
+    batches = _batches(spec, ds, args.batch_size, args.num_batches)
+    instances = [x for b in batches for x in b]
     print(f"model    {spec.name}: {spec.description}")
     if spec.data == "generated":
         print(f"data     {len(instances)} generated instances (seeded; {spec.name} does not read SST)")
     else:
         print(f"data     {ds.description}")
     print(f"size     {args.size} (hidden {hidden}), batch size {args.batch_size}, {len(batches)} batches, "
-          f"backend {args.backend}, seed {args.seed}")
+          f"backend {args.backend}, device {args.device}, seed {args.seed}")
     off = [f.name for f in dataclasses.fields(Options) if not getattr(options, f.name)]
     print(f"options  {'all optimizations on' if not off else 'off: ' + ', '.join(off)}")
     print(f"machine  {machine_line()}")
@@ -89,10 +101,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                               "kernel_launches": st.kernel_launches, "check": ok})
             tqdm.write(f"batch {i + 1:>3}/{len(batches)}: {st.total_ms:7.1f} ms  "
                        f"(overhead {st.overhead_ms:5.1f} ms)  {st.dfg_nodes:>6} DFG nodes  "
-                       f"{st.kernel_launches:>4} launches" + ("" if ok is None else f"  check {'ok' if ok else 'MISMATCH'}"),
+                       f"{st.kernel_launches:>4} launches" + ("" if ok is None else f"  check {'ok' if ok else 'MISMATCH'}")
+                       + (f"  ({st.compiles} kernel compiles, {st.compile_ms / 1e3:.1f} s)" if st.compiles else ""),
                        file=sys.stdout)
     print("\nbatching report (all batches):")
     print(total.report())
+    backend_report = spec.program.backend(args.backend, 1, options)[0].report()
+    if backend_report:
+        print(f"\n{args.backend} backend: {total.compiles} kernel compiles in {total.compile_ms / 1e3:.1f} s "
+              f"(compile cache: {_cache_dir()})")
+        print(backend_report)
     median_ms = statistics.median(b["ms"] for b in per_batch)
     check = "off" if not args.check else ("passed" if mismatches == 0 else "failed")
     print(f"\nmedian batch {median_ms:.1f} ms, median overhead {statistics.median(b['overhead_ms'] for b in per_batch):.1f} ms")
@@ -119,9 +137,49 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if check == "failed" else 0
 
 
+def _cache_dir() -> str:
+    from acrobat.runtime.compiled import cache_dir
+
+    return str(cache_dir())
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    """Print MODEL's generated code: skeleton with inline depths, shared-value prologue, blocks."""
-    print(get_model(args.model).program.source(1))
+    """Print MODEL's generated code: skeleton, prologue and blocks; with --kernels the compiled kernels."""
+    if not args.kernels:
+        print(get_model(args.model).program.source(1))
+        return 0
+    from acrobat.runtime.compiled import kernel_listing
+
+    spec, ds, _, params = _setup(args, args.batch_size)
+    batch = _batches(spec, ds, args.batch_size, 1)[0]
+    print(f"# compiled kernels of {spec.name}, from one batch of {len(batch)} on {args.device} "
+          f"(TorchInductor; cache {_cache_dir()})", flush=True)
+    with torch.inference_mode():
+        spec.program.run(batch, params, backend="compiled")
+    print(kernel_listing(spec.program.backend("compiled")[0]))  # type: ignore[arg-type]
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Print where a batch's time goes (the paper's Table 6 rows) for each backend."""
+    spec, ds, hidden, params = _setup(args, args.batch_size * (args.warmup + args.num_batches))
+    batches = _batches(spec, ds, args.batch_size, args.warmup + args.num_batches)
+    if len(batches) <= args.warmup:
+        raise ValueError(f"only {len(batches)} batches of {args.batch_size} in the data: lower --warmup or --batch-size")
+    backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+    for b in backends:
+        if b not in BACKENDS:
+            raise ValueError(f"unknown backend {b!r}; available: {', '.join(BACKENDS)}")
+    print(f"model    {spec.name} ({args.size}, hidden {hidden}), batch size {args.batch_size}, "
+          f"{len(batches) - args.warmup} measured batches after {args.warmup} warm-up, device {args.device}")
+    print(f"data     {ds.description if spec.data == 'sst' else 'generated instances (seeded)'}")
+    print(f"machine  {machine_line()}\n", flush=True)
+    profiles = profile_backends(spec, params, batches[:args.warmup], batches[args.warmup:], backends,
+                                sync=args.device == "cuda")
+    print(profile_table(profiles))
+    for p in profiles:
+        if p.report:
+            print(f"\n{p.backend} backend:\n{p.report}")
     return 0
 
 
@@ -138,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--size", default="small", choices=["small", "large"], help="model size (hidden 256/512)")
         sp.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
         sp.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+        sp.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where parameters, arena and kernels live (default cpu)")
 
     run = sub.add_parser("run", help="run a model batched and print per-batch figures")
     models_help = "; ".join(f"{m.name}: {m.description}" for m in MODELS.values())
@@ -145,7 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     common(run)
     run.add_argument("--batch-size", type=int, default=64, help="instances per batch (default 64)")
     run.add_argument("--num-batches", type=int, default=8, help="number of batches (default 8)")
-    run.add_argument("--backend", default="eager", choices=list(BACKENDS), help="kernel backend")
+    run.add_argument("--backend", default="eager", choices=list(BACKENDS),
+                     help="kernel backend: eager (torch.func.vmap, op by op), compiled (one TorchInductor kernel "
+                          "per block, gather fusion chosen per block by profiling), compiled-explicit / "
+                          "compiled-fused (one gather mode forced); default eager")
     run.add_argument("--check", action="store_true", help="compare every result with the per-instance "
                      "PyTorch reference; exit 1 on a mismatch")
     run.add_argument("--json", metavar="FILE", help="write the figures as JSON")
@@ -156,17 +219,51 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--layers", type=int, help="berxit only: maximum layers (default 12 small, 18 large)")
     run.set_defaults(func=cmd_run)
 
-    show = sub.add_parser("show", help="print a model's generated code")
+    show = sub.add_parser("show", help="print a model's generated code (or, with --kernels, its compiled kernels)")
     show.add_argument("model", choices=list(MODELS), help=models_help)
-    show.set_defaults(func=cmd_show)
+    common(show)
+    show.add_argument("--kernels", action="store_true",
+                      help="run one batch with the compiled backend and print, per block, the generated fused "
+                           "kernels and library calls (Inductor's schedule)")
+    show.add_argument("--batch-size", type=int, default=64, help="with --kernels: instances in the batch (default 64)")
+    show.set_defaults(func=cmd_show, seq_len=None, layers=None)
+
+    prof = sub.add_parser("profile", help="where a batch's time goes (DFG construction, scheduling, gathers, "
+                                          "kernels, launches), per backend")
+    prof.add_argument("model", choices=list(MODELS), help=models_help)
+    common(prof)
+    prof.add_argument("--batch-size", type=int, default=64, help="instances per batch (default 64)")
+    prof.add_argument("--num-batches", type=int, default=8, help="measured batches (default 8)")
+    prof.add_argument("--warmup", type=int, default=4, help="warm-up batches before measuring, for compiles and "
+                      "the gather choice (default 4)")
+    prof.add_argument("--backend", default="eager,compiled", metavar="B[,B]",
+                      help=f"backends to compare (of: {', '.join(BACKENDS)}; default eager,compiled)")
+    prof.set_defaults(func=cmd_profile, seq_len=None, layers=None)
 
     bench_command.add_parser(sub)
     return p
 
 
+class _TqdmHandler(logging.Handler):
+    """Log records printed above any progress bar (compile progress of the compiled backend)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        tqdm.write(self.format(record), file=sys.stderr)
+
+
+def _log_to_terminal() -> None:
+    log = logging.getLogger("acrobat")
+    if not log.handlers:
+        handler = _TqdmHandler()
+        handler.setFormatter(logging.Formatter("[acrobat] %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acrobat`` command; returns the exit status."""
     args = build_parser().parse_args(argv)
+    _log_to_terminal()
     if getattr(args, "batch_size", 1) < 1:
         print("error: --batch-size must be at least 1", file=sys.stderr)
         return 2

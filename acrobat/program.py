@@ -29,7 +29,7 @@ from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import parse_function
-from acrobat.runtime.backend import get_backend
+from acrobat.runtime.backend import Backend, BlockKernel, get_backend
 from acrobat.runtime.executor import Runtime
 from acrobat.runtime.stats import RunStats
 
@@ -124,7 +124,7 @@ class Program(Function):
         super().__init__(fn)
         self.options = options
         self._compiled: dict[tuple[int, Options], Compiled] = {}
-        self._batched: dict[tuple[int, Options, str], dict[int, Callable]] = {}
+        self._batched: dict[tuple[int, Options, str], tuple[Backend, dict[int, BlockKernel]]] = {}
 
     def compile(self, n_shared: int, options: Options | None = None) -> Compiled:
         """Compile for ``n_shared`` shared arguments (cached).
@@ -146,15 +146,19 @@ class Program(Function):
         return "\n".join(parts)
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "eager", options: Options | None = None,
-            stats: RunStats | None = None) -> list:
+            stats: RunStats | None = None, sync: bool = False) -> list:
         """Run a batch of instances with auto-batching; per-instance results, in order.
 
         Args:
             instances: the mini-batch (e.g. trees, token lists); not empty.
             shared: the model parameters, passed to every instance.
-            backend: kernel backend name (``"eager"``).
+            backend: kernel backend name: ``"eager"`` (vmap, op by op; supports autograd),
+                ``"compiled"`` (TorchInductor kernels, profile-guided gather fusion; inference
+                only), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
             options: optimization switches (defaults to the program's).
             stats: if given, the run's figures are added to it.
+            sync: synchronize the GPU around timed regions, so ``stats`` splits
+                time correctly on CUDA (profiling; slower).
 
         Returns:
             One result per instance: tensors (or tuples/lists of them)
@@ -168,8 +172,8 @@ class Program(Function):
             raise BatchError("empty batch: run() needs at least one instance")
         options = options or self.options
         c = self.compile(len(shared), options)
-        fns = self._batched_fns(c, len(shared), options, backend)
-        rt = Runtime(c.blocks, c.block_fns, fns, c.prologue((None, *shared)))
+        rt = self.runtime(instances, *shared, backend=backend, options=options)
+        rt.sync = sync
         out = rt.run(c.entry, c.base, instances, shared, fibers=c.needs_fibers)
         if stats is not None:
             stats.add(rt.stats)
@@ -179,17 +183,31 @@ class Program(Function):
         """The DFG of a batch as it ran: sorted (instance, block name, phase, depth), one per node."""
         options = options or self.options
         c = self.compile(len(shared), options)
-        rt = Runtime(c.blocks, c.block_fns, self._batched_fns(c, len(shared), options, "eager"),
-                     c.prologue((None, *shared)))
+        rt = self.runtime(instances, *shared, options=options)
         rt.trace = []
         rt.run(c.entry, c.base, instances, shared, fibers=c.needs_fibers)
         return sorted(rt.trace)
 
-    def _batched_fns(self, c: Compiled, n_shared: int, options: Options, backend: str) -> dict[int, Callable]:
-        key = (n_shared, options, backend)
+    def runtime(self, instances: Sequence, *shared: Any, backend: str = "eager",
+                options: Options | None = None) -> Runtime:
+        """A fresh ``Runtime`` for one batched run with ``backend``'s kernels (cached per backend and options)."""
+        options = options or self.options
+        c = self.compile(len(shared), options)
+        be, kernels = self.backend(backend, len(shared), options)
+        return Runtime(c.blocks, c.block_fns, kernels, c.prologue((None, *shared)), arena=be.arena)
+
+    def backend(self, name: str, n_shared: int = 1, options: Options | None = None) -> tuple[Backend, dict[int, BlockKernel]]:
+        """The backend ``name`` this program runs with, and its kernel per block (made once, then reused).
+
+        Raises:
+            ValueError: unknown backend name.
+        """
+        options = options or self.options
+        key = (n_shared, options, name)
         if key not in self._batched:
-            be = get_backend(backend)
-            self._batched[key] = {bid: be.batched(b, c.block_fns[bid]) for bid, b in c.blocks.items()}
+            c = self.compile(n_shared, options)
+            be = get_backend(name)
+            self._batched[key] = (be, {bid: be.kernel(b, c.block_fns[bid]) for bid, b in c.blocks.items()})
         return self._batched[key]
 
 

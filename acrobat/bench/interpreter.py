@@ -320,12 +320,12 @@ class InterpretedProgram:
     def __init__(self, prog: Program, n_shared: int, options: Options | None = None, backend: str = "eager") -> None:
         self.lp = lower_program(prog, n_shared, options or prog.options)
         c = self.lp.compiled
-        be = get_backend(backend)
-        self.batched = {bid: be.batched(b, c.block_fns[bid]) for bid, b in c.blocks.items()}
+        self.backend = get_backend(backend)
+        self.kernels = {bid: self.backend.kernel(b, c.block_fns[bid]) for bid, b in c.blocks.items()}
 
     def run(self, instances: Sequence, *shared: Any, stats: RunStats | None = None) -> list:
         c = self.lp.compiled
-        rt = Runtime(c.blocks, c.block_fns, self.batched, c.prologue((None, *shared)))
+        rt = Runtime(c.blocks, c.block_fns, self.kernels, c.prologue((None, *shared)), arena=self.backend.arena)
         out = rt.run(Interpreter(self.lp).entry, c.base, instances, shared,
                      fibers=bool(getattr(c, "needs_fibers", False)))
         if stats is not None:

@@ -1,49 +1,130 @@
-"""Backends: how a static block's batched form is produced and run (the kernel seam, §5).
+"""Backends: how a static block's batched launch is gathered and run (the kernel seam, §5).
 
-A backend turns a block's per-instance function into a batched callable
-``f(*batched_args, *shared_args) -> tuple of (B, ...) tensors``. The eager
-backend uses ``torch.func.vmap`` (PyTorch runs it op by op); a compiled
-backend (TorchInductor or TVM) plugs in here with the same signature.
+A backend turns a block's per-instance function into a ``BlockKernel``:
+called with a group (the DFG nodes of one launch) and the runtime, it
+gathers the batched arguments, runs the batched computation and returns
+one ``(B, ...)`` tensor per block output. Two backends exist:
+
+- ``eager``: ``torch.func.vmap`` run op by op by PyTorch, explicit gathers;
+- ``compiled``: one TorchInductor kernel per block with arena memory and
+  profile-guided gather fusion (``acrobat.runtime.compiled``).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+import time
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+import torch
 from torch.func import vmap
 
 from acrobat.analysis.lowered import Block
+from acrobat.runtime.arena import Arena
+from acrobat.runtime.dfg import Group, Value
+from acrobat.runtime.gather import gather_columns, host_column
+
+if TYPE_CHECKING:
+    from acrobat.runtime.executor import Runtime
 
 
-class Backend(Protocol):
-    """What the runtime needs from a kernel backend."""
+class BlockKernel(Protocol):
+    """One block's batched launch: ``kernel(group, runtime) -> tuple of (B, ...) outputs``.
 
-    name: str
+    Adds its gather time to ``runtime.stats.gather_ms`` and its kernel
+    time to ``runtime.stats.kernel_ms`` (ms).
+    """
 
-    def batched(self, block: Block, fn: Callable) -> Callable:
-        """The batched form of ``block`` whose per-instance function is ``fn``."""
+    def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
         ...
 
 
-class EagerBackend:
-    """Batched blocks as ``torch.func.vmap`` over the batched parameters, run eagerly.
+class Backend(Protocol):
+    """What the runtime needs from a kernel backend: per-block kernels, and the arena they write to (or None)."""
+
+    name: str
+    arena: Arena | None
+
+    def kernel(self, block: Block, fn: Callable) -> BlockKernel:
+        """The batched launch of ``block`` whose per-instance function is ``fn``."""
+        ...
+
+    def report(self) -> str:
+        """What the backend did (compiles, gather choices), for the run report; empty if nothing."""
+        ...
+
+
+def columns(g: Group, device: torch.device) -> tuple[list[Sequence[Value]], list[torch.Tensor | None]]:
+    """A group's batched arguments: the tensor columns (one ``Value`` per node), and per batched
+    parameter its host column as a ``(B,)`` tensor (``None`` for tensor parameters)."""
+    block = g.block
+    assert block is not None
+    cols = list(zip(*g.args))
+    tensor_cols = [c for c, p in zip(cols, block.batched_params) if p.role == "tensor"]
+    hosts = [None if p.role == "tensor" else host_column(c, device) for c, p in zip(cols, block.batched_params)]
+    return tensor_cols, hosts
+
+
+def timed(stats_field: str, rt: "Runtime", f: Callable[[], Any]) -> Any:
+    """``f()``, adding its wall time in ms to ``rt.stats.<stats_field>`` (after a device sync when profiling)."""
+    t0 = time.perf_counter()
+    out = f()
+    if rt.sync:
+        torch.cuda.synchronize()
+    setattr(rt.stats, stats_field, getattr(rt.stats, stats_field) + (time.perf_counter() - t0) * 1e3)
+    return out
+
+
+class EagerKernel:
+    """A block as ``torch.func.vmap`` over its batched parameters, run op by op; explicit gathers.
 
     Shared parameters get ``in_dims=None``: passed once, not copied per
     instance (parameter reuse, §5.1).
     """
 
-    name = "eager"
-
-    def batched(self, block: Block, fn: Callable) -> Callable:
+    def __init__(self, block: Block, fn: Callable):
+        self.block = block
         dims = (0,) * len(block.batched_params) + (None,) * len(block.shared_params)
-        return vmap(fn, in_dims=dims)
+        self.batched = vmap(fn, in_dims=dims)
+
+    def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
+        tensor_cols, hosts = columns(g, rt.device)
+        gathered = iter(timed("gather_ms", rt, lambda: gather_columns(tensor_cols, rt.device)))
+        args = [next(gathered) if h is None else h for h in hosts]
+        return timed("kernel_ms", rt, lambda: self.batched(*args, *rt.shared[self.block.id]))
 
 
-BACKENDS: dict[str, Callable[[], Backend]] = {"eager": EagerBackend}
+class EagerBackend:
+    """Batched blocks run eagerly by PyTorch through ``torch.func.vmap`` (no arena, explicit gathers)."""
+
+    name = "eager"
+    arena = None
+
+    def kernel(self, block: Block, fn: Callable) -> BlockKernel:
+        return EagerKernel(block, fn)
+
+    def report(self) -> str:
+        return ""
+
+
+def _compiled(gather: str) -> Callable[[], Backend]:
+    def make() -> Backend:
+        from acrobat.runtime.compiled import CompiledBackend  # imports torch._inductor lazily
+
+        return CompiledBackend(gather)
+
+    return make
+
+
+BACKENDS: dict[str, Callable[[], Backend]] = {
+    "eager": EagerBackend,
+    "compiled": _compiled("auto"),  # profile-guided gather choice per block
+    "compiled-explicit": _compiled("explicit"),
+    "compiled-fused": _compiled("fused"),
+}
 
 
 def get_backend(name: str) -> Backend:
-    """The backend called ``name``.
+    """A new backend called ``name`` (``"eager"``, ``"compiled"``, ``"compiled-explicit"``, ``"compiled-fused"``).
 
     Raises:
         ValueError: unknown backend name (the message lists the known ones).

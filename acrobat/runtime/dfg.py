@@ -20,7 +20,7 @@ from acrobat.analysis.lowered import Block
 class Group:
     """The DFG nodes of one block at one (phase, depth): one batched launch."""
 
-    __slots__ = ("block", "phase", "depth", "args", "insts", "outs")
+    __slots__ = ("block", "phase", "depth", "args", "insts", "outs", "spans")
 
     def __init__(self, block: Block | None, phase: int, depth: int):
         self.block = block
@@ -29,6 +29,7 @@ class Group:
         self.args: list[tuple] = []  # per node: its batched arguments (Values and host numbers)
         self.insts: list[int] = []  # per node: the instance index
         self.outs: tuple[torch.Tensor, ...] | None = None  # after execution: (B, ...) per output
+        self.spans: tuple[tuple[torch.Tensor, int], ...] | None = None  # per output: (arena storage, first row)
 
 
 class Value:

@@ -3,9 +3,10 @@
 Without tensor-dependent control flow every instance's skeleton runs to the
 end first (lazy DFG construction), then groups run in (phase, depth) order,
 each as one batched call of its block; results are read from the groups'
-output tensors through the ``Value`` handles. Everything is out of place
-(``index_select``, ``cat``, slicing), so autograd can run ``backward``
-through a batched run.
+output tensors through the ``Value`` handles. With the eager backend
+everything is out of place (``index_select``, ``cat``, slicing), so
+autograd can run ``backward`` through a batched run; the compiled backend
+writes into arena memory and runs inference only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import torch
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.errors import AcrobatError, BatchError, ShapeError
+from acrobat.runtime.arena import Arena
+from acrobat.runtime.backend import BlockKernel
 from acrobat.runtime.dfg import Group, Value, lifted_group, materialize
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.stats import BlockStats, RunStats
@@ -29,17 +32,22 @@ class Runtime:
     """One batched run: the DFG under construction and its execution.
 
     ``blocks[i]`` is block ``i``, ``fns[i]`` its per-instance function,
-    ``batched_fns[i]`` its batched form; ``slots`` are the run's shared
-    values (read by the skeleton as ``_S``).
+    ``kernels[i]`` its batched launch (from a backend); ``slots`` are the
+    run's shared values (read by the skeleton as ``_S``). With an
+    ``arena``, block outputs live in its pools and results are copied out
+    at the end of the run. ``device`` defaults to the first shared tensor's.
     """
 
-    def __init__(self, blocks: dict[int, Block], fns: dict[int, Callable], batched_fns: dict[int, Callable],
-                 slots: list):
+    def __init__(self, blocks: dict[int, Block], fns: dict[int, Callable], kernels: dict[int, BlockKernel],
+                 slots: list, arena: Arena | None = None, device: torch.device | None = None):
         self.blocks = blocks
         self.fns = fns
         self.slots = slots
         self.shared = {bid: [slots[p.slot] for p in b.shared_params] for bid, b in blocks.items()}
-        self.batched_fns = batched_fns
+        self.kernels = kernels
+        self.arena = arena
+        self.device = device if device is not None else _device_of(slots)
+        self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
         self.groups: dict[tuple[int, int, int], Group] = {}
         self.lifted: dict[int, Group] = {}
         self.phase = 0
@@ -65,7 +73,7 @@ class Runtime:
         """A shared tensor used where a per-instance tensor is expected."""
         g = self.lifted.get(id(t))
         if g is None:
-            g = self.lifted[id(t)] = lifted_group(torch.as_tensor(t))
+            g = self.lifted[id(t)] = lifted_group(torch.as_tensor(t, device=self.device))
         return Value(g, 0, 0)
 
     def value(self, x: Any) -> Any:
@@ -109,6 +117,8 @@ class Runtime:
         # 100+ ms spikes in DFG construction.
         gc_was_enabled = gc.isenabled()
         gc.disable()
+        if self.arena is not None:
+            self.arena.reset()
         try:
             t0 = time.perf_counter()
             if fibers:
@@ -122,6 +132,8 @@ class Runtime:
                     results.append(entry(self, base, inst, *shared_args)[0])
             self.flush()
             out = [materialize(r) for r in results]
+            if self.arena is not None:  # the arena's rows are reused by the next run
+                out = [_copy_out(r) for r in out]
             t1 = time.perf_counter()
         finally:
             if gc_was_enabled:
@@ -131,7 +143,7 @@ class Runtime:
         s.instances = len(instances)
         s.total_ms = (t1 - t0) * 1e3
         s.construct_ms = s.total_ms - self.exec_ms
-        s.schedule_ms = self.exec_ms - s.kernel_ms
+        s.schedule_ms = self.exec_ms - s.kernel_ms - s.gather_ms - s.compile_ms
         return out
 
     def flush(self, upto: tuple[int, int, int] | None = None) -> None:
@@ -156,13 +168,7 @@ class Runtime:
         block = g.block
         assert block is not None
         try:
-            cols = list(zip(*g.args)) if block.batched_params else []
-            roles = [p.role for p in block.batched_params]
-            tensors = iter(gather_columns([c for c, r in zip(cols, roles) if r == "tensor"]))
-            batched = [next(tensors) if r == "tensor" else host_column(c) for c, r in zip(cols, roles)]
-            t0 = time.perf_counter()
-            outs = self.batched_fns[block.id](*batched, *self.shared[block.id])
-            self.stats.kernel_ms += (time.perf_counter() - t0) * 1e3
+            outs = self.kernels[block.id](g, self)
         except AcrobatError:
             raise
         except Exception as exc:  # a failing operator: find the instance and the source line
@@ -184,7 +190,7 @@ class Runtime:
         per_instance = []
         for row, args in enumerate(g.args):
             inst = g.insts[row]
-            values = [materialize(a) if p.role == "tensor" else torch.as_tensor(a)
+            values = [materialize(a) if p.role == "tensor" else torch.as_tensor(a, device=self.device)
                       for p, a in zip(block.batched_params, args)]
             per_instance.append(values)
             try:
@@ -203,7 +209,7 @@ class Runtime:
                     f"{shapes[odd]} in static block {block.name} ({block.loc}): instances batched together must "
                     f"agree on tensor shapes", instance=g.insts[odd])
         loc, text = _failing_line(block, exc)
-        return BatchError(f"static block {block.name} runs instance by instance but its batched form (vmap) "
+        return BatchError(f"static block {block.name} runs instance by instance but its batched form "
                           f"fails: {type(exc).__name__}: {exc}\n  at {loc}: {text.strip()}\n  (an operator there "
                           "has no batching rule, or reads a tensor's value inside the block)")
 
@@ -218,90 +224,21 @@ def _failing_line(block: Block, e: Exception) -> tuple[str, str]:
     return str(block.loc), block.spec.fn.source_lines.get(block.loc.line, "")
 
 
-def host_column(col: Sequence[Any]) -> torch.Tensor:
-    """Per-instance host values (numbers, or tensors given as instance data) as one (B, ...) tensor."""
-    return torch.stack(col) if isinstance(col[0], torch.Tensor) else torch.tensor(col)
+def _device_of(slots: list) -> torch.device:
+    """The device of the first shared tensor (model parameters), CPU if there is none."""
+    for v in slots:
+        if isinstance(v, torch.Tensor):
+            return v.device
+        for t in getattr(v, "__dict__", {}).values():
+            if isinstance(t, torch.Tensor):
+                return t.device
+    return torch.device("cpu")
 
 
-class GatherPlan:
-    """How to collect one batched argument from where its rows lie (explicit gather, §5.2).
-
-    ``parts`` lists (source group, output index or None, rows) where rows is
-    a slice when contiguous (no copy, the common case in iterative models),
-    else an index tensor; ``inverse`` restores the batch order after
-    concatenating several sources. A plan built without output indices
-    (``ks=None``) serves every column with the same (group, row) pairs and
-    one output index: a node's ``h`` and ``c`` come from the same children.
-    """
-
-    __slots__ = ("parts", "inverse")
-
-    def __init__(self, gs: list[Group], rows: list[int], ks: list[int] | None):
-        by_src: dict[tuple[int, int | None], tuple[Group, int | None, list[int], list[int]]] = {}
-        for pos, (g, r) in enumerate(zip(gs, rows)):
-            k = None if ks is None else ks[pos]
-            entry = by_src.get((id(g), k))
-            if entry is None:
-                entry = by_src[(id(g), k)] = (g, k, [], [])
-            entry[2].append(r)
-            entry[3].append(pos)
-        self.parts: list[tuple[Group, int | None, slice | torch.Tensor]] = []
-        order: list[int] = []
-        for g, k, rs, positions in by_src.values():
-            r0 = rs[0]
-            contiguous = rs == list(range(r0, r0 + len(rs)))
-            self.parts.append((g, k, slice(r0, r0 + len(rs)) if contiguous else torch.tensor(rs)))
-            order += positions
-        self.inverse: torch.Tensor | None = None
-        if len(self.parts) > 1 and order != sorted(order):
-            inverse = [0] * len(order)
-            for i, pos in enumerate(order):
-                inverse[pos] = i
-            self.inverse = torch.tensor(inverse)
-
-    def apply(self, k: int | None = None) -> torch.Tensor:
-        """The (B, ...) batched argument (output ``k`` of each source for a plan built without ks).
-
-        Raises:
-            AcrobatError: a value whose group has not run yet (a dependency
-                the depth schedule violated; never silently wrong).
-        """
-        tensors = []
-        for g, part_k, sel in self.parts:
-            t = _outs(g)[k if part_k is None else part_k]  # type: ignore[index]
-            if isinstance(sel, slice):
-                tensors.append(t if sel.start == 0 and sel.stop == t.shape[0] else t[sel])
-            else:
-                tensors.append(t.index_select(0, sel))
-        out = tensors[0] if len(tensors) == 1 else torch.cat(tensors)
-        return out if self.inverse is None else out.index_select(0, self.inverse)
-
-
-def gather_columns(columns: list[Sequence[Value]]) -> list[torch.Tensor]:
-    """Batched (B, ...) tensors for columns of per-instance ``Value``s.
-
-    Columns that read the same (group, row) pairs share one plan.
-    """
-    plans: list[tuple[list[Group], list[int], GatherPlan]] = []
-    out = []
-    for col in columns:
-        gs = [v.g for v in col]
-        rows = [v.row for v in col]
-        ks = [v.k for v in col]
-        if ks.count(ks[0]) != len(ks):  # mixed output indices: a plan of its own
-            out.append(GatherPlan(gs, rows, ks).apply())
-            continue
-        plan = next((p for pg, pr, p in plans if pr == rows and pg == gs), None)
-        if plan is None:
-            plan = GatherPlan(gs, rows, None)
-            plans.append((gs, rows, plan))
-        out.append(plan.apply(ks[0]))
-    return out
-
-
-def _outs(g: Group) -> tuple[torch.Tensor, ...]:
-    if g.outs is None:
-        name = g.block.name if g.block is not None else "?"
-        raise AcrobatError(f"internal scheduling error: a value of block {name} (phase {g.phase}, depth {g.depth}) "
-                           "was needed before it was computed")
-    return g.outs
+def _copy_out(x: Any) -> Any:
+    """A (nested) result with every tensor cloned out of the arena."""
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_copy_out(i) for i in x)
+    return x

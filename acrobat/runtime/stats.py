@@ -24,9 +24,14 @@ class BlockStats:
 class RunStats:
     """Figures of one batched run. Times in ms (wall clock, ``time.perf_counter``).
 
-    ``kernel_ms`` is the time inside batched block calls; ``overhead_ms`` is
-    everything else the runtime did: DFG construction (running the
-    skeleton), scheduling and gathering inputs, scattering results.
+    The rows of the paper's Table 6: ``construct_ms`` DFG construction
+    (running the skeleton), ``schedule_ms`` scheduling (grouping, argument
+    bookkeeping, arena allocation), ``gather_ms`` explicit gathers and
+    memory copies, ``kernel_ms`` batched kernel calls (with fused gathers
+    inside), ``kernel_launches`` their number. ``compile_ms`` is time spent
+    tracing and compiling kernels (first batches only), ``compiles`` how
+    many kernels were compiled. ``overhead_ms`` is everything but kernels
+    and compiles.
     """
 
     instances: int = 0
@@ -35,18 +40,22 @@ class RunStats:
     phases: int = 0
     construct_ms: float = 0.0
     schedule_ms: float = 0.0
+    gather_ms: float = 0.0
     kernel_ms: float = 0.0
+    compile_ms: float = 0.0
+    compiles: int = 0
     total_ms: float = 0.0
     blocks: dict[int, BlockStats] = field(default_factory=dict)
 
     @property
     def overhead_ms(self) -> float:
-        """Runtime time that is not batched block calls, in ms."""
-        return self.total_ms - self.kernel_ms
+        """Runtime time that is neither batched kernel calls nor compiling, in ms."""
+        return self.total_ms - self.kernel_ms - self.compile_ms
 
     def add(self, other: "RunStats") -> None:
         """Accumulate another run's figures into this one."""
-        for name in ("instances", "dfg_nodes", "kernel_launches", "construct_ms", "schedule_ms", "kernel_ms", "total_ms"):
+        for name in ("instances", "dfg_nodes", "kernel_launches", "construct_ms", "schedule_ms", "gather_ms", "kernel_ms",
+                     "compile_ms", "compiles", "total_ms"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.phases = max(self.phases, other.phases)
         for bid, b in other.blocks.items():

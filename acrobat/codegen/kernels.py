@@ -1,0 +1,141 @@
+"""Batched kernel generation: one static block's batched computation as an aten graph (§5, App. C).
+
+acrobat's part of kernel generation is to hand the tensor compiler the
+right batched computation; generating the fused loops is the compiler's
+job (TorchInductor, see ``acrobat.runtime.compiled``). For a block this
+module builds a ``torch.fx`` graph of aten operators that
+
+- takes the batched arguments either as ``(B, ...)`` tensors (explicit
+  gather) or as ``(storage, index)`` pairs, storage ``(N, ...)`` and index
+  ``(B,)`` int64, read in place by the kernel (fused gather, §5.2);
+- takes shared arguments unbatched, once per launch (parameter reuse, §5.1);
+- returns one ``(B, ...)`` tensor per block output (the runtime copies
+  them into arena rows: passing arena views in as outputs to write would
+  alias the storage the kernel reads, which Inductor's input-mutation
+  handling rejects).
+
+The graph is traced once through ``torch.func.vmap`` with fake tensors at a
+marker batch size; every size that is a multiple of the marker is then
+replaced by the symbolic batch size, so one graph (and one compiled kernel)
+serves every batch size: vmap's batching rules bake concrete sizes into
+``view``/``expand`` arguments, which ``make_fx``'s symbolic mode keeps.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.func import vmap
+from torch.fx import GraphModule, Node
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from acrobat.analysis.lowered import Block
+
+# Marker sizes for tracing: primes no model dimension is a multiple of.
+BATCH_MARK = 7919
+ROWS_MARK = 7907
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """The per-instance shape and dtype of one batched tensor (the batch dimension left out)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "RowSpec":
+        """The row spec of a batched ``(B, ...)`` tensor."""
+        return RowSpec(tuple(t.shape[1:]), t.dtype)
+
+
+@dataclass
+class KernelGraph:
+    """A block's batched computation, traced for one argument signature.
+
+    ``gm(*inputs, *shared)`` returns the outputs, output ``k`` of shape
+    ``(B, *out_rows[k].shape)``. ``inputs``
+    are per batched parameter one ``(B, ...)`` tensor (explicit gather), or
+    for tensor parameters a ``(storage (N, ...), index (B,))`` pair (fused
+    gather) and for host parameters one ``(B,)`` tensor.
+    """
+
+    gm: GraphModule
+    out_rows: list[RowSpec]
+    fused: bool
+
+
+def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: Sequence[Any],
+                fused: bool, device: torch.device) -> KernelGraph:
+    """Trace ``block``'s batched form for arguments with per-instance specs ``in_rows``.
+
+    Raises:
+        Exception: whatever ``vmap`` or the operators raise on these shapes
+            (the runtime reports it with the block's source line).
+    """
+    roles = [p.role for p in block.batched_params]
+    dims = (0,) * len(roles) + (None,) * len(shared)
+    batched = vmap(fn, in_dims=dims)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        inputs: list[torch.Tensor] = []
+        for role, spec in zip(roles, in_rows):
+            if fused and role == "tensor":
+                inputs.append(torch.empty((ROWS_MARK, *spec.shape), dtype=spec.dtype, device=device))
+                inputs.append(torch.empty((BATCH_MARK,), dtype=torch.int64, device=device))
+            else:
+                inputs.append(torch.empty((BATCH_MARK, *spec.shape), dtype=spec.dtype, device=device))
+        out_rows = [RowSpec.of(o) for o in batched(*_gathered(inputs, roles, fused), *shared)]
+    n_in = len(inputs)
+
+    def kernel(*args: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(batched(*_gathered(list(args[:n_in]), roles, fused), *args[n_in:]))
+
+    with mode:
+        gm = make_fx(kernel)(*inputs, *shared)
+    _symbolize_batch(gm, batch_input=1 if fused and roles[0] == "tensor" else 0)
+    return KernelGraph(gm, out_rows, fused)
+
+
+def _gathered(inputs: list[torch.Tensor], roles: list[str], fused: bool) -> list[torch.Tensor]:
+    """The ``(B, ...)`` arguments: fused-gather pairs become in-kernel ``index_select``s."""
+    if not fused:
+        return inputs
+    out, it = [], iter(inputs)
+    for role in roles:
+        x = next(it)
+        out.append(x.index_select(0, next(it)) if role == "tensor" else x)
+    return out
+
+
+def _symbolize_batch(gm: GraphModule, batch_input: int) -> None:
+    """Replace the marker batch size (and its multiples) by ``sym_size(input, 0)`` throughout ``gm``."""
+    g = gm.graph
+    placeholders = [n for n in g.nodes if n.op == "placeholder"]
+    first_op = next(n for n in g.nodes if n.op != "placeholder")
+    with g.inserting_before(first_op):
+        batch = g.call_function(torch.ops.aten.sym_size.int, (placeholders[batch_input], 0))
+
+    def sub(a: Any, node: Node) -> Any:
+        if isinstance(a, bool):
+            return a
+        if isinstance(a, int) and BATCH_MARK <= a < 2 ** 40 and a % BATCH_MARK == 0:
+            k = a // BATCH_MARK
+            if k == 1:
+                return batch
+            with g.inserting_before(node):
+                return g.call_function(operator.mul, (batch, k))
+        if isinstance(a, (list, tuple)):
+            return type(a)(sub(x, node) for x in a)
+        return a
+
+    for n in list(g.nodes):
+        if n.op == "call_function" and n is not batch:
+            n.args = sub(n.args, n)
+            n.kwargs = {k: sub(v, n) for k, v in n.kwargs.items()}
+    g.lint()
+    gm.recompile()

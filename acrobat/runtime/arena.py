@@ -1,0 +1,74 @@
+"""Arena memory: block outputs live in preallocated per-row-shape storage (§5.2, App. C).
+
+Every output of a batched launch takes the next rows of the pool for its
+row shape and dtype; all outputs of one shape in a run therefore lie in ONE
+tensor, so any batched argument, wherever its rows came from, is that
+tensor plus an index vector: a fused-gather kernel reads it in place, an
+explicit gather is one ``index_select`` (or a view when the rows are
+contiguous). Pools are reused across runs and grow only when a run needs
+more rows than any before (by doubling), so steady-state batches allocate
+nothing.
+
+Rows are handed out afresh within a run and reused by the next run, so
+results that outlive a run must be copied out (``Runtime.run`` does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Pool:
+    """The storage for one (row shape, dtype, device): ``(capacity, *shape)`` and the rows used this run."""
+
+    storage: torch.Tensor
+    used: int = 0
+
+
+@dataclass
+class Arena:
+    """Per-row-shape storage pools, reused across runs.
+
+    ``growths`` counts storage (re)allocations: after warm-up it stays
+    constant across batches of similar size.
+    """
+
+    pools: dict[tuple, Pool] = field(default_factory=dict)
+    growths: int = 0
+
+    def reset(self) -> None:
+        """Start a run: every pool's rows are free again."""
+        for p in self.pools.values():
+            p.used = 0
+
+    def alloc(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, n: int) -> tuple[torch.Tensor, int]:
+        """``n`` fresh rows of shape ``shape``: (the pool's storage, first row index).
+
+        A pool too small for the run is replaced by one of at least twice
+        the capacity; rows handed out before stay valid in the old storage
+        (their group keeps it alive), only later gathers from both old and
+        new rows fall back to copies.
+        """
+        key = (shape, dtype, device)
+        p = self.pools.get(key)
+        if p is None or p.used + n > p.storage.shape[0]:
+            cap = max(256, n, 2 * (p.storage.shape[0] if p is not None else 0))
+            used = 0 if p is None else p.used
+            while cap < used + n:
+                cap *= 2
+            p = Pool(torch.empty((cap, *shape), dtype=dtype, device=device), used)
+            self.pools[key] = p
+            self.growths += 1
+            # rows below `used` of the new storage are never handed out this run: they
+            # stay where they were; the next run starts at row 0 of this storage.
+        start = p.used
+        p.used += n
+        return p.storage, start
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by all pools."""
+        return sum(p.storage.numel() * p.storage.element_size() for p in self.pools.values())

@@ -1,0 +1,294 @@
+"""The compiled backend: each static block as one TorchInductor kernel over arena memory (§5, App. C).
+
+Per block and argument signature (per-instance shapes, shared shapes),
+``acrobat.codegen.kernels`` traces the batched aten graph once, with a
+symbolic batch size, and ``torch.compile`` (TorchInductor: C++/OpenMP on
+CPU, Triton on CUDA) turns it into fused loops around library GEMMs. One
+compiled kernel serves every batch size >= 2; batch size 1 costs one more
+compile (Dynamo specializes sizes 0 and 1), counted in ``RunStats.compiles``.
+
+Gathers (§5.2) come two ways: explicit (the runtime copies the rows into a
+contiguous batch, a view when they are contiguous) and fused (the kernel
+takes the arena storage and an index vector and reads in place). With
+``gather="auto"`` each block is profiled both ways on its first launches
+and keeps the faster (profile-guided, App. C.1); ``report()`` says what
+was picked. Outputs are copied into arena rows after the kernel (counted
+with the gathers as memory copies).
+
+Compiled kernels are cached on disk by Inductor's FX graph cache, under
+``$ACROBAT_CACHE_DIR`` (default ``~/.cache/acrobat``)``/inductor``.
+The backend runs inference only: the arena is overwritten by the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import torch
+
+from acrobat.analysis.lowered import Block
+from acrobat.codegen.kernels import KernelGraph, RowSpec, trace_block
+from acrobat.errors import AcrobatError
+from acrobat.runtime.arena import Arena
+from acrobat.runtime.backend import columns
+from acrobat.runtime.dfg import Group, Value
+from acrobat.runtime.gather import arena_rows, gather_columns, index_or_slice
+
+if TYPE_CHECKING:
+    from acrobat.runtime.executor import Runtime
+
+log = logging.getLogger("acrobat.compile")
+
+PROBE_LAUNCHES = 3  # timed launches per gather mode before a block's choice (after one warm-up each)
+GATHER_MODES = ("auto", "explicit", "fused")
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are cached: ``$ACROBAT_CACHE_DIR`` or ``~/.cache/acrobat``."""
+    root = os.environ.get("ACROBAT_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "acrobat"
+    return Path(root)
+
+
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
+
+import torch._dynamo  # noqa: E402  (after the cache directory is set)
+from torch._dynamo.utils import counters  # noqa: E402
+from torch._inductor.graph import GraphLowering  # noqa: E402
+
+
+@dataclass
+class Variant:
+    """One compiled kernel of a block: for one gather mode and argument signature."""
+
+    graph: KernelGraph
+    fn: Callable
+    code: list[str] = field(default_factory=list)  # Inductor's generated wrapper module(s)
+    launches: int = 0
+
+
+class CompiledKernel:
+    """A block's batched launch through compiled kernels (see the module docstring).
+
+    Raises (when called):
+        AcrobatError: a shared tensor requires grad with grad mode on
+            (the compiled backend is inference only; use the eager backend).
+    """
+
+    def __init__(self, backend: "CompiledBackend", block: Block, fn: Callable):
+        self.backend = backend
+        self.block = block
+        self.fn = fn
+        self.variants: dict[tuple, Variant] = {}
+        self.samples: dict[str, list[float]] = {"explicit": [], "fused": []}  # µs per row, after warm-up
+        self.choice: str | None = None if backend.gather == "auto" else backend.gather
+        self._shared: tuple[int, tuple] = (0, ())  # (id of the run, signature of its shared arguments)
+
+    def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
+        shared = rt.shared[self.block.id]
+        shared_sig = self._shared_signature(rt, shared)
+        t0 = time.perf_counter()
+        tensor_cols, hosts = columns(g, rt.device)
+        located = [arena_rows(c) for c in tensor_cols]
+        fused = bool(tensor_cols) and self._mode(all(loc is not None for loc in located)) == "fused"
+        args, in_rows = self._arguments(tensor_cols, located, hosts, fused, rt)
+        t1 = time.perf_counter()
+        rt.stats.gather_ms += (t1 - t0) * 1e3
+        key = (fused, tuple(in_rows), shared_sig)
+        variant = self.variants.get(key)
+        if variant is None:
+            variant = self._compile(key, in_rows, shared, fused, rt)
+        n = len(g.args)
+        spans = [rt.arena.alloc(r.shape, r.dtype, rt.device, n) for r in variant.graph.out_rows]  # type: ignore[union-attr]
+        outs = [s[start:start + n] for s, start in spans]
+        graphs = counters["stats"]["unique_graphs"]
+        t2 = time.perf_counter()
+        results = variant.fn(*args, *shared)
+        if rt.sync:
+            torch.cuda.synchronize()
+        t3 = time.perf_counter()
+        if counters["stats"]["unique_graphs"] != graphs:  # Dynamo compiled another graph (batch size 1)
+            rt.stats.compiles += counters["stats"]["unique_graphs"] - graphs
+            rt.stats.compile_ms += (t3 - t2) * 1e3
+        else:
+            rt.stats.kernel_ms += (t3 - t2) * 1e3
+            if variant.launches > 0 and self.choice is None and tensor_cols:
+                gather_us = (t1 - t0) * 1e6 if not fused else 0.0
+                self.samples["fused" if fused else "explicit"].append((gather_us + (t3 - t2) * 1e6) / n)
+                self._maybe_choose()
+        variant.launches += 1
+        t4 = time.perf_counter()
+        for o, r in zip(outs, results):
+            o.copy_(r)
+        rt.stats.gather_ms += (time.perf_counter() - t4) * 1e3
+        g.spans = tuple(spans)
+        return tuple(outs)
+
+    # -- pieces --------------------------------------------------------------
+    def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> tuple:
+        if self._shared[0] != id(rt):
+            if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in shared):
+                raise AcrobatError("the compiled backend runs inference only (outputs live in reused arena memory); "
+                                   "run under torch.inference_mode()/no_grad(), or use backend='eager' for training")
+            self._shared = (id(rt), tuple(_signature(x) for x in shared))
+        return self._shared[1]
+
+    def _mode(self, fusable: bool) -> str:
+        """The gather mode of this launch: the choice, or while probing the mode with fewer samples."""
+        if not fusable:
+            return "explicit"
+        if self.choice is not None:
+            return self.choice
+        return "fused" if len(self.samples["fused"]) < len(self.samples["explicit"]) else "explicit"
+
+    def _maybe_choose(self) -> None:
+        e, f = self.samples["explicit"], self.samples["fused"]
+        if len(e) >= PROBE_LAUNCHES and len(f) >= PROBE_LAUNCHES:
+            self.choice = "fused" if statistics.median(f) < statistics.median(e) else "explicit"
+            log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice,
+                     statistics.median(e), statistics.median(f))
+
+    def _arguments(self, tensor_cols: list[Sequence[Value]], located: list, hosts: list[torch.Tensor | None],
+                   fused: bool, rt: "Runtime") -> tuple[list[torch.Tensor], list[RowSpec]]:
+        """The kernel's batched inputs and their per-instance specs (the signature)."""
+        args: list[torch.Tensor] = []
+        in_rows: list[RowSpec] = []
+        cols, locs = iter(tensor_cols), iter(located)
+        for h in hosts:
+            if h is not None:
+                args.append(h)
+                in_rows.append(RowSpec.of(h))
+                continue
+            col, loc = next(cols), next(locs)
+            if loc is None:
+                x = gather_columns([col], rt.device)[0]
+            else:
+                storage, rows = loc
+                if fused:
+                    args += [storage, torch.tensor(rows, device=rt.device)]
+                    in_rows.append(RowSpec.of(storage))
+                    continue
+                sel = index_or_slice(rows, rt.device)
+                x = storage[sel] if isinstance(sel, slice) else storage.index_select(0, sel)
+            args.append(x)
+            in_rows.append(RowSpec.of(x))
+        return args, in_rows
+
+    def _compile(self, key: tuple, in_rows: list[RowSpec], shared: Sequence[Any], fused: bool,
+                 rt: "Runtime") -> Variant:
+        """Trace and compile the variant for ``key``; its first call happens in ``__call__``."""
+        t0 = time.perf_counter()
+        mode = "fused" if fused else "explicit"
+        log.info("compiling block %s (%s gather) ...", self.block.name, mode)
+        graph = trace_block(self.block, self.fn, in_rows, shared, fused, rt.device)
+        compiled = torch.compile(graph.gm, dynamic=True, fullgraph=True)
+        variant = Variant(graph, compiled)
+        variant.fn = _capturing(variant, compiled)
+        self.variants[key] = variant
+        rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
+        return variant
+
+
+def _capturing(variant: Variant, compiled: Callable) -> Callable:
+    """``compiled``, whose calls that compile record Inductor's generated code in ``variant.code``."""
+
+    def call(*args: Any) -> Any:
+        if variant.launches > 0 and args[0].shape[0] != 1:
+            return compiled(*args)
+        before = GraphLowering.save_output_code
+        GraphLowering.save_output_code = variant.code.append  # Inductor's hook, called on fresh compiles and cache hits
+        try:
+            return compiled(*args)
+        finally:
+            GraphLowering.save_output_code = before
+
+    return call
+
+
+def _signature(x: Any) -> Any:
+    """A hashable description of a shared argument: shapes for tensors, the value otherwise."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), x.dtype, x.device)
+    if isinstance(x, (list, tuple)):
+        return tuple(_signature(i) for i in x)
+    return x
+
+
+class CompiledBackend:
+    """Blocks as TorchInductor kernels with arena memory and explicit/fused/auto gathers (§5).
+
+    ``gather`` is ``"auto"`` (profile-guided per block), ``"explicit"`` or
+    ``"fused"``. ``arena`` holds block outputs across runs.
+
+    Raises:
+        ValueError: unknown gather mode.
+    """
+
+    def __init__(self, gather: str = "auto"):
+        if gather not in GATHER_MODES:
+            raise ValueError(f"unknown gather mode {gather!r}; choose one of {', '.join(GATHER_MODES)}")
+        self.gather = gather
+        self.name = "compiled" if gather == "auto" else f"compiled-{gather}"
+        self.arena = Arena()
+        self.kernels: list[CompiledKernel] = []
+
+    def kernel(self, block: Block, fn: Callable) -> CompiledKernel:
+        k = CompiledKernel(self, block, fn)
+        self.kernels.append(k)
+        return k
+
+    def report(self) -> str:
+        """Per block: compiled variants, launches and the gather mode in use; then the arena's size."""
+        lines = [f"{'block':<34} {'kernels':>7} {'launches':>9}  gather"]
+        for k in self.kernels:
+            if not k.variants:
+                continue
+            launches = sum(v.launches for v in k.variants.values())
+            if not any(p.role == "tensor" for p in k.block.batched_params):
+                how = "none (no tensor inputs)"
+            elif k.choice is None:
+                how = "explicit (rows not in one arena storage yet)" if not k.samples["fused"] else "probing"
+            elif self.gather != "auto":
+                how = f"{k.choice} (forced)"
+            else:
+                how = (f"{k.choice} (profiled: explicit {statistics.median(k.samples['explicit']):.2f} µs/row, "
+                       f"fused {statistics.median(k.samples['fused']):.2f} µs/row)")
+            lines.append(f"{k.block.name:<34} {len(k.variants):>7} {launches:>9}  {how}")
+        lines.append(f"arena: {self.arena.nbytes / 2 ** 20:.1f} MiB in {len(self.arena.pools)} pool(s), "
+                     f"{self.arena.growths} allocation(s)")
+        return "\n".join(lines)
+
+
+def kernel_listing(backend: CompiledBackend) -> str:
+    """Per block and compiled variant: the generated kernels and Inductor's ``call`` schedule.
+
+    The ``call`` function of Inductor's wrapper is the launch's whole
+    schedule: each ``cpp_fused_*`` / ``triton_*`` line is one generated
+    (fused) kernel, each ``extern_kernels.*`` a library call (GEMMs).
+    """
+    parts = []
+    for k in backend.kernels:
+        for (fused, in_rows, _), v in k.variants.items():
+            head = (f"# block {k.block.name} ({k.block.loc}), {'fused' if fused else 'explicit'} gather, "
+                    f"inputs {[r.shape for r in in_rows]}, {v.launches} launches")
+            if not v.code:
+                parts.append(head + "\n#   (no generated code captured: compiled before this process captured it)")
+                continue
+            call = _call_function(v.code[0])
+            kernels = sorted(set(re.findall(r"\b((?:cpp|triton)_\w+?)(?:\.run)?\(", call)))
+            externs = re.findall(r"extern_kernels\.(\w+)\(", call)
+            parts.append(f"{head}\n#   {len(kernels)} generated kernel(s): {', '.join(kernels) or '-'}"
+                         f"\n#   library calls: {', '.join(externs) or '-'}\n{call}")
+    return "\n\n".join(parts) if parts else "(no kernels compiled yet)"
+
+
+def _call_function(code: str) -> str:
+    """The ``def call(...)`` function of an Inductor wrapper module's source."""
+    m = re.search(r"^def call\(.*?(?=^\S)", code, re.S | re.M)
+    return m.group(0).rstrip() if m else code

@@ -1,0 +1,150 @@
+"""The compiled backend (TorchInductor kernels, arena memory, gather fusion) equals eager and the reference.
+
+Compiles cost seconds each, so this module uses a few models and small
+hidden sizes; kernels are cached on disk (``ACROBAT_CACHE_DIR``), so a
+second run of the suite compiles nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import acrobat as ab
+from acrobat.cli import main
+from acrobat.data.synthetic import synthetic_trees
+from acrobat.errors import AcrobatError
+from acrobat.models import get_model
+from acrobat.runtime.backend import get_backend
+from acrobat.runtime.compiled import kernel_listing
+
+TOL = {"rtol": 1e-4, "atol": 1e-5}
+HIDDEN = 32
+COMPILED = ["compiled", "compiled-explicit", "compiled-fused"]
+MODELS = ["treelstm", "birnn", "stackrnn"]  # trees, sequences, tensor-dependent control flow (fibers)
+
+
+def _run(name: str, batch: list, params, backend: str, stats: ab.RunStats | None = None) -> list:
+    with torch.inference_mode():
+        return get_model(name).program.run(batch, params, backend=backend, stats=stats)
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("backend", COMPILED)
+def test_compiled_equals_eager_and_reference(dataset, name, backend):
+    spec = get_model(name)
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    instances = spec.instances(dataset.trees)
+    for batch in (instances[:16], instances[16:21], instances[21:22], instances[:16]):  # sizes 16, 5, 1, 16 again
+        out = _run(name, batch, params, backend)
+        torch.testing.assert_close(out, _run(name, batch, params, "eager"), **TOL)
+        with torch.no_grad():
+            torch.testing.assert_close(out, [spec.reference(x, params) for x in batch], **TOL)
+
+
+def test_one_kernel_serves_every_batch_size(dataset):
+    """After the first batches, new batch sizes compile nothing (symbolic batch size)."""
+    spec = get_model("treelstm")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    instances = spec.instances(dataset.trees)
+    _run("treelstm", instances[:16], params, "compiled-fused")
+    _run("treelstm", instances[:1], params, "compiled-fused")  # batch size 1 is specialized once
+    later = ab.RunStats()
+    for size in (3, 7, 12, 30, 2):
+        _run("treelstm", instances[:size], params, "compiled-fused", later)
+    assert later.compiles == 0 and later.compile_ms == 0.0
+    assert later.kernel_launches > 0
+
+
+def test_arena_does_not_grow_across_batches(dataset):
+    spec = get_model("treelstm")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    instances = spec.instances(dataset.trees)
+    _run("treelstm", instances[:32], params, "compiled")
+    backend = spec.program.backend("compiled")[0]
+    arena = backend.arena
+    growths, nbytes = arena.growths, arena.nbytes
+    for i in range(300):
+        start = (7 * i) % 32
+        _run("treelstm", instances[start:start + 32], params, "compiled")
+    assert (arena.growths, arena.nbytes) == (growths, nbytes)
+
+
+def test_results_outlive_the_next_run(dataset):
+    """Results are copied out of the arena: the next batch must not overwrite them."""
+    spec = get_model("treelstm")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    instances = spec.instances(dataset.trees)
+    first = _run("treelstm", instances[:8], params, "compiled")
+    kept = [tuple(t.clone() for t in r) for r in first]
+    _run("treelstm", instances[8:16], params, "compiled")
+    torch.testing.assert_close(first, kept, rtol=0, atol=0)
+
+
+def test_auto_gather_reports_its_choice(dataset):
+    spec = get_model("treelstm")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    instances = spec.instances(dataset.trees)
+    for _ in range(4):
+        _run("treelstm", instances[:32], params, "compiled")
+    report = spec.program.backend("compiled")[0].report()
+    assert "profiled: explicit" in report and "arena:" in report
+
+
+def test_kernel_listing_shows_fused_kernels(dataset):
+    spec = get_model("treelstm")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    _run("treelstm", spec.instances(dataset.trees)[:16], params, "compiled-fused")
+    listing = kernel_listing(spec.program.backend("compiled-fused")[0])  # type: ignore[arg-type]
+    assert "fused gather" in listing
+    assert "generated kernel(s): cpp_fused" in listing  # pointwise ops and gathers fused into generated loops
+    assert "library calls: mm" in listing or "library calls: addmm" in listing
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 12))
+def test_compiled_on_random_trees(seed, n):
+    trees = synthetic_trees(n, vocab_size=50, seed=seed)
+    spec = get_model("treelstm")
+    params = spec.make_params(50, HIDDEN, 1)
+    out = _run("treelstm", spec.instances(trees), params, "compiled")
+    with torch.no_grad():
+        torch.testing.assert_close(out, [spec.reference(t, params) for t in trees], **TOL)
+
+
+def test_compiled_refuses_autograd(dataset):
+    spec = get_model("treelstm")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    with pytest.raises(AcrobatError, match="inference only"):
+        spec.program.run(spec.instances(dataset.trees)[:4], params, backend="compiled")
+
+
+def test_unknown_backend_and_gather_mode():
+    with pytest.raises(ValueError, match="available: eager, compiled"):
+        get_backend("tvm")
+    from acrobat.runtime.compiled import CompiledBackend
+
+    with pytest.raises(ValueError, match="unknown gather mode"):
+        CompiledBackend("sideways")
+
+
+def test_cli_profile_and_show_kernels(capsys):
+    assert main(["profile", "treelstm", "--batch-size", "8", "--num-batches", "2", "--warmup", "1",
+                 "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    for row in ("DFG construction", "scheduling", "gathers + memory copies", "kernel time", "kernel launches",
+                "runtime overhead"):
+        assert row in out
+    assert "eager" in out and "compiled" in out
+    assert main(["show", "birnn", "--kernels", "--batch-size", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "# block" in out and "def call(" in out
+
+
+def test_cli_cuda_without_gpu_is_a_clear_error(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert main(["run", "treelstm", "--device", "cuda", "--num-batches", "1"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
