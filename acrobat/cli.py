@@ -233,9 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("model", choices=list(MODELS), help=models_help)
     common(prof)
     prof.add_argument("--batch-size", type=int, default=64, help="instances per batch (default 64)")
-    prof.add_argument("--num-batches", type=int, default=8, help="measured batches (default 8)")
-    prof.add_argument("--warmup", type=int, default=4, help="warm-up batches before measuring, for compiles and "
-                      "the gather choice (default 4)")
+    prof.add_argument("--num-batches", type=int, default=10, help="measured batches (default 10)")
+    prof.add_argument("--warmup", type=int, default=15, help="warm-up batches before measuring, for compiles and "
+                      "the per-block gather choice (default 15: enough for blocks launched once per batch)")
     prof.add_argument("--backend", default="eager,compiled", metavar="B[,B]",
                       help=f"backends to compare (of: {', '.join(BACKENDS)}; default eager,compiled)")
     prof.set_defaults(func=cmd_profile, seq_len=None, layers=None)

@@ -19,7 +19,7 @@ for model in treelstm birnn stackrnn drnn nestedrnn mvrnn berxit; do
   done
 done
 for model in treelstm birnn; do
-  python3 -m acrobat.cli profile "$model" $data --device cuda --batch-size 64 --num-batches 8 --warmup 6 \
+  python3 -m acrobat.cli profile "$model" $data --device cuda --batch-size 64 --num-batches 10 --warmup 15 \
     2>&1 | tee "$out/profile-$model.txt" || status=1
 done
 exit $status

@@ -26,6 +26,7 @@ class Setup:
     size: str
     grad: bool = False
     repeats: int = 5  # timed runs (for systems that time themselves, e.g. in a subprocess)
+    device: str = "cpu"
 
 
 class Runner(Protocol):
@@ -50,7 +51,7 @@ class FnRunner:
         return self.fn()
 
     def time(self, policy: TimingPolicy, warmup: int) -> Timing:
-        return time_call(self.fn, policy.repeats, warmup, policy.budget_ms, policy.min_repeats)
+        return time_call(self.fn, policy.repeats, warmup, policy.budget_ms, policy.min_repeats, policy.sync)
 
 
 class AcrobatRunner(FnRunner):

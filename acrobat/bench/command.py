@@ -46,6 +46,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     bench.add_argument("--split", default="dev", help="split to read from a data folder (default: dev)")
     bench.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
     bench.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
+    bench.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where weights and kernels live; "
+                       "on cuda each timed run ends with a device sync, DyNet is not run (default cpu)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--from-json", metavar="FILE", help="run nothing: redraw the tables and plots of a "
                        "bench.json into --out")
@@ -86,10 +88,13 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     words += ["--threads", str(args.threads)] if args.threads else []
     words += ["--data", args.data] if args.data else []
     words += ["--seed", str(args.seed)] if args.seed else []
+    words += ["--device", args.device] if args.device != "cpu" else []
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available to torch here")
     return BenchSettings(models=args.models or list(MODELS), sizes=sizes, batch_sizes=batch_sizes,
                          systems=select(groups), repeats=repeats, budget_ms=float(base["budget_ms"]),
                          min_repeats=min(repeats, int(base["min_repeats"])), grad=args.grad, data=args.data,
-                         split=args.split, seed=args.seed, command=shlex.join(words))
+                         split=args.split, seed=args.seed, device=args.device, command=shlex.join(words))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

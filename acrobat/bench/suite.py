@@ -44,6 +44,7 @@ class BenchSettings:
     data: str | None = None
     split: str = "dev"
     seed: int = 0
+    device: str = "cpu"
     command: str = "acrobat bench"
 
 
@@ -64,7 +65,7 @@ def run_bench(st: BenchSettings, progress: bool = True) -> BenchReport:
             for bs in st.batch_sizes:
                 configs.append((spec, size, bs))
     top = max(st.batch_sizes)
-    policy = TimingPolicy(st.repeats, st.budget_ms, st.min_repeats)
+    policy = TimingPolicy(st.repeats, st.budget_ms, st.min_repeats, sync=st.device == "cuda")
 
     def systems_for(bs: int) -> list[System]:
         """The ablation (Fig. 8) runs at the largest batch size only, as in the paper."""
@@ -78,9 +79,9 @@ def run_bench(st: BenchSettings, progress: bool = True) -> BenchReport:
             key = (spec.name, size)
             if key not in params_cache:
                 params_cache.clear()
-                params_cache[key] = spec.make_params(len(ds.vocab), spec.hidden(size), st.seed)
+                params_cache[key] = spec.make_params(len(ds.vocab), spec.hidden(size), st.seed).to(st.device)
             instances = spec.instances(ds.trees)[:bs]
-            setup = Setup(spec, instances, params_cache[key], size, st.grad, st.repeats)
+            setup = Setup(spec, instances, params_cache[key], size, st.grad, st.repeats, st.device)
 
             def on_system(system: System, where: str = f"{spec.name} {size} b{bs}") -> None:
                 bar.set_description(f"{where}: {system.name}")

@@ -34,6 +34,7 @@ from acrobat.bench.base import AcrobatRunner, FnRunner, Runner, Setup, Unavailab
 from acrobat.bench.torchfold_models import TORCHFOLD_MODELS, load_torchfold
 from acrobat.program import Options
 from acrobat.runtime.backend import BACKENDS
+from acrobat.runtime.compiled import PROBE_LAUNCHES
 from acrobat.runtime.stats import RunStats
 
 GROUPS: tuple[str, ...] = ("acrobat", "pytorch", "hand", "torchfold", "dynet", "ablation", "interp")
@@ -50,8 +51,9 @@ class System:
     options: Options | None = None  # for ablation steps: the acrobat options timed
 
 
-COMPILED_WARMUP = 8
-"""Untimed runs of a compiled backend before its check: compiles, and the per-block gather profiling."""
+COMPILED_WARMUP = 2 * (PROBE_LAUNCHES + 1) + 1
+"""Untimed runs of a compiled backend before its check: compiles, and the per-block gather profiling
+(enough for blocks that launch once per batch)."""
 
 INTERP_BACKEND = "eager"
 """The backend of the ablation steps and of the interpreted-vs-generated comparison."""
@@ -91,6 +93,8 @@ def _torchfold(s: Setup) -> Runner:
 
 
 def _dynet(s: Setup) -> Runner:
+    if s.device != "cpu":
+        raise Unavailable("DyNet runs on the CPU here (its CUDA build is not installed)")
     from acrobat.bench.dynet_models import DynetRunner  # optional: imports nothing of DyNet itself
 
     return DynetRunner(s)

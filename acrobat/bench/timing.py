@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
+
 BUDGET_MS = 8000.0
 """Timed runs of one system stop early past this much time (at least ``MIN_REPEATS`` runs are made)."""
 
@@ -39,16 +41,17 @@ class TimingPolicy:
     budget_ms: float = BUDGET_MS
     min_repeats: int = MIN_REPEATS
     slow_ms: float = 1000.0
+    sync: bool = False  # synchronize CUDA after each run, so its time includes the GPU's work
 
 
 def time_call(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_ms: float = BUDGET_MS,
-              min_repeats: int = MIN_REPEATS) -> Timing:
+              min_repeats: int = MIN_REPEATS, sync: bool = False) -> Timing:
     """Call ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed.
 
     Runs stop once ``budget_ms`` is spent (but never before
     ``min(repeats, min_repeats)`` runs), so a very slow configuration, e.g.
     an ablation step with every optimization off, does not dominate the
-    benchmark's time.
+    benchmark's time. With ``sync`` each run ends with ``torch.cuda.synchronize()``.
     """
     for _ in range(warmup):
         fn()
@@ -57,6 +60,8 @@ def time_call(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_ms
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
+        if sync:
+            torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
         samples.append(ms)
         spent += ms

@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("acrobat.compile")
 
-PROBE_LAUNCHES = 3  # timed launches per gather mode before a block's choice (after one warm-up each)
+PROBE_LAUNCHES = 6  # timed launches per gather mode before a block's choice (after one warm-up each)
 GATHER_MODES = ("auto", "explicit", "fused")
 
 
@@ -86,7 +85,8 @@ class CompiledKernel:
         self.block = block
         self.fn = fn
         self.variants: dict[tuple, Variant] = {}
-        self.samples: dict[str, list[float]] = {"explicit": [], "fused": []}  # µs per row, after warm-up
+        # per gather mode, per profiled launch: (µs of gather + kernel, rows)
+        self.samples: dict[str, list[tuple[float, int]]] = {"explicit": [], "fused": []}
         self.choice: str | None = None if backend.gather == "auto" else backend.gather
         self._shared: tuple[int, tuple] = (0, ())  # (id of the run, signature of its shared arguments)
 
@@ -120,7 +120,7 @@ class CompiledKernel:
             rt.stats.kernel_ms += (t3 - t2) * 1e3
             if variant.launches > 0 and self.choice is None and tensor_cols:
                 gather_us = (t1 - t0) * 1e6 if not fused else 0.0
-                self.samples["fused" if fused else "explicit"].append((gather_us + (t3 - t2) * 1e6) / n)
+                self.samples["fused" if fused else "explicit"].append((gather_us + (t3 - t2) * 1e6, n))
                 self._maybe_choose()
         variant.launches += 1
         t4 = time.perf_counter()
@@ -147,12 +147,19 @@ class CompiledKernel:
             return self.choice
         return "fused" if len(self.samples["fused"]) < len(self.samples["explicit"]) else "explicit"
 
+    def us_per_row(self, mode: str) -> float:
+        """Profiled time of ``mode`` (gather + kernel) per batched row, µs: total time over total rows.
+
+        Launches alternate between the modes, so both see the same mix of batch sizes.
+        """
+        s = self.samples[mode]
+        return sum(us for us, _ in s) / max(1, sum(n for _, n in s))
+
     def _maybe_choose(self) -> None:
-        e, f = self.samples["explicit"], self.samples["fused"]
-        if len(e) >= PROBE_LAUNCHES and len(f) >= PROBE_LAUNCHES:
-            self.choice = "fused" if statistics.median(f) < statistics.median(e) else "explicit"
-            log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice,
-                     statistics.median(e), statistics.median(f))
+        if min(len(self.samples["explicit"]), len(self.samples["fused"])) >= PROBE_LAUNCHES:
+            e, f = self.us_per_row("explicit"), self.us_per_row("fused")
+            self.choice = "fused" if f < e else "explicit"
+            log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice, e, f)
 
     def _arguments(self, tensor_cols: list[Sequence[Value]], located: list, hosts: list[torch.Tensor | None],
                    fused: bool, rt: "Runtime") -> tuple[list[torch.Tensor], list[RowSpec]]:
@@ -257,8 +264,8 @@ class CompiledBackend:
             elif self.gather != "auto":
                 how = f"{k.choice} (forced)"
             else:
-                how = (f"{k.choice} (profiled: explicit {statistics.median(k.samples['explicit']):.2f} µs/row, "
-                       f"fused {statistics.median(k.samples['fused']):.2f} µs/row)")
+                how = (f"{k.choice} (profiled: explicit {k.us_per_row('explicit'):.2f} µs/row, "
+                       f"fused {k.us_per_row('fused'):.2f} µs/row)")
             lines.append(f"{k.block.name:<34} {len(k.variants):>7} {launches:>9}  {how}")
         lines.append(f"arena: {self.arena.nbytes / 2 ** 20:.1f} MiB in {len(self.arena.pools)} pool(s), "
                      f"{self.arena.growths} allocation(s)")

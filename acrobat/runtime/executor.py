@@ -60,14 +60,18 @@ class Runtime:
     # -- called by the generated skeleton ----------------------------------
     def invoke(self, block: Block, depth: int, args: tuple) -> tuple[Value, ...]:
         """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs."""
-        key = (self.phase, depth, block.id)
-        g = self.groups.get(key)
+        g = self.groups.get((self.phase, depth, block.id))
         if g is None:
-            g = self.groups[key] = Group(block, self.phase, depth)
+            g = self.groups[(self.phase, depth, block.id)] = Group(block, self.phase, depth)
         row = len(g.args)
         g.args.append(args)
         g.insts.append(self.inst)
-        return tuple([Value(g, k, row) for k in range(len(block.outputs))])
+        n = len(block.outputs)  # one or two outputs are the common cases: spelled out, it is twice as fast
+        if n == 1:
+            return (Value(g, 0, row),)
+        if n == 2:
+            return (Value(g, 0, row), Value(g, 1, row))
+        return tuple([Value(g, k, row) for k in range(n)])
 
     def lift(self, t: Any) -> Value:
         """A shared tensor used where a per-instance tensor is expected."""
@@ -133,7 +137,7 @@ class Runtime:
             self.flush()
             out = [materialize(r) for r in results]
             if self.arena is not None:  # the arena's rows are reused by the next run
-                out = [_copy_out(r) for r in out]
+                out = _copy_out(out)
             t1 = time.perf_counter()
         finally:
             if gc_was_enabled:
@@ -235,10 +239,36 @@ def _device_of(slots: list) -> torch.device:
     return torch.device("cpu")
 
 
-def _copy_out(x: Any) -> Any:
-    """A (nested) result with every tensor cloned out of the arena."""
-    if isinstance(x, torch.Tensor):
-        return x.clone()
-    if isinstance(x, (list, tuple)):
-        return type(x)(_copy_out(i) for i in x)
-    return x
+def _copy_out(results: list) -> list:
+    """``results`` with every tensor copied out of the arena.
+
+    Tensors of one shape and dtype are copied by one ``stack`` (a single
+    kernel, not one per tensor: on a GPU each would be a launch).
+    """
+    leaves: list[torch.Tensor] = []
+
+    def collect(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            leaves.append(x)
+        elif isinstance(x, (list, tuple)):
+            for i in x:
+                collect(i)
+
+    collect(results)
+    by_kind: dict[tuple, list[int]] = {}
+    for i, t in enumerate(leaves):
+        by_kind.setdefault((t.shape, t.dtype), []).append(i)
+    copies: list[torch.Tensor] = [None] * len(leaves)  # type: ignore[list-item]
+    for idx in by_kind.values():
+        for i, c in zip(idx, torch.stack([leaves[i] for i in idx]).unbind(0)):
+            copies[i] = c
+    it = iter(copies)
+
+    def rebuild(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return next(it)
+        if isinstance(x, (list, tuple)):
+            return type(x)(rebuild(i) for i in x)
+        return x
+
+    return rebuild(results)
