@@ -162,19 +162,18 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """Print where a batch's time goes (the paper's Table 6 rows) for each backend."""
-    spec, ds, hidden, params = _setup(args, args.batch_size * (args.warmup + args.num_batches))
-    batches = _batches(spec, ds, args.batch_size, args.warmup + args.num_batches)
-    if len(batches) <= args.warmup:
-        raise ValueError(f"only {len(batches)} batches of {args.batch_size} in the data: lower --warmup or --batch-size")
+    spec, ds, hidden, params = _setup(args, args.batch_size * args.num_batches)
+    batches = _batches(spec, ds, args.batch_size, args.num_batches)
+    warmup = [batches[i % len(batches)] for i in range(args.warmup)]  # the same batches again: compiles, probes
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
     for b in backends:
         if b not in BACKENDS:
             raise ValueError(f"unknown backend {b!r}; available: {', '.join(BACKENDS)}")
     print(f"model    {spec.name} ({args.size}, hidden {hidden}), batch size {args.batch_size}, "
-          f"{len(batches) - args.warmup} measured batches after {args.warmup} warm-up, device {args.device}")
+          f"{len(batches)} measured batches after {args.warmup} warm-up, device {args.device}")
     print(f"data     {ds.description if spec.data == 'sst' else 'generated instances (seeded)'}")
     print(f"machine  {machine_line()}\n", flush=True)
-    profiles = profile_backends(spec, params, batches[:args.warmup], batches[args.warmup:], backends,
+    profiles = profile_backends(spec, params, warmup, batches, backends,
                                 sync=args.device == "cuda")
     print(profile_table(profiles))
     for p in profiles:

@@ -48,6 +48,11 @@ class RunStats:
     blocks: dict[int, BlockStats] = field(default_factory=dict)
 
     @property
+    def run_ms(self) -> float:
+        """Wall time of the run without kernel compiles, in ms."""
+        return self.total_ms - self.compile_ms
+
+    @property
     def overhead_ms(self) -> float:
         """Runtime time that is neither batched kernel calls nor compiling, in ms."""
         return self.total_ms - self.kernel_ms - self.compile_ms
