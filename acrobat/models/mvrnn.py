@@ -83,15 +83,16 @@ def mvrnn_hand_batched(trees: list[Tree], p: MVRNNParams) -> list[Tensor]:
     H = p.hidden
     vecs = p.emb.new_empty(len(row), H)
     mats = p.emb.new_empty(len(row), H, H)
-    ids = torch.tensor([leaf.word_id for leaf in levels[0]])
+    dev = p.emb.device
+    ids = torch.tensor([leaf.word_id for leaf in levels[0]], device=dev)
     n = len(levels[0])
     vecs[:n] = p.emb.index_select(0, ids)
     mats[:n] = p.mat_emb.index_select(0, ids % MAT_BUCKETS)
     start = n
     for level in levels[1:]:
         n = len(level)
-        left = torch.tensor([row[node.left] for node in level])  # type: ignore[index]
-        right = torch.tensor([row[node.right] for node in level])  # type: ignore[index]
+        left = torch.tensor([row[node.left] for node in level], device=dev)  # type: ignore[index]
+        right = torch.tensor([row[node.right] for node in level], device=dev)  # type: ignore[index]
         a, A = vecs.index_select(0, left), mats.index_select(0, left)
         b, B = vecs.index_select(0, right), mats.index_select(0, right)
         ba = torch.bmm(B, a.unsqueeze(-1)).squeeze(-1)
@@ -99,5 +100,5 @@ def mvrnn_hand_batched(trees: list[Tree], p: MVRNNParams) -> list[Tensor]:
         vecs[start:start + n] = torch.tanh(torch.addmm(p.b, torch.cat([ba, ab], 1), p.W))
         mats[start:start + n] = torch.matmul(p.W_M, torch.cat([A, B], 1))
         start += n
-    roots = vecs.index_select(0, torch.tensor([row[t] for t in trees]))
+    roots = vecs.index_select(0, torch.tensor([row[t] for t in trees], device=dev))
     return list(torch.addmm(p.b_out, roots, p.W_out).unbind(0))

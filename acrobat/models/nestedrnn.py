@@ -89,12 +89,13 @@ def nestedrnn_hand_batched(batch: list[NestedInstance], p: NestedRNNParams) -> l
     if not batch:
         return []
     g = p.g0.expand(len(batch), -1)
+    dev = p.g0.device
     for t in range(max(len(inst.tokens) for inst in batch)):
         active = [i for i, inst in enumerate(batch) if len(inst.tokens) > t]
-        rows = torch.tensor(active)
+        rows = torch.tensor(active, device=dev)
         ga = g.index_select(0, rows)
-        x = torch.addmm(p.b_x, p.emb.index_select(0, torch.tensor([batch[i].tokens[t] for i in active])), p.W_x)
-        steps = torch.tensor([batch[i].inner[t] for i in active])
+        x = torch.addmm(p.b_x, p.emb.index_select(0, torch.tensor([batch[i].tokens[t] for i in active], device=dev)), p.W_x)
+        steps = torch.tensor([batch[i].inner[t] for i in active], device=dev)
         h = ga
         for j in range(int(steps.max())):
             run = (steps > j).nonzero().squeeze(1)
