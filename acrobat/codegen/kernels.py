@@ -16,9 +16,12 @@ module builds a ``torch.fx`` graph of aten operators that
 
 The graph is traced once through ``torch.func.vmap`` with fake tensors at a
 marker batch size; every size that is a multiple of the marker is then
-replaced by the symbolic batch size, so one graph (and one compiled kernel)
-serves every batch size: vmap's batching rules bake concrete sizes into
-``view``/``expand`` arguments, which ``make_fx``'s symbolic mode keeps.
+replaced by the symbolic batch size (vmap's batching rules bake concrete
+sizes into ``view``/``expand`` arguments, which ``make_fx``'s symbolic mode
+keeps), and the result is traced again with symbolic fake inputs: dim 0 of
+every batched input (batch size, arena rows) is a symbol, every other size
+is static. The compiled kernel then serves every batch size >= 2 without
+recompiling or guards (the runtime pads batch size 1 to 2).
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
+import torch.utils._pytree as pytree
+from torch._dynamo.source import ConstantSource
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 from torch.func import vmap
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -38,6 +44,7 @@ from acrobat.analysis.lowered import Block
 # Marker sizes for tracing: primes no model dimension is a multiple of.
 BATCH_MARK = 7919
 ROWS_MARK = 7907
+HINT_BATCH, HINT_ROWS = 64, 4096  # typical sizes the compiler may tune for (any size works)
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,7 @@ class KernelGraph:
     gm: GraphModule
     out_rows: list[RowSpec]
     fused: bool
+    example_inputs: list[Any]  # fake tensors, dim 0 of batched inputs symbolic: what the compiler specializes on
 
 
 def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: Sequence[Any],
@@ -98,7 +106,26 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
     with mode:
         gm = make_fx(kernel)(*inputs, *shared)
     _symbolize_batch(gm, batch_input=1 if fused and roles[0] == "tensor" else 0)
-    return KernelGraph(gm, out_rows, fused)
+    gm, example_inputs = _retrace_symbolic(gm, inputs, shared)
+    return KernelGraph(gm, out_rows, fused, example_inputs)
+
+
+def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Sequence[Any]) -> tuple[GraphModule, list]:
+    """``gm`` traced again with dim 0 of each batched input a fresh symbol (others static); and those inputs."""
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+
+    def symbol(hint: int, name: str) -> torch.SymInt:
+        return env.create_symintnode(env.create_symbol(hint, ConstantSource(name), DimDynamic.DYNAMIC), hint=hint)
+
+    fake: list[Any] = []
+    with mode:
+        for i, t in enumerate(inputs):  # size hints (for the compiler's heuristics): 64 rows a batch, 4096 in the arena
+            rows = symbol(HINT_BATCH if t.shape[0] == BATCH_MARK else HINT_ROWS, f"batched{i}")
+            fake.append(torch.empty((rows, *t.shape[1:]), dtype=t.dtype, device=t.device))
+    fake += [pytree.tree_map(lambda x: mode.from_tensor(x) if isinstance(x, torch.Tensor) else x, v) for v in shared]
+    with mode:
+        return make_fx(gm)(*fake), fake
 
 
 def _gathered(inputs: list[torch.Tensor], roles: list[str], fused: bool) -> list[torch.Tensor]:

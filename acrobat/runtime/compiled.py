@@ -2,10 +2,12 @@
 
 Per block and argument signature (per-instance shapes, shared shapes),
 ``acrobat.codegen.kernels`` traces the batched aten graph once, with a
-symbolic batch size, and ``torch.compile`` (TorchInductor: C++/OpenMP on
-CPU, Triton on CUDA) turns it into fused loops around library GEMMs. One
-compiled kernel serves every batch size >= 2; batch size 1 costs one more
-compile (Dynamo specializes sizes 0 and 1), counted in ``RunStats.compiles``.
+symbolic batch size, and TorchInductor (``torch._inductor.compile``: C++/
+OpenMP on CPU, Triton on CUDA) turns it into fused loops around library
+GEMMs. One compiled kernel serves every batch size (a launch of one row
+is padded to two); ``RunStats.compiles`` counts compiles. The graph goes
+to Inductor directly, not through Dynamo: acrobat's own signature key
+replaces Dynamo's guards, which cost ~50 µs per launch.
 
 Gathers (§5.2) come two ways: explicit (the runtime copies the rows into a
 contiguous batch, a view when they are contiguous) and fused (the kernel
@@ -57,8 +59,7 @@ def cache_dir() -> Path:
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
 
-import torch._dynamo  # noqa: E402  (after the cache directory is set)
-from torch._dynamo.utils import counters  # noqa: E402
+import torch._inductor  # noqa: E402  (after the cache directory is set)
 from torch._inductor.graph import GraphLowering  # noqa: E402
 
 
@@ -97,7 +98,7 @@ class CompiledKernel:
         tensor_cols, hosts = columns(g, rt.device)
         located = [arena_rows(c) for c in tensor_cols]
         fused = bool(tensor_cols) and self._mode(all(loc is not None for loc in located)) == "fused"
-        args, in_rows = self._arguments(tensor_cols, located, hosts, fused, rt)
+        args, in_rows = self._arguments(tensor_cols, located, hosts, fused, len(g.args), rt)
         t1 = time.perf_counter()
         rt.stats.gather_ms += (t1 - t0) * 1e3
         key = (fused, tuple(in_rows), shared_sig)
@@ -107,26 +108,19 @@ class CompiledKernel:
         n = len(g.args)
         spans = [rt.arena.alloc(r.shape, r.dtype, rt.device, n) for r in variant.graph.out_rows]  # type: ignore[union-attr]
         outs = [s[start:start + n] for s, start in spans]
-        graphs = counters["stats"]["unique_graphs"]
         t2 = time.perf_counter()
         results = variant.fn(*args, *shared)
         if rt.sync:
             torch.cuda.synchronize()
         t3 = time.perf_counter()
-        if counters["stats"]["unique_graphs"] != graphs:  # Dynamo compiled another graph (batch size 1)
-            rt.stats.compiles += counters["stats"]["unique_graphs"] - graphs
-            rt.stats.compile_ms += (t3 - t2) * 1e3
-        else:
-            rt.stats.kernel_ms += (t3 - t2) * 1e3
-            if variant.launches > 0 and self.choice is None and tensor_cols:
-                gather_us = (t1 - t0) * 1e6 if not fused else 0.0
-                self.samples["fused" if fused else "explicit"].append((gather_us + (t3 - t2) * 1e6, n))
-                self._maybe_choose()
+        rt.stats.kernel_ms += (t3 - t2) * 1e3
+        if variant.launches > 0 and self.choice is None and tensor_cols:
+            self.samples["fused" if fused else "explicit"].append(((t1 - t0 + t3 - t2) * 1e6, n))
+            self._maybe_choose()
         variant.launches += 1
-        t4 = time.perf_counter()
         for o, r in zip(outs, results):
-            o.copy_(r)
-        rt.stats.gather_ms += (time.perf_counter() - t4) * 1e3
+            o.copy_(r[:n])  # a padded launch (batch size 1) computed 2 rows
+        rt.stats.gather_ms += (time.perf_counter() - t3) * 1e3
         g.spans = tuple(spans)
         return tuple(outs)
 
@@ -162,60 +156,59 @@ class CompiledKernel:
             log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice, e, f)
 
     def _arguments(self, tensor_cols: list[Sequence[Value]], located: list, hosts: list[torch.Tensor | None],
-                   fused: bool, rt: "Runtime") -> tuple[list[torch.Tensor], list[RowSpec]]:
-        """The kernel's batched inputs and their per-instance specs (the signature)."""
+                   fused: bool, n: int, rt: "Runtime") -> tuple[list[torch.Tensor], list[RowSpec]]:
+        """The kernel's batched inputs and their per-instance specs (the signature).
+
+        Fused: every tensor column is (arena storage, index); the indices of
+        all columns go to the device as one tensor (one copy, not one per column).
+        A launch of batch size ``n`` = 1 is padded to 2 (its row twice): kernels
+        are compiled for sizes >= 2, where the compiler may assume a size is not 1.
+        """
+        reps = 2 if n == 1 else 1
         args: list[torch.Tensor] = []
         in_rows: list[RowSpec] = []
+        if fused:
+            flat = [r for _, rows in located for r in rows * reps]
+            idx = iter(torch.tensor(flat, device=rt.device).split(n * reps))
         cols, locs = iter(tensor_cols), iter(located)
         for h in hosts:
             if h is not None:
-                args.append(h)
+                args.append(h if reps == 1 else torch.cat([h, h]))
                 in_rows.append(RowSpec.of(h))
                 continue
             col, loc = next(cols), next(locs)
+            if fused:
+                args += [loc[0], next(idx)]
+                in_rows.append(RowSpec.of(loc[0]))
+                continue
             if loc is None:
                 x = gather_columns([col], rt.device)[0]
             else:
                 storage, rows = loc
-                if fused:
-                    args += [storage, torch.tensor(rows, device=rt.device)]
-                    in_rows.append(RowSpec.of(storage))
-                    continue
                 sel = index_or_slice(rows, rt.device)
                 x = storage[sel] if isinstance(sel, slice) else storage.index_select(0, sel)
-            args.append(x)
+            args.append(x if reps == 1 else torch.cat([x, x]))
             in_rows.append(RowSpec.of(x))
         return args, in_rows
 
     def _compile(self, key: tuple, in_rows: list[RowSpec], shared: Sequence[Any], fused: bool,
                  rt: "Runtime") -> Variant:
-        """Trace and compile the variant for ``key``; its first call happens in ``__call__``."""
+        """Trace the variant for ``key`` and compile it with TorchInductor (or load it from the disk cache)."""
         t0 = time.perf_counter()
-        mode = "fused" if fused else "explicit"
-        log.info("compiling block %s (%s gather) ...", self.block.name, mode)
+        log.info("compiling block %s (%s gather) ...", self.block.name, "fused" if fused else "explicit")
         graph = trace_block(self.block, self.fn, in_rows, shared, fused, rt.device)
-        compiled = torch.compile(graph.gm, dynamic=True, fullgraph=True)
-        variant = Variant(graph, compiled)
-        variant.fn = _capturing(variant, compiled)
-        self.variants[key] = variant
-        rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
-        return variant
-
-
-def _capturing(variant: Variant, compiled: Callable) -> Callable:
-    """``compiled``, whose calls that compile record Inductor's generated code in ``variant.code``."""
-
-    def call(*args: Any) -> Any:
-        if variant.launches > 0 and args[0].shape[0] != 1:
-            return compiled(*args)
+        code: list[str] = []
         before = GraphLowering.save_output_code
-        GraphLowering.save_output_code = variant.code.append  # Inductor's hook, called on fresh compiles and cache hits
+        GraphLowering.save_output_code = code.append  # Inductor's hook, called on fresh compiles and cache hits
         try:
-            return compiled(*args)
+            with torch.no_grad():  # an inference graph: no autograd bookkeeping in the kernel's wrapper
+                fn = torch._inductor.compile(graph.gm, graph.example_inputs)
         finally:
             GraphLowering.save_output_code = before
-
-    return call
+        variant = self.variants[key] = Variant(graph, fn, code)
+        rt.stats.compiles += 1
+        rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
+        return variant
 
 
 def _signature(x: Any) -> Any:

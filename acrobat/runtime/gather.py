@@ -29,20 +29,15 @@ def arena_rows(col: Sequence[Value]) -> tuple[torch.Tensor, list[int]] | None:
     None when a value is not in the arena (a lifted shared tensor) or the
     values lie in different storages (a pool grew during the run).
     """
-    storage = None
-    rows = []
-    for v in col:
-        spans = v.g.spans
-        if spans is None:
+    try:
+        spans = [v.g.spans[v.k] for v in col]  # type: ignore[index]
+    except TypeError:  # a value outside the arena (spans is None)
+        return None
+    storage = spans[0][0]
+    for s, _ in spans:
+        if s is not storage:
             return None
-        s, start = spans[v.k]
-        if storage is None:
-            storage = s
-        elif s is not storage:
-            return None
-        rows.append(start + v.row)
-    assert storage is not None
-    return storage, rows
+    return storage, [start + v.row for (_, start), v in zip(spans, col)]
 
 
 def index_or_slice(rows: list[int], device: torch.device) -> slice | torch.Tensor:
