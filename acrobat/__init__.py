@@ -5,9 +5,13 @@ model for ONE instance with ``@acrobat.program``/``@acrobat.function`` and
 run a mini-batch with ``model.run(instances, params)``.
 """
 
-from acrobat.errors import AcrobatError, BatchError, CompileError, DataError, InstanceError, ShapeError
-from acrobat.program import Options, Program, concurrent, function, phase, program
-from acrobat.runtime.stats import RunStats
+from acrobat.cachedir import use_for_inductor
+
+use_for_inductor()  # before anything imports torch's compiler
+
+from acrobat.errors import AcrobatError, BatchError, CompileError, DataError, InstanceError, ShapeError  # noqa: E402
+from acrobat.program import Options, Program, concurrent, function, phase, program  # noqa: E402
+from acrobat.runtime.stats import RunStats  # noqa: E402
 
 __all__ = [
     "AcrobatError", "BatchError", "CompileError", "DataError", "InstanceError", "ShapeError",

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from acrobat.bench import command as bench_command
 from acrobat.bench.profile import profile_backends, profile_table
+from acrobat.cachedir import inductor_dir
 from acrobat.bench.compare import ATOL, RTOL, outputs_equal
 from acrobat.bench.machine import describe_machine, machine_line
 from acrobat.data import load_dataset
@@ -109,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     backend_report = spec.program.backend(args.backend, 1, options)[0].report()
     if backend_report:
         print(f"\n{args.backend} backend: {total.compiles} kernel compiles in {total.compile_ms / 1e3:.1f} s "
-              f"(compile cache: {_cache_dir()})")
+              f"(compile cache: {inductor_dir()})")
         print(backend_report)
     median_ms = statistics.median(b["ms"] for b in per_batch)
     check = "off" if not args.check else ("passed" if mismatches == 0 else "failed")
@@ -137,12 +138,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if check == "failed" else 0
 
 
-def _cache_dir() -> str:
-    from acrobat.runtime.compiled import cache_dir
-
-    return str(cache_dir())
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     """Print MODEL's generated code: skeleton, prologue and blocks; with --kernels the compiled kernels."""
     if not args.kernels:
@@ -153,7 +148,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     spec, ds, _, params = _setup(args, args.batch_size)
     batch = _batches(spec, ds, args.batch_size, 1)[0]
     print(f"# compiled kernels of {spec.name}, from one batch of {len(batch)} on {args.device} "
-          f"(TorchInductor; cache {_cache_dir()})", flush=True)
+          f"(TorchInductor; cache {inductor_dir()})", flush=True)
     with torch.inference_mode():
         spec.program.run(batch, params, backend="compiled")
     print(kernel_listing(spec.program.backend("compiled")[0]))  # type: ignore[arg-type]

@@ -224,7 +224,7 @@ def test_json_and_files(tiny_report, tmp_path):
 
 def _args(**kw) -> argparse.Namespace:
     base = dict(models=[], sizes=None, batch_sizes=None, systems=None, repeats=None, quick=False, grad=False,
-                data=None, split="dev", seed=0, threads=0)
+                data=None, split="dev", seed=0, threads=0, device="cpu")
     base.update(kw)
     return argparse.Namespace(**base)
 

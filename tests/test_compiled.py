@@ -147,3 +147,14 @@ def test_cli_cuda_without_gpu_is_a_clear_error(capsys):
         pytest.skip("a GPU is present")
     assert main(["run", "treelstm", "--device", "cuda", "--num-batches", "1"]) == 2
     assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_new_weight_shapes_get_their_own_kernels(dataset):
+    """Kernels are keyed by the shared arguments' shapes: other weights never reuse a stale kernel."""
+    spec = get_model("treelstm")
+    batch = spec.instances(dataset.trees)[:6]
+    for hidden in (HIDDEN, 24, HIDDEN):
+        params = spec.make_params(len(dataset.vocab), hidden, 0)
+        out = _run("treelstm", batch, params, "compiled")
+        with torch.no_grad():
+            torch.testing.assert_close(out, [spec.reference(x, params) for x in batch], **TOL)

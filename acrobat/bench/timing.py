@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from dataclasses import dataclass
@@ -52,19 +53,30 @@ def time_call(fn: Callable[[], object], repeats: int, warmup: int = 1, budget_ms
     ``min(repeats, min_repeats)`` runs), so a very slow configuration, e.g.
     an ablation step with every optimization off, does not dominate the
     benchmark's time. With ``sync`` each run ends with ``torch.cuda.synchronize()``.
+    As ``timeit`` does, the cycle collector is off during timed runs (and runs
+    before each), so garbage one system left does not land on the next.
     """
     for _ in range(warmup):
         fn()
     samples: list[float] = []
     spent = 0.0
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        if sync:
-            torch.cuda.synchronize()
-        ms = (time.perf_counter() - t0) * 1e3
-        samples.append(ms)
-        spent += ms
-        if spent > budget_ms and len(samples) >= min_repeats:
-            break
+    was_enabled = gc.isenabled()
+    try:
+        for _ in range(repeats):
+            gc.collect()
+            gc.disable()
+            t0 = time.perf_counter()
+            fn()
+            if sync:
+                torch.cuda.synchronize()
+            ms = (time.perf_counter() - t0) * 1e3
+            if was_enabled:
+                gc.enable()
+            samples.append(ms)
+            spent += ms
+            if spent > budget_ms and len(samples) >= min_repeats:
+                break
+    finally:
+        if was_enabled:
+            gc.enable()
     return Timing(tuple(samples))

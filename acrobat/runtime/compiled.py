@@ -18,21 +18,22 @@ was picked. Outputs are copied into arena rows after the kernel (counted
 with the gathers as memory copies).
 
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
-``$ACROBAT_CACHE_DIR`` (default ``~/.cache/acrobat``)``/inductor``.
+``acrobat.cachedir.cache_dir()/inductor`` (``$ACROBAT_CACHE_DIR`` or
+``~/.cache/acrobat``).
 The backend runs inference only: the arena is overwritten by the next run.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
+import torch._inductor
+from torch._inductor.graph import GraphLowering
 
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.kernels import KernelGraph, RowSpec, trace_block
@@ -49,18 +50,6 @@ log = logging.getLogger("acrobat.compile")
 
 PROBE_LAUNCHES = 6  # timed launches per gather mode before a block's choice (after one warm-up each)
 GATHER_MODES = ("auto", "explicit", "fused")
-
-
-def cache_dir() -> Path:
-    """Where compiled kernels are cached: ``$ACROBAT_CACHE_DIR`` or ``~/.cache/acrobat``."""
-    root = os.environ.get("ACROBAT_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "acrobat"
-    return Path(root)
-
-
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir() / "inductor"))
-
-import torch._inductor  # noqa: E402  (after the cache directory is set)
-from torch._inductor.graph import GraphLowering  # noqa: E402
 
 
 @dataclass
@@ -89,7 +78,7 @@ class CompiledKernel:
         # per gather mode, per profiled launch: (µs of gather + kernel, rows)
         self.samples: dict[str, list[tuple[float, int]]] = {"explicit": [], "fused": []}
         self.choice: str | None = None if backend.gather == "auto" else backend.gather
-        self._shared: tuple[int, tuple] = (0, ())  # (id of the run, signature of its shared arguments)
+        self._shared: tuple[int, tuple] = (0, ())  # (serial of the run, signature of its shared arguments)
 
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
         shared = rt.shared[self.block.id]
@@ -126,11 +115,11 @@ class CompiledKernel:
 
     # -- pieces --------------------------------------------------------------
     def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> tuple:
-        if self._shared[0] != id(rt):
+        if self._shared[0] != rt.serial:
             if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in shared):
                 raise AcrobatError("the compiled backend runs inference only (outputs live in reused arena memory); "
                                    "run under torch.inference_mode()/no_grad(), or use backend='eager' for training")
-            self._shared = (id(rt), tuple(_signature(x) for x in shared))
+            self._shared = (rt.serial, tuple(_signature(x) for x in shared))
         return self._shared[1]
 
     def _mode(self, fusable: bool) -> str:

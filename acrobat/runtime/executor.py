@@ -12,6 +12,7 @@ writes into arena memory and runs inference only.
 from __future__ import annotations
 
 import gc
+import itertools
 import time
 import traceback
 from typing import Any, Callable, Sequence
@@ -28,6 +29,9 @@ from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.stats import BlockStats, RunStats
 
 
+_SERIALS = itertools.count(1)
+
+
 class Runtime:
     """One batched run: the DFG under construction and its execution.
 
@@ -40,6 +44,7 @@ class Runtime:
 
     def __init__(self, blocks: dict[int, Block], fns: dict[int, Callable], kernels: dict[int, BlockKernel],
                  slots: list, arena: Arena | None = None, device: torch.device | None = None):
+        self.serial = next(_SERIALS)  # unique per run (``id`` may be reused by a later run)
         self.blocks = blocks
         self.fns = fns
         self.slots = slots
