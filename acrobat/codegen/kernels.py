@@ -88,8 +88,9 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
     roles = [p.role for p in block.batched_params]
     dims = (0,) * len(roles) + (None,) * len(shared)
     batched = vmap(fn, in_dims=dims)
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    mode = FakeTensorMode()
     with mode:
+        shared = _stand_ins(shared)
         inputs: list[torch.Tensor] = []
         for role, spec in zip(roles, in_rows):
             if fused and role == "tensor":
@@ -113,7 +114,7 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
 def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Sequence[Any]) -> tuple[GraphModule, list]:
     """``gm`` traced again with dim 0 of each batched input a fresh symbol (others static); and those inputs."""
     env = ShapeEnv()
-    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+    mode = FakeTensorMode(shape_env=env)
 
     def symbol(hint: int, name: str) -> torch.SymInt:
         return env.create_symintnode(env.create_symbol(hint, ConstantSource(name), DimDynamic.DYNAMIC), hint=hint)
@@ -123,9 +124,23 @@ def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Seque
         for i, t in enumerate(inputs):  # size hints (for the compiler's heuristics): 64 rows a batch, 4096 in the arena
             rows = symbol(HINT_BATCH if t.shape[0] == BATCH_MARK else HINT_ROWS, f"batched{i}")
             fake.append(torch.empty((rows, *t.shape[1:]), dtype=t.dtype, device=t.device))
-    fake += [pytree.tree_map(lambda x: mode.from_tensor(x) if isinstance(x, torch.Tensor) else x, v) for v in shared]
-    with mode:
+        fake += _stand_ins(shared)
         return make_fx(gm)(*fake), fake
+
+
+def _stand_ins(values: Sequence[Any]) -> list[Any]:
+    """New tensors (of the active fake mode) with the shapes, strides and dtypes of the tensors in ``values``.
+
+    The real shared tensors are never handed to a fake mode: converting them
+    leaves weak references on them that outlive the mode (and crashed CPython
+    when the tensors were freed later).
+    """
+    def stand_in(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+        return x
+
+    return [pytree.tree_map(stand_in, v) for v in values]
 
 
 def _gathered(inputs: list[torch.Tensor], roles: list[str], fused: bool) -> list[torch.Tensor]:

@@ -36,7 +36,7 @@ import torch._inductor
 from torch._inductor.graph import GraphLowering
 
 from acrobat.analysis.lowered import Block
-from acrobat.codegen.kernels import KernelGraph, RowSpec, trace_block
+from acrobat.codegen.kernels import RowSpec, trace_block
 from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import columns
@@ -56,7 +56,7 @@ GATHER_MODES = ("auto", "explicit", "fused")
 class Variant:
     """One compiled kernel of a block: for one gather mode and argument signature."""
 
-    graph: KernelGraph
+    out_rows: list[RowSpec]  # per block output: its per-instance shape and dtype
     fn: Callable
     code: list[str] = field(default_factory=list)  # Inductor's generated wrapper module(s)
     launches: int = 0
@@ -95,7 +95,7 @@ class CompiledKernel:
         if variant is None:
             variant = self._compile(key, in_rows, shared, fused, rt)
         n = len(g.args)
-        spans = [rt.arena.alloc(r.shape, r.dtype, rt.device, n) for r in variant.graph.out_rows]  # type: ignore[union-attr]
+        spans = [rt.arena.alloc(r.shape, r.dtype, rt.device, n) for r in variant.out_rows]  # type: ignore[union-attr]
         outs = [s[start:start + n] for s, start in spans]
         t2 = time.perf_counter()
         results = variant.fn(*args, *shared)
@@ -194,7 +194,7 @@ class CompiledKernel:
                 fn = torch._inductor.compile(graph.gm, graph.example_inputs)
         finally:
             GraphLowering.save_output_code = before
-        variant = self.variants[key] = Variant(graph, fn, code)
+        variant = self.variants[key] = Variant(graph.out_rows, fn, code)  # the traced graph is not kept
         rt.stats.compiles += 1
         rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
         return variant
