@@ -278,6 +278,13 @@ def kernel_listing(backend: CompiledBackend) -> str:
 
 
 def _call_function(code: str) -> str:
-    """The ``def call(...)`` function of an Inductor wrapper module's source."""
-    m = re.search(r"^def call\(.*?(?=^\S)", code, re.S | re.M)
-    return m.group(0).rstrip() if m else code
+    """The ``call`` function of an Inductor wrapper module's source (top level, or a method of ``Runner``)."""
+    lines = code.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("def call(")), None)
+    if start is None:
+        return code
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    return "\n".join(line[indent:] for line in lines[start:end]).rstrip()
