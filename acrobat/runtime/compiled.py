@@ -41,7 +41,7 @@ from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import columns
 from acrobat.runtime.dfg import Group, Value
-from acrobat.runtime.gather import arena_rows, gather_columns, index_or_slice
+from acrobat.runtime.gather import arena_rows, gather_columns, index_or_slice, int_tensor
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -158,7 +158,7 @@ class CompiledKernel:
         in_rows: list[RowSpec] = []
         if fused:
             flat = [r for _, rows in located for r in rows * reps]
-            idx = iter(torch.tensor(flat, device=rt.device).split(n * reps))
+            idx = iter(int_tensor(flat, rt.device).split(n * reps))
         cols, locs = iter(tensor_cols), iter(located)
         for h in hosts:
             if h is not None:

@@ -9,6 +9,7 @@ the gather into the kernel instead.
 
 from __future__ import annotations
 
+import array
 from typing import Any, Sequence
 
 import torch
@@ -17,10 +18,19 @@ from acrobat.errors import AcrobatError
 from acrobat.runtime.dfg import Group, Value
 
 
+def int_tensor(values: Sequence[int], device: torch.device) -> torch.Tensor:
+    """Python ints as an int64 tensor on ``device``, about 4x faster than ``torch.tensor(list)``."""
+    t = torch.frombuffer(array.array("q", values), dtype=torch.int64)
+    return t if device.type == "cpu" else t.to(device)
+
+
 def host_column(col: Sequence[Any], device: torch.device) -> torch.Tensor:
     """Per-instance host values (numbers, or tensors given as instance data) as one (B, ...) tensor on ``device``."""
-    t = torch.stack(col) if isinstance(col[0], torch.Tensor) else torch.tensor(col)
-    return t.to(device)
+    if isinstance(col[0], torch.Tensor):
+        return torch.stack(col).to(device)
+    if all(type(v) is int for v in col):
+        return int_tensor(col, device)
+    return torch.tensor(col, device=device)
 
 
 def arena_rows(col: Sequence[Value]) -> tuple[torch.Tensor, list[int]] | None:
@@ -45,7 +55,7 @@ def index_or_slice(rows: list[int], device: torch.device) -> slice | torch.Tenso
     r0 = rows[0]
     if rows[-1] - r0 == len(rows) - 1 and rows == list(range(r0, r0 + len(rows))):
         return slice(r0, r0 + len(rows))
-    return torch.tensor(rows, device=device)
+    return int_tensor(rows, device)
 
 
 class GatherPlan:
@@ -75,14 +85,14 @@ class GatherPlan:
         for g, k, rs, positions in by_src.values():
             r0 = rs[0]
             contiguous = rs == list(range(r0, r0 + len(rs)))
-            self.parts.append((g, k, slice(r0, r0 + len(rs)) if contiguous else torch.tensor(rs, device=device)))
+            self.parts.append((g, k, slice(r0, r0 + len(rs)) if contiguous else int_tensor(rs, device)))
             order += positions
         self.inverse: torch.Tensor | None = None
         if len(self.parts) > 1 and order != sorted(order):
             inverse = [0] * len(order)
             for i, pos in enumerate(order):
                 inverse[pos] = i
-            self.inverse = torch.tensor(inverse, device=device)
+            self.inverse = int_tensor(inverse, device)
 
     def apply(self, k: int | None = None) -> torch.Tensor:
         """The (B, ...) batched argument (output ``k`` of each source for a plan built without ks).
