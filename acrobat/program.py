@@ -26,7 +26,7 @@ from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import write_skeleton
 from acrobat.codegen.blocks import compile_block
 from acrobat.codegen.printer import Globals, expr_source
-from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError
+from acrobat.errors import AcrobatError, BatchError, InstanceError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import parse_function
 from acrobat.runtime.backend import Backend, BlockKernel, get_backend

@@ -143,7 +143,7 @@ def comparison_table(rep: BenchReport) -> list[str]:
                 cell += f" ({r.timing.median / base:.2f}x)"
             row.append(cell)
         rows.append(row)
-    return [f"### acrobat vs baselines: ms per batch (acrobat's speedup over each)", "",
+    return ["### acrobat vs baselines: ms per batch (acrobat's speedup over each)", "",
             f"Machine: {machine_line_of(rep.machine)}", ""] + _table(["model", "size", "batch"] + names, rows, 2)
 
 

@@ -15,7 +15,6 @@ import textwrap
 import types
 from typing import Any, Callable
 
-import torch
 
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
