@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"machine  {machine_line()}")
     t0 = time.perf_counter()
     spec.program.compile(1, options)
-    print(f"compiled in {(time.perf_counter() - t0) * 1e3:.0f} ms")
+    print(f"program compiled (frontend, analyses, skeleton) in {(time.perf_counter() - t0) * 1e3:.0f} ms")
     total = RunStats()
     per_batch: list[dict[str, Any]] = []
     mismatches = 0
