@@ -96,3 +96,14 @@ def test_out_of_range_token_names_its_instance():
     good = [insts[0], insts[2]]
     for inst, out in zip(good, progs.index_prog.run(good, p)):
         torch.testing.assert_close(out, progs.index_prog(inst, p))
+
+
+@pytest.mark.parametrize("backend", ["compiled-explicit", "compiled-fused"])
+def test_shape_mismatch_with_the_compiled_backend(backend):
+    """The compiled backend reports an instance's shape error as the eager one does: instance and line."""
+    p = progs.Mismatch()
+    insts = [(False, 0), (True, 1), (False, 2)]
+    with torch.inference_mode(), pytest.raises(acrobat.ShapeError) as info:
+        progs.mismatch_some.run(insts, p, backend=backend)
+    assert info.value.instance == 1
+    assert f"{PROGS_FILE}:{marker('mismatch_some')}" in str(info.value)

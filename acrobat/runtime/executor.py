@@ -218,9 +218,11 @@ class Runtime:
                     f"{shapes[odd]} in static block {block.name} ({block.loc}): instances batched together must "
                     f"agree on tensor shapes", instance=g.insts[odd])
         loc, text = _failing_line(block, exc)
+        why = ("an operator there has no batching rule, or reads a tensor's value inside the block"
+               if self.arena is None else "an operator there has no batching rule or is rejected by the kernel "
+               "compiler; backend='eager' runs the block without compiling it")
         return BatchError(f"static block {block.name} runs instance by instance but its batched form "
-                          f"fails: {type(exc).__name__}: {exc}\n  at {loc}: {text.strip()}\n  (an operator there "
-                          "has no batching rule, or reads a tensor's value inside the block)")
+                          f"fails: {type(exc).__name__}: {exc}\n  at {loc}: {text.strip()}\n  ({why})")
 
 
 def _failing_line(block: Block, e: Exception) -> tuple[str, str]:
