@@ -158,3 +158,15 @@ def test_new_weight_shapes_get_their_own_kernels(dataset):
         out = _run("treelstm", batch, params, "compiled")
         with torch.no_grad():
             torch.testing.assert_close(out, [spec.reference(x, params) for x in batch], **TOL)
+
+
+def test_strided_weights_get_their_own_kernels(dataset):
+    """The same weights as a transposed view: another kernel, the same results (no stale stride assumptions)."""
+    spec = get_model("birnn")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    batch = spec.instances(dataset.trees)[:5]
+    expected = _run("birnn", batch, params, "compiled")
+    column_major = params.fwd.U.detach().t().contiguous().t()  # same values, other strides
+    assert column_major.stride() != params.fwd.U.stride()
+    params.fwd.U = torch.nn.Parameter(column_major, requires_grad=False)
+    torch.testing.assert_close(_run("birnn", batch, params, "compiled"), expected, **TOL)

@@ -170,8 +170,8 @@ class CompiledKernel:
                 args += [loc[0], next(idx)]
                 in_rows.append(RowSpec.of(loc[0]))
                 continue
-            if loc is None:
-                x = gather_columns([col], rt.device)[0]
+            if loc is None:  # compiled kernels take contiguous rows (a lifted weight may be a strided view)
+                x = gather_columns([col], rt.device)[0].contiguous()
             else:
                 storage, rows = loc
                 sel = index_or_slice(rows, rt.device)
@@ -201,9 +201,9 @@ class CompiledKernel:
 
 
 def _signature(x: Any) -> Any:
-    """A hashable description of a shared argument: shapes for tensors, the value otherwise."""
+    """A hashable description of a shared argument: shape, strides, dtype and device for tensors, else the value."""
     if isinstance(x, torch.Tensor):
-        return ("tensor", tuple(x.shape), x.dtype, x.device)
+        return ("tensor", tuple(x.shape), x.stride(), x.dtype, x.device)
     if isinstance(x, (list, tuple)):
         return tuple(_signature(i) for i in x)
     return x
