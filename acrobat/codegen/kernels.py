@@ -65,21 +65,23 @@ class KernelGraph:
     """A block's batched computation, traced for one argument signature.
 
     ``gm(*inputs, *shared)`` returns the outputs, output ``k`` of shape
-    ``(B, *out_rows[k].shape)``. ``inputs``
-    are per batched parameter one ``(B, ...)`` tensor (explicit gather), or
-    for tensor parameters a ``(storage (N, ...), index (B,))`` pair (fused
-    gather) and for host parameters one ``(B,)`` tensor.
+    ``(B, *out_rows[k].shape)``. ``inputs`` are per batched parameter one
+    ``(B, ...)`` tensor (explicit gather), or for tensor parameters a
+    ``(storage (N, ...), index (B,))`` pair (fused gather) and for host
+    parameters one ``(B,)`` tensor.
     """
 
     gm: GraphModule
     out_rows: list[RowSpec]
-    fused: bool
     example_inputs: list[Any]  # fake tensors, dim 0 of batched inputs symbolic: what the compiler specializes on
 
 
 def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: Sequence[Any],
                 fused: bool, device: torch.device) -> KernelGraph:
-    """Trace ``block``'s batched form for arguments with per-instance specs ``in_rows``.
+    """Trace ``block``'s batched form for arguments with per-instance specs ``in_rows`` (§5, App. C).
+
+    ``fused`` selects the fused-gather signature (§5.2); ``device`` is where
+    the kernel will run.
 
     Raises:
         Exception: whatever ``vmap`` or the operators raise on these shapes
@@ -108,7 +110,7 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
         gm = make_fx(kernel)(*inputs, *shared)
     _symbolize_batch(gm, batch_input=1 if fused and roles[0] == "tensor" else 0)
     gm, example_inputs = _retrace_symbolic(gm, inputs, shared)
-    return KernelGraph(gm, out_rows, fused, example_inputs)
+    return KernelGraph(gm, out_rows, example_inputs)
 
 
 def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Sequence[Any]) -> tuple[GraphModule, list]:
