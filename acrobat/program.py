@@ -172,7 +172,7 @@ class Program(Function):
             raise BatchError("empty batch: run() needs at least one instance")
         options = options or self.options
         c = self.compile(len(shared), options)
-        rt = self.runtime(instances, *shared, backend=backend, options=options)
+        rt = self.runtime(*shared, backend=backend, options=options)
         rt.sync = sync
         out = rt.run(c.entry, c.base, instances, shared, fibers=c.needs_fibers)
         if stats is not None:
@@ -183,13 +183,12 @@ class Program(Function):
         """The DFG of a batch as it ran: sorted (instance, block name, phase, depth), one per node."""
         options = options or self.options
         c = self.compile(len(shared), options)
-        rt = self.runtime(instances, *shared, options=options)
+        rt = self.runtime(*shared, options=options)
         rt.trace = []
         rt.run(c.entry, c.base, instances, shared, fibers=c.needs_fibers)
         return sorted(rt.trace)
 
-    def runtime(self, instances: Sequence, *shared: Any, backend: str = "eager",
-                options: Options | None = None) -> Runtime:
+    def runtime(self, *shared: Any, backend: str = "eager", options: Options | None = None) -> Runtime:
         """A fresh ``Runtime`` for one batched run with ``backend``'s kernels (cached per backend and options)."""
         options = options or self.options
         c = self.compile(len(shared), options)

@@ -83,9 +83,7 @@ class GatherPlan:
         self.parts: list[tuple[Group, int | None, slice | torch.Tensor]] = []
         order: list[int] = []
         for g, k, rs, positions in by_src.values():
-            r0 = rs[0]
-            contiguous = rs == list(range(r0, r0 + len(rs)))
-            self.parts.append((g, k, slice(r0, r0 + len(rs)) if contiguous else int_tensor(rs, device)))
+            self.parts.append((g, k, index_or_slice(rs, device)))
             order += positions
         self.inverse: torch.Tensor | None = None
         if len(self.parts) > 1 and order != sorted(order):
