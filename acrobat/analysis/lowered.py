@@ -8,6 +8,7 @@ and ``ProgramCall``s (calls of program functions, possibly concurrent).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from acrobat.analysis.kinds import Spec, SpecKey
@@ -55,6 +56,11 @@ class Block:
     def batched_params(self) -> list[BlockParam]:
         """Parameters that get one value per DFG node (tensor and host roles), in order."""
         return [p for p in self.params if p.role != "shared"]
+
+    @functools.cached_property
+    def batched_roles(self) -> tuple[str, ...]:
+        """The role of each batched parameter (``"tensor"`` or a host role), computed once."""
+        return tuple(p.role for p in self.batched_params)
 
     @property
     def shared_params(self) -> list[BlockParam]:

@@ -130,8 +130,9 @@ class Interpreter:
     def stmt(self, f: _Frame, s: ir.Stmt) -> None:
         match s:
             case BlockCall(block=b):
-                args = tuple([self.expr(f, p.expr) for p in b.batched_params])  # type: ignore[arg-type]
-                outs = self.rt.invoke(b, b.sdepth if b.sdepth is not None else f.d, args)
+                tensors = tuple([self.expr(f, p.expr) for p in b.batched_params if p.role == "tensor"])  # type: ignore[arg-type]
+                hosts = tuple([self.expr(f, p.expr) for p in b.batched_params if p.role != "tensor"])  # type: ignore[arg-type]
+                outs = self.rt.invoke(b, b.sdepth if b.sdepth is not None else f.d, tensors, hosts)
                 for name, v in zip(b.outputs, outs):
                     f.env[name] = v
                 if b.sdepth is None:

@@ -102,9 +102,10 @@ class SkeletonWriter:
         self.loc = (s.loc, self.spec.fn.source_lines.get(s.loc.line, "").strip())
         match s:
             case BlockCall(block=b):
-                args = "".join(self.expr(p.expr) + ", " for p in b.batched_params)  # type: ignore[arg-type]
+                tensors = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role == "tensor")  # type: ignore[arg-type]
+                hosts = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role != "tensor")  # type: ignore[arg-type]
                 at = str(b.sdepth) if b.sdepth is not None else "_d"
-                call = f"_rt.invoke(_B[{b.id}], {at}, ({args}))"
+                call = f"_rt.invoke(_B[{b.id}], {at}, ({tensors}), ({hosts}))"
                 outs = "".join(o + ", " for o in b.outputs)
                 self.emit(depth, f"{outs} = {call}" if b.outputs else call)
                 self.emit(depth, f"# block {b.name}: {'hoisted, static depth ' + str(b.sdepth) if b.sdepth is not None else 'inline depth'}")

@@ -5,14 +5,20 @@ right batched computation; generating the fused loops is the compiler's
 job (TorchInductor, see ``acrobat.runtime.compiled``). For a block this
 module builds a ``torch.fx`` graph of aten operators that
 
+- takes the arena storages its fused gathers read, ``(N, ...)`` each, one
+  per row spec (shape and dtype of a row);
 - takes the batched arguments either as ``(B, ...)`` tensors (explicit
-  gather) or as ``(storage, index)`` pairs, storage ``(N, ...)`` and index
-  ``(B,)`` int64, read in place by the kernel (fused gather, §5.2);
-- takes shared arguments unbatched, once per launch (parameter reuse, §5.1);
-- returns one ``(B, ...)`` tensor per block output (the runtime copies
-  them into arena rows: passing arena views in as outputs to write would
-  alias the storage the kernel reads, which Inductor's input-mutation
-  handling rejects).
+  gather) or as ``(B,)`` int64 indices into a storage, read in place by
+  the kernel (fused gather, §5.2);
+- takes per block output the ``(B, ...)`` arena rows to write it to (a
+  view of a storage) and stores it there (``copy_``, which Inductor fuses
+  into the loop that computes it): no copy after the kernel;
+- takes shared arguments unbatched, once per launch (parameter reuse, §5.1).
+
+The output views alias the storages read, but the compiler is told
+nothing of it: it is sound because a launch writes only rows allocated
+for it, which no input of the launch can reach (inputs were computed by
+earlier launches), so reads and writes touch disjoint memory.
 
 The graph is traced once through ``torch.func.vmap`` with fake tensors at a
 marker batch size; every size that is a multiple of the marker is then
@@ -64,15 +70,18 @@ class RowSpec:
 class KernelGraph:
     """A block's batched computation, traced for one argument signature.
 
-    ``gm(*inputs, *shared)`` returns the outputs, output ``k`` of shape
-    ``(B, *out_rows[k].shape)``. ``inputs`` are per batched parameter one
-    ``(B, ...)`` tensor (explicit gather), or for tensor parameters a
-    ``(storage (N, ...), index (B,))`` pair (fused gather) and for host
-    parameters one ``(B,)`` tensor.
+    ``gm(*storages, *inputs, *outs, *shared)`` returns nothing: it writes
+    output ``k`` into ``outs[k]``, ``(B, *out_rows[k].shape)``.
+    ``storages[j]`` holds rows of spec ``storage_rows[j]``. ``inputs`` are
+    per batched parameter one ``(B, ...)`` tensor (explicit gather; host
+    parameters always), or for a tensor parameter with fused gather a
+    ``(B,)`` index into ``storages[in_slots[i]]``.
     """
 
     gm: GraphModule
     out_rows: list[RowSpec]
+    storage_rows: list[RowSpec]
+    in_slots: list[int | None]  # per batched parameter: the storage its fused gather reads, or None
     example_inputs: list[Any]  # fake tensors, dim 0 of batched inputs symbolic: what the compiler specializes on
 
 
@@ -93,28 +102,38 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
     mode = FakeTensorMode()
     with mode:
         shared = _stand_ins(shared)
-        inputs: list[torch.Tensor] = []
-        for role, spec in zip(roles, in_rows):
-            if fused and role == "tensor":
-                inputs.append(torch.empty((ROWS_MARK, *spec.shape), dtype=spec.dtype, device=device))
-                inputs.append(torch.empty((BATCH_MARK,), dtype=torch.int64, device=device))
-            else:
-                inputs.append(torch.empty((BATCH_MARK, *spec.shape), dtype=spec.dtype, device=device))
-        out_rows = [RowSpec.of(o) for o in batched(*_gathered(inputs, roles, fused), *shared)]
-    n_in = len(inputs)
+        plain = [torch.empty((BATCH_MARK, *r.shape), dtype=r.dtype, device=device) for r in in_rows]
+        out_rows = [RowSpec.of(o) for o in batched(*plain, *shared)]
+    fused_in = [fused and role == "tensor" for role in roles]
+    storage_rows = list(dict.fromkeys(r for r, f in zip(in_rows, fused_in) if f))
+    in_slots = [storage_rows.index(r) if f else None for r, f in zip(in_rows, fused_in)]
+    with mode:
+        inputs = [torch.empty((ROWS_MARK, *r.shape), dtype=r.dtype, device=device) for r in storage_rows]
+        inputs += [torch.empty((BATCH_MARK,), dtype=torch.int64, device=device) if f else x
+                   for x, f in zip(plain, fused_in)]
+        inputs += [torch.empty((BATCH_MARK, *r.shape), dtype=r.dtype, device=device) for r in out_rows]
+    m, n_in, n_out = len(storage_rows), len(storage_rows) + len(roles), len(out_rows)
 
-    def kernel(*args: Any) -> tuple[torch.Tensor, ...]:
-        return tuple(batched(*_gathered(list(args[:n_in]), roles, fused), *args[n_in:]))
+    def kernel(*args: Any) -> tuple:
+        xs = [args[j].index_select(0, x) if j is not None else x for x, j in zip(args[m:n_in], in_slots)]
+        for out, y in zip(args[n_in:n_in + n_out], batched(*xs, *args[n_in + n_out:])):
+            out.copy_(y)
+        return ()
 
     with mode:
         gm = make_fx(kernel)(*inputs, *shared)
-    _symbolize_batch(gm, batch_input=1 if fused and roles[0] == "tensor" else 0)
+    _symbolize_batch(gm, batch_input=next(i for i, x in enumerate(inputs) if x.shape[0] == BATCH_MARK))
     gm, example_inputs = _retrace_symbolic(gm, inputs, shared)
-    return KernelGraph(gm, out_rows, example_inputs)
+    return KernelGraph(gm, out_rows, storage_rows, in_slots, example_inputs)
 
 
 def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Sequence[Any]) -> tuple[GraphModule, list]:
-    """``gm`` traced again with dim 0 of each batched input a fresh symbol (others static); and those inputs."""
+    """``gm`` traced again with symbolic dim 0 (others static); and those inputs.
+
+    Every ``(B, ...)`` input shares one batch-size symbol, so the compiler
+    knows their loops have one range and can fuse them (output stores
+    included); every arena storage gets a symbol of its own.
+    """
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
 
@@ -123,8 +142,9 @@ def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Seque
 
     fake: list[Any] = []
     with mode:
-        for i, t in enumerate(inputs):  # size hints (for the compiler's heuristics): 64 rows a batch, 4096 in the arena
-            rows = symbol(HINT_BATCH if t.shape[0] == BATCH_MARK else HINT_ROWS, f"batched{i}")
+        batch = symbol(HINT_BATCH, "batch")  # size hints (for the compiler's heuristics): 64 rows a batch, 4096 in the arena
+        for i, t in enumerate(inputs):
+            rows = batch if t.shape[0] == BATCH_MARK else symbol(HINT_ROWS, f"storage{i}")
             fake.append(torch.empty((rows, *t.shape[1:]), dtype=t.dtype, device=t.device))
         fake += _stand_ins(shared)
         return make_fx(gm)(*fake), fake
@@ -143,17 +163,6 @@ def _stand_ins(values: Sequence[Any]) -> list[Any]:
         return x
 
     return [pytree.tree_map(stand_in, v) for v in values]
-
-
-def _gathered(inputs: list[torch.Tensor], roles: list[str], fused: bool) -> list[torch.Tensor]:
-    """The ``(B, ...)`` arguments: fused-gather pairs become in-kernel ``index_select``s."""
-    if not fused:
-        return inputs
-    out, it = [], iter(inputs)
-    for role in roles:
-        x = next(it)
-        out.append(x.index_select(0, next(it)) if role == "tensor" else x)
-    return out
 
 
 def _symbolize_batch(gm: GraphModule, batch_input: int) -> None:

@@ -25,6 +25,7 @@ class Pool:
     """The storage for one (row shape, dtype, device): ``(capacity, *shape)`` and the rows used this run."""
 
     storage: torch.Tensor
+    pid: int  # the pool's id in its arena (kept when the storage grows)
     used: int = 0
 
 
@@ -44,13 +45,13 @@ class Arena:
         for p in self.pools.values():
             p.used = 0
 
-    def alloc(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, n: int) -> tuple[torch.Tensor, int]:
-        """``n`` fresh rows of shape ``shape``: (the pool's storage, first row index).
+    def alloc(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, n: int) -> tuple[Pool, int]:
+        """``n`` fresh rows of shape ``shape``: (the pool, whose ``storage`` holds them; first row index).
 
         A pool too small for the run is replaced by one of at least twice
-        the capacity; rows handed out before stay valid in the old storage
-        (their group keeps it alive), only later gathers from both old and
-        new rows fall back to copies.
+        the capacity, and the rows handed out so far are copied into it: a
+        value keeps its row number, and every value of one row spec stays
+        in the pool's current storage (the one a fused-gather kernel reads).
         """
         key = (shape, dtype, device)
         p = self.pools.get(key)
@@ -59,14 +60,18 @@ class Arena:
             used = 0 if p is None else p.used
             while cap < used + n:
                 cap *= 2
-            p = Pool(torch.empty((cap, *shape), dtype=dtype, device=device), used)
-            self.pools[key] = p
+            storage = torch.empty((cap, *shape), dtype=dtype, device=device)
+            if p is not None:
+                storage[:used] = p.storage[:used]
+            p = self.pools[key] = Pool(storage, len(self.pools) if p is None else p.pid, used)
             self.growths += 1
-            # rows below `used` of the new storage are never handed out this run: they
-            # stay where they were; the next run starts at row 0 of this storage.
         start = p.used
         p.used += n
-        return p.storage, start
+        return p, start
+
+    def pool(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> Pool:
+        """The current pool of rows of ``shape`` and ``dtype`` (KeyError if none was allocated)."""
+        return self.pools[(shape, dtype, device)]
 
     @property
     def nbytes(self) -> int:

@@ -13,15 +13,16 @@ one ``(B, ...)`` tensor per block output. Two backends exist:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+import numpy as np
 import torch
 from torch.func import vmap
 
 from acrobat.analysis.lowered import Block
 from acrobat.runtime.arena import Arena
-from acrobat.runtime.dfg import Group, Value
-from acrobat.runtime.gather import gather_columns, host_column
+from acrobat.runtime.dfg import Group, handle_matrix
+from acrobat.runtime.gather import gather, host_column
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -53,15 +54,17 @@ class Backend(Protocol):
         ...
 
 
-def columns(g: Group, device: torch.device) -> tuple[list[Sequence[Value]], list[torch.Tensor | None]]:
-    """A group's batched arguments: the tensor columns (one ``Value`` per node), and per batched
-    parameter its host column as a ``(B,)`` tensor (``None`` for tensor parameters)."""
+def columns(g: Group, device: torch.device) -> tuple[np.ndarray | None, list[torch.Tensor | None]]:
+    """A group's batched arguments: the handles of its tensor parameters as an int64 array
+    ``(tensor params, B)`` (None if it has none), and per batched parameter its host column as a
+    ``(B,)`` tensor (``None`` for tensor parameters)."""
     block = g.block
     assert block is not None
-    cols = list(zip(*g.args))
-    tensor_cols = [c for c, p in zip(cols, block.batched_params) if p.role == "tensor"]
-    hosts = [None if p.role == "tensor" else host_column(c, device) for c, p in zip(cols, block.batched_params)]
-    return tensor_cols, hosts
+    roles = block.batched_roles
+    host_cols = iter(zip(*g.hosts))
+    hosts = [None if role == "tensor" else host_column(next(host_cols), device) for role in roles]
+    m = len(roles) - len(g.hosts[0] if g.hosts else ())
+    return (handle_matrix(g.tensors, m) if m else None), hosts
 
 
 def timed(stats_field: str, rt: "Runtime", f: Callable[[], Any]) -> Any:
@@ -87,8 +90,9 @@ class EagerKernel:
         self.batched = vmap(fn, in_dims=dims)
 
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
-        tensor_cols, hosts = columns(g, rt.device)
-        gathered = iter(timed("gather_ms", rt, lambda: gather_columns(tensor_cols, rt.device)))
+        handles, hosts = columns(g, rt.device)
+        gathered = iter(timed("gather_ms", rt, lambda: [] if handles is None else
+                              [gather(rt.table, h, rt.device) for h in handles]))
         args = [next(gathered) if h is None else h for h in hosts]
         return timed("kernel_ms", rt, lambda: self.batched(*args, *rt.shared[self.block.id]))
 

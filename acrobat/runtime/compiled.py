@@ -14,8 +14,8 @@ contiguous batch, a view when they are contiguous) and fused (the kernel
 takes the arena storage and an index vector and reads in place). With
 ``gather="auto"`` each block is profiled both ways on its first launches
 and keeps the faster (profile-guided, App. C.1); ``report()`` says what
-was picked. Outputs are copied into arena rows after the kernel (counted
-with the gathers as memory copies).
+was picked. Kernels store their outputs straight into the arena rows
+allocated for the launch (no copy after the kernel).
 
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
 ``acrobat.cachedir.cache_dir()/inductor`` (``$ACROBAT_CACHE_DIR`` or
@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import numpy as np
 import torch
 import torch._inductor
 from torch._inductor.graph import GraphLowering
@@ -40,8 +41,8 @@ from acrobat.codegen.kernels import RowSpec, trace_block
 from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import columns
-from acrobat.runtime.dfg import Group, Value
-from acrobat.runtime.gather import arena_rows, gather_columns, index_or_slice, int_tensor
+from acrobat.runtime.dfg import Group
+from acrobat.runtime.gather import gather, select_rows
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -54,9 +55,11 @@ GATHER_MODES = ("auto", "explicit", "fused")
 
 @dataclass
 class Variant:
-    """One compiled kernel of a block: for one gather mode and argument signature."""
+    """One compiled kernel of a block: for one gather mode and argument signature (see ``KernelGraph``)."""
 
     out_rows: list[RowSpec]  # per block output: its per-instance shape and dtype
+    storage_rows: list[RowSpec]  # the arena storages the kernel's fused gathers read, by row spec
+    in_slots: list[int | None]
     fn: Callable
     code: list[str] = field(default_factory=list)  # Inductor's generated wrapper module(s)
     launches: int = 0
@@ -84,34 +87,31 @@ class CompiledKernel:
         shared = rt.shared[self.block.id]
         shared_sig = self._shared_signature(rt, shared)
         t0 = time.perf_counter()
-        tensor_cols, hosts = columns(g, rt.device)
-        located = [arena_rows(c) for c in tensor_cols]
-        fused = bool(tensor_cols) and self._mode(all(loc is not None for loc in located)) == "fused"
-        args, in_rows = self._arguments(tensor_cols, located, hosts, fused, len(g.args), rt)
+        n = g.size()
+        handles, hosts = columns(g, rt.device)
+        specs = self._specs(handles, hosts, rt)
+        located = None if handles is None else rt.table.arena_rows(handles, self._pools(specs, hosts, rt))
+        fused = self._mode(located is not None) == "fused"
+        variant = self._variant(fused, specs, shared_sig, shared, rt)
+        rows = n + (n == 1)  # a launch of one row is padded to two
+        starts = _alloc_outputs(variant.out_rows, rows, rt)
+        outs = [rt.arena.pool(r.shape, r.dtype, rt.device).storage[start:start + rows]  # type: ignore[union-attr]
+                for r, start in zip(variant.out_rows, starts)]
+        args = self._arguments(variant, handles, located, hosts, specs, n, rt)
         t1 = time.perf_counter()
-        rt.stats.gather_ms += (t1 - t0) * 1e3
-        key = (fused, tuple(in_rows), shared_sig)
-        variant = self.variants.get(key)
-        if variant is None:
-            variant = self._compile(key, in_rows, shared, fused, rt)
-        n = len(g.args)
-        spans = [rt.arena.alloc(r.shape, r.dtype, rt.device, n) for r in variant.out_rows]  # type: ignore[union-attr]
-        outs = [s[start:start + n] for s, start in spans]
-        t2 = time.perf_counter()
-        results = variant.fn(*args, *shared)
+        variant.fn(*args, *outs, *shared)
         if rt.sync:
             torch.cuda.synchronize()
-        t3 = time.perf_counter()
-        rt.stats.kernel_ms += (t3 - t2) * 1e3
-        if variant.launches > 0 and self.choice is None and tensor_cols:
-            self.samples["fused" if fused else "explicit"].append(((t1 - t0 + t3 - t2) * 1e6, n))
+        t2 = time.perf_counter()
+        rt.stats.gather_ms += (t1 - t0) * 1e3
+        rt.stats.kernel_ms += (t2 - t1) * 1e3
+        if variant.launches > 0 and self.choice is None and handles is not None:
+            self.samples["fused" if fused else "explicit"].append(((t2 - t0) * 1e6, n))
             self._maybe_choose()
         variant.launches += 1
-        for o, r in zip(outs, results):
-            o.copy_(r[:n])  # a padded launch (batch size 1) computed 2 rows
-        rt.stats.gather_ms += (time.perf_counter() - t3) * 1e3
-        g.spans = tuple(spans)
-        return tuple(outs)
+        for k, (r, start) in enumerate(zip(variant.out_rows, starts)):
+            rt.table.place(g, k, rt.arena.pool(r.shape, r.dtype, rt.device).pid, start)  # type: ignore[union-attr]
+        return tuple(o[:n] for o in outs)
 
     # -- pieces --------------------------------------------------------------
     def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> tuple:
@@ -144,41 +144,60 @@ class CompiledKernel:
             self.choice = "fused" if f < e else "explicit"
             log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice, e, f)
 
-    def _arguments(self, tensor_cols: list[Sequence[Value]], located: list, hosts: list[torch.Tensor | None],
-                   fused: bool, n: int, rt: "Runtime") -> tuple[list[torch.Tensor], list[RowSpec]]:
-        """The kernel's batched inputs and their per-instance specs (the signature).
+    def _specs(self, handles: np.ndarray | None, hosts: list[torch.Tensor | None], rt: "Runtime") -> tuple[RowSpec, ...]:
+        """The per-instance spec of each batched argument (the kernel signature), from its first value."""
+        heads = iter(() if handles is None else handles[:, 0].tolist())
+        return tuple(RowSpec.of(rt.table.tensor_of(next(heads)) if h is None else h) for h in hosts)
 
-        Fused: every tensor column is (arena storage, index); the indices of
-        all columns go to the device as one tensor (one copy, not one per column).
-        A launch of batch size ``n`` = 1 is padded to 2 (its row twice): kernels
-        are compiled for sizes >= 2, where the compiler may assume a size is not 1.
+    @staticmethod
+    def _pools(specs: tuple[RowSpec, ...], hosts: list[torch.Tensor | None], rt: "Runtime") -> list[int]:
+        """Per tensor column, the id of the arena pool of its spec (-1 if there is none)."""
+        pools = rt.arena.pools  # type: ignore[union-attr]
+        return [pools[(s.shape, s.dtype, rt.device)].pid if (s.shape, s.dtype, rt.device) in pools else -1
+                for s, h in zip(specs, hosts) if h is None]
+
+    def _variant(self, fused: bool, specs: tuple[RowSpec, ...], shared_sig: tuple, shared: Sequence[Any],
+                 rt: "Runtime") -> Variant:
+        key = (fused, specs, shared_sig)
+        variant = self.variants.get(key)
+        return variant if variant is not None else self._compile(key, list(specs), shared, fused, rt)
+
+    def _arguments(self, v: Variant, handles: np.ndarray | None, located: np.ndarray | None,
+                   hosts: list[torch.Tensor | None], specs: tuple[RowSpec, ...], n: int,
+                   rt: "Runtime") -> list[torch.Tensor]:
+        """The kernel's inputs before the outputs: storages and batched arguments (see ``KernelGraph``).
+
+        ``handles`` (tensor params, B) are the tensor columns' values; ``located``
+        their arena rows (None when some are not in the arena); ``specs`` the
+        per-instance spec of every batched argument. The fused gathers'
+        indices go to the device as one tensor (one copy, not one per column).
+        A launch of batch size ``n`` = 1 is padded to 2 (its row twice):
+        kernels are compiled for sizes >= 2, where the compiler may assume a
+        size is not 1.
         """
         reps = 2 if n == 1 else 1
-        args: list[torch.Tensor] = []
-        in_rows: list[RowSpec] = []
-        if fused:
-            flat = [r for _, rows in located for r in rows * reps]
-            idx = iter(int_tensor(flat, rt.device).split(n * reps))
-        cols, locs = iter(tensor_cols), iter(located)
-        for h in hosts:
+        tensor_slots = [slot for slot, h in zip(v.in_slots, hosts) if h is None]
+        fused_cols = [j for j, slot in enumerate(tensor_slots) if slot is not None]
+        if fused_cols:
+            index = np.repeat(located[fused_cols], reps, axis=1)  # type: ignore[index]
+            idx = iter(torch.from_numpy(index).to(rt.device).unbind(0))
+        args = [rt.arena.pool(r.shape, r.dtype, rt.device).storage for r in v.storage_rows]  # type: ignore[union-attr]
+        col = 0
+        for h, spec, slot in zip(hosts, specs, v.in_slots):
             if h is not None:
                 args.append(h if reps == 1 else torch.cat([h, h]))
-                in_rows.append(RowSpec.of(h))
                 continue
-            col, loc = next(cols), next(locs)
-            if fused:
-                args += [loc[0], next(idx)]
-                in_rows.append(RowSpec.of(loc[0]))
-                continue
-            if loc is None:  # compiled kernels take contiguous rows (a lifted weight may be a strided view)
-                x = gather_columns([col], rt.device)[0].contiguous()
-            else:
-                storage, rows = loc
-                sel = index_or_slice(rows, rt.device)
-                x = storage[sel] if isinstance(sel, slice) else storage.index_select(0, sel)
-            args.append(x if reps == 1 else torch.cat([x, x]))
-            in_rows.append(RowSpec.of(x))
-        return args, in_rows
+            if slot is not None:
+                args.append(next(idx))
+            elif located is not None:
+                storage = rt.arena.pool(spec.shape, spec.dtype, rt.device).storage  # type: ignore[union-attr]
+                x = select_rows(storage, located[col], rt.device)
+                args.append(x if reps == 1 else torch.cat([x, x]))
+            else:  # compiled kernels take contiguous rows (a gathered view may be strided)
+                x = gather(rt.table, handles[col], rt.device).contiguous()  # type: ignore[index]
+                args.append(x if reps == 1 else torch.cat([x, x]))
+            col += 1
+        return args
 
     def _compile(self, key: tuple, in_rows: list[RowSpec], shared: Sequence[Any], fused: bool,
                  rt: "Runtime") -> Variant:
@@ -194,10 +213,23 @@ class CompiledKernel:
                 fn = torch._inductor.compile(graph.gm, graph.example_inputs)
         finally:
             GraphLowering.save_output_code = before
-        variant = self.variants[key] = Variant(graph.out_rows, fn, code)  # the traced graph is not kept
+        variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn,
+                                               code)  # the traced graph is not kept
         rt.stats.compiles += 1
         rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
         return variant
+
+
+def _alloc_outputs(out_rows: list[RowSpec], rows: int, rt: "Runtime") -> list[int]:
+        """Arena rows for ``rows`` rows of every output: the first row of each. Outputs of one spec
+        are allocated together, so they stay in one storage (the kernel takes one per spec)."""
+        starts: list[int] = [0] * len(out_rows)
+        for r in dict.fromkeys(out_rows):
+            ks = [k for k, o in enumerate(out_rows) if o == r]
+            _, start = rt.arena.alloc(r.shape, r.dtype, rt.device, rows * len(ks))  # type: ignore[union-attr]
+            for i, k in enumerate(ks):
+                starts[k] = start + i * rows
+        return starts
 
 
 def _signature(x: Any) -> Any:

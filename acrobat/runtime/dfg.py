@@ -3,63 +3,172 @@
 A DFG node is one static-block invocation by one instance. Nodes are not
 stored one by one: ``invoke`` appends the node's arguments to its group,
 the set of nodes sharing ``(phase, depth, block)``, which is exactly one
-batched launch later, so scheduling needs no separate graph pass. The
-node's outputs are ``Value`` handles (group, output index, row) that are
-filled in when the group runs.
+batched launch later, so scheduling needs no separate graph pass.
+
+A node's outputs are ``Value`` handles: ints that encode (group, output
+index, row). A group stores its nodes' tensor arguments as handles in one
+int64 array as they are added (while the objects are still in cache), so
+a launch reads its batched arguments as a ``(params, B)`` array without
+touching a Python object per value, and finds where every value lies
+(which group output, which arena row) with a few vectorized numpy
+operations: in Python, per-value work is most of a runtime's cost.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import array
+from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from acrobat.analysis.lowered import Block
+from acrobat.errors import AcrobatError
+
+ROW_BITS = 24
+"""Bits of a handle that hold the row: a group (one launch) has at most 2**24 - 1 nodes."""
+ROW_MASK = (1 << ROW_BITS) - 1
+OUTPUT_STEP = 1 << ROW_BITS
+"""Handle of output k+1 of a node minus handle of output k."""
+
+
+class Value(int):
+    """A lazy per-instance tensor: row ``row`` of output ``k`` of group ``gid``, as the int
+    ``((gid << kbits | k) << ROW_BITS) | row`` (``kbits`` from the run's ``ValueTable``).
+
+    An int subclass, so host values (plain ints) and lazy tensors stay apart
+    (``isinstance``) while columns of handles convert to arrays at C speed.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<acrobat value #{int(self):#x}>"
 
 
 class Group:
-    """The DFG nodes of one block at one (phase, depth): one batched launch."""
+    """The DFG nodes of one block at one (phase, depth): one batched launch.
 
-    __slots__ = ("block", "phase", "depth", "args", "insts", "outs", "spans")
+    ``base`` is the handle of output 0, row 0; ``outs`` the ``(B, ...)``
+    output tensors once the group ran.
+    """
 
-    def __init__(self, block: Block | None, phase: int, depth: int):
+    __slots__ = ("block", "phase", "depth", "gid", "base", "tensors", "hosts", "insts", "outs")
+
+    def __init__(self, block: Block | None, phase: int, depth: int, gid: int, base: int):
         self.block = block
         self.phase = phase
         self.depth = depth
-        self.args: list[tuple] = []  # per node: its batched arguments (Values and host numbers)
+        self.gid = gid
+        self.base = base
+        self.tensors = array.array("q")  # per node: the handles of its tensor arguments, node after node
+        self.hosts: list[tuple] = []  # per node: its host arguments (if the block has host parameters)
         self.insts: list[int] = []  # per node: the instance index
         self.outs: tuple[torch.Tensor, ...] | None = None  # after execution: (B, ...) per output
-        self.spans: tuple[tuple[torch.Tensor, int], ...] | None = None  # per output: (arena storage, first row)
+
+    def size(self) -> int:
+        """The number of nodes (the launch's batch size)."""
+        return len(self.insts)
+
+    def node_args(self, row: int) -> list:
+        """Node ``row``'s batched arguments in parameter order: handles (as ``Value``) and host values."""
+        assert self.block is not None
+        roles = self.block.batched_roles
+        m = len(roles) - len(self.hosts[row] if self.hosts else ())
+        tensors = iter(Value(h) for h in self.tensors[row * m:(row + 1) * m])
+        hosts = iter(self.hosts[row] if self.hosts else ())
+        return [next(tensors) if role == "tensor" else next(hosts) for role in roles]
+
+    def outputs(self) -> tuple[torch.Tensor, ...]:
+        """The computed ``(B, ...)`` outputs.
+
+        Raises:
+            AcrobatError: the group has not run yet (a dependency the depth
+                schedule violated; never silently wrong).
+        """
+        if self.outs is None:
+            name = self.block.name if self.block is not None else "?"
+            raise AcrobatError(f"internal scheduling error: a value of block {name} (phase {self.phase}, "
+                               f"depth {self.depth}) was needed before it was computed")
+        return self.outs
 
 
-class Value:
-    """A lazy per-instance tensor: row ``row`` of output ``k`` of group ``g``."""
-
-    __slots__ = ("g", "k", "row")
-
-    def __init__(self, g: Group, k: int, row: int):
-        self.g = g
-        self.k = k
-        self.row = row
-
-    def __repr__(self) -> str:
-        name = self.g.block.name if self.g.block is not None else "lifted"
-        return f"<acrobat value: output {self.k} of {name}, row {self.row}>"
+POOL_SHIFT = 40
+"""An arena row is recorded as ``pool id << POOL_SHIFT | row``, so a value read from the wrong pool is caught."""
+NOT_PLACED = -(1 << 62)
 
 
-def lifted_group(t: torch.Tensor) -> Group:
-    """A pseudo-group holding one shared tensor turned per-instance (ready before any op)."""
-    g = Group(None, -1, -1)
-    g.outs = (t.unsqueeze(0),)
-    return g
+class ValueTable:
+    """A run's groups by id, and where their outputs lie in arena memory.
+
+    A handle's *source* ``src = handle >> ROW_BITS`` (``gid << kbits | k``)
+    names one group output; ``arena_start[src]`` is ``pool id << POOL_SHIFT``
+    plus the arena row of its row 0 (``NOT_PLACED``: not in the arena, e.g.
+    the eager backend's outputs, or a group that has not run).
+    """
+
+    def __init__(self, max_outputs: int):
+        self.kbits = max(1, (max_outputs - 1).bit_length())
+        self.groups: list[Group] = []
+        self.arena_start = np.full(64, NOT_PLACED, dtype=np.int64)
+
+    def group(self, block: Block | None, phase: int, depth: int) -> Group:
+        """A new, empty group."""
+        gid = len(self.groups)
+        g = Group(block, phase, depth, gid, (gid << self.kbits) << ROW_BITS)
+        self.groups.append(g)
+        need = (gid + 1) << self.kbits
+        if need > len(self.arena_start):  # room for this group's outputs (doubling)
+            grow = max(need, 2 * len(self.arena_start)) - len(self.arena_start)
+            self.arena_start = np.concatenate([self.arena_start, np.full(grow, NOT_PLACED, dtype=np.int64)])
+        return g
+
+    def lifted(self, t: torch.Tensor) -> tuple[Group, Value]:
+        """A shared tensor turned per-instance: a one-row group that is computed before any op."""
+        g = self.group(None, -1, -1)
+        g.outs = (t.unsqueeze(0),)
+        return g, Value(g.base)
+
+    def locate(self, h: int) -> tuple[Group, int, int]:
+        """(group, output index, row) of handle ``h``."""
+        src = h >> ROW_BITS
+        return self.groups[src >> self.kbits], src & ((1 << self.kbits) - 1), h & ROW_MASK
+
+    def source(self, src: int) -> tuple[Group, int]:
+        """(group, output index) of a source id."""
+        return self.groups[src >> self.kbits], src & ((1 << self.kbits) - 1)
+
+    def tensor_of(self, h: int) -> torch.Tensor:
+        """The ``(B, ...)`` output tensor that holds handle ``h``'s value."""
+        g, k, _ = self.locate(h)
+        return g.outputs()[k]
+
+    def materialize(self, x: Any) -> Any:
+        """Replace every ``Value`` in a (nested) result by its computed tensor (a view)."""
+        if isinstance(x, Value):
+            g, k, row = self.locate(x)
+            return g.outputs()[k][row]
+        if isinstance(x, list):
+            return [self.materialize(i) for i in x]
+        if isinstance(x, tuple):
+            return tuple(self.materialize(i) for i in x)
+        return x
+
+    def place(self, g: Group, k: int, pool: int, start: int) -> None:
+        """Record that output ``k`` of ``g`` lies in arena pool ``pool`` from row ``start``."""
+        self.arena_start[(g.gid << self.kbits) | k] = (pool << POOL_SHIFT) | start
+
+    def arena_rows(self, handles: np.ndarray, pools: Sequence[int]) -> np.ndarray | None:
+        """The arena rows of ``handles`` (columns, B) when column ``j`` lies wholly in pool ``pools[j]``,
+        else None (a value outside the arena or in another pool: another row spec)."""
+        rows = self.arena_start[handles >> ROW_BITS] + (handles & ROW_MASK)
+        rows -= np.array(pools, dtype=np.int64)[:, None] << POOL_SHIFT
+        if np.minimum.reduce(rows, axis=None) < 0 or np.maximum.reduce(rows, axis=None) >= 1 << POOL_SHIFT:
+            return None
+        return rows
 
 
-def materialize(x: Any) -> Any:
-    """Replace every computed ``Value`` in a (nested) result by its tensor."""
-    if isinstance(x, Value):
-        return x.g.outs[x.k][x.row]  # type: ignore[index]
-    if isinstance(x, list):
-        return [materialize(i) for i in x]
-    if isinstance(x, tuple):
-        return tuple(materialize(i) for i in x)
-    return x
+def handle_matrix(values: Sequence[int] | array.array, columns: int) -> np.ndarray:
+    """Handles stored node after node (``columns`` per node) as an int64 array (columns, nodes)."""
+    flat = values if isinstance(values, array.array) else array.array("q", values)
+    return np.frombuffer(flat, dtype=np.int64).reshape(-1, columns).T

@@ -24,7 +24,8 @@ from acrobat.codegen.blocks import block_filename
 from acrobat.errors import AcrobatError, BatchError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
-from acrobat.runtime.dfg import Group, Value, lifted_group, materialize
+from acrobat.runtime.dfg import OUTPUT_STEP, ROW_MASK, Group, Value, ValueTable, handle_matrix
+from acrobat.runtime.gather import gather_values
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.stats import BlockStats, RunStats
 
@@ -53,8 +54,9 @@ class Runtime:
         self.arena = arena
         self.device = device if device is not None else _device_of(slots)
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
-        self.groups: dict[tuple[int, int, int], Group] = {}
-        self.lifted: dict[int, Group] = {}
+        self.table = ValueTable(max((len(b.outputs) for b in blocks.values()), default=1))
+        self.groups: dict[tuple[int, int, int], Group] = {}  # pending groups by (phase, depth, block id)
+        self.lifted: dict[int, Value] = {}
         self.phase = 0
         self.inst = 0
         self.stats = RunStats()
@@ -63,27 +65,40 @@ class Runtime:
         self.trace: list[tuple[int, str, int, int]] | None = None  # (instance, block, phase, depth) if recording
 
     # -- called by the generated skeleton ----------------------------------
-    def invoke(self, block: Block, depth: int, args: tuple) -> tuple[Value, ...]:
-        """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs."""
+    def invoke(self, block: Block, depth: int, tensors: tuple, hosts: tuple) -> tuple[Value, ...]:
+        """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs.
+
+        ``tensors`` are the node's arguments for the block's tensor
+        parameters (``Value`` handles), ``hosts`` those for its host
+        parameters, each in parameter order.
+        """
         g = self.groups.get((self.phase, depth, block.id))
         if g is None:
-            g = self.groups[(self.phase, depth, block.id)] = Group(block, self.phase, depth)
-        row = len(g.args)
-        g.args.append(args)
+            g = self.groups[(self.phase, depth, block.id)] = self.table.group(block, self.phase, depth)
+        h = g.base + len(g.insts)
+        g.tensors.extend(tensors)
+        if hosts:
+            g.hosts.append(hosts)
         g.insts.append(self.inst)
         n = len(block.outputs)  # one or two outputs are the common cases: spelled out, it is twice as fast
         if n == 1:
-            return (Value(g, 0, row),)
+            return (Value(h),)
         if n == 2:
-            return (Value(g, 0, row), Value(g, 1, row))
-        return tuple([Value(g, k, row) for k in range(n)])
+            return (Value(h), Value(h + OUTPUT_STEP))
+        return tuple([Value(h + k * OUTPUT_STEP) for k in range(n)])
 
     def lift(self, t: Any) -> Value:
         """A shared tensor used where a per-instance tensor is expected."""
-        g = self.lifted.get(id(t))
-        if g is None:
-            g = self.lifted[id(t)] = lifted_group(torch.as_tensor(t, device=self.device))
-        return Value(g, 0, 0)
+        v = self.lifted.get(id(t))
+        if v is None:
+            g, v = self.table.lifted(torch.as_tensor(t, device=self.device))
+            self.lifted[id(t)] = v
+            if self.arena is not None:  # in the arena too, so that kernels can gather it with the rest
+                row = g.outs[0]  # type: ignore[index]
+                pool, start = self.arena.alloc(tuple(row.shape[1:]), row.dtype, self.device, 1)
+                pool.storage[start] = row[0]
+                self.table.place(g, 0, pool.pid, start)
+        return v
 
     def value(self, x: Any) -> Any:
         """The concrete tensor of a lazy value, for host code (a sync point, §4.2).
@@ -92,11 +107,12 @@ class Runtime:
         """
         if not isinstance(x, Value):
             return x
-        if x.g.outs is None:
+        g, k, row = self.table.locate(x)
+        if g.outs is None:
             if self.scheduler is None:
                 raise AcrobatError("internal: a tensor value was read before it was computed outside a fiber")
-            self.scheduler.wait((x.g.phase, x.g.depth, x.g.block.id))  # type: ignore[union-attr]
-        return materialize(x)
+            self.scheduler.wait((g.phase, g.depth, g.block.id))  # type: ignore[union-attr]
+        return g.outputs()[k][row]
 
     def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
         """Run independent calls: as child fibers when running on fibers, else one after the other."""
@@ -140,9 +156,7 @@ class Runtime:
                     self.phase = 0
                     results.append(entry(self, base, inst, *shared_args)[0])
             self.flush()
-            out = [materialize(r) for r in results]
-            if self.arena is not None:  # the arena's rows are reused by the next run
-                out = _copy_out(out)
+            out = self.results(results)
             t1 = time.perf_counter()
         finally:
             if gc_was_enabled:
@@ -176,6 +190,9 @@ class Runtime:
         """Run one group as one batched call of its block: gather, call, keep the (B, ...) outputs."""
         block = g.block
         assert block is not None
+        if g.size() > ROW_MASK:
+            raise BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most {ROW_MASK} "
+                             "are supported; run smaller batches")
         try:
             outs = self.kernels[block.id](g, self)
         except AcrobatError:
@@ -185,21 +202,48 @@ class Runtime:
         g.outs = outs
         s = self.stats
         s.kernel_launches += 1
-        s.dfg_nodes += len(g.args)
+        s.dfg_nodes += g.size()
         b = s.blocks.get(block.id)
         if b is None:
             b = s.blocks[block.id] = BlockStats(block.name, hoisted=block.sdepth is not None)
         b.launches += 1
-        b.nodes += len(g.args)
+        b.nodes += g.size()
+
+    def results(self, results: list) -> list:
+        """The instances' results with every lazy value replaced by its tensor, copied out of the
+        groups' outputs (and the arena, whose rows the next run reuses): one ``index_select``
+        per storage, not one copy per value."""
+        leaves: list[Value] = []
+
+        def collect(x: Any) -> None:
+            if isinstance(x, Value):
+                leaves.append(x)
+            elif isinstance(x, (list, tuple)):
+                for i in x:
+                    collect(i)
+
+        collect(results)
+        if not leaves:
+            return results
+        it = iter(gather_values(self.table, handle_matrix(leaves, 1)[0], self.device))
+
+        def rebuild(x: Any) -> Any:
+            if isinstance(x, Value):
+                return next(it)
+            if isinstance(x, (list, tuple)):
+                return type(x)(rebuild(i) for i in x)
+            return x
+
+        return rebuild(results)
 
     def diagnose(self, g: Group, exc: Exception) -> Exception:
         """Re-run a failed group instance by instance to name the instance and source line."""
         block = g.block
         assert block is not None
         per_instance = []
-        for row, args in enumerate(g.args):
-            inst = g.insts[row]
-            values = [materialize(a) if p.role == "tensor" else torch.as_tensor(a, device=self.device)
+        for row, inst in enumerate(g.insts):
+            args = g.node_args(row)
+            values = [self.table.materialize(a) if p.role == "tensor" else torch.as_tensor(a, device=self.device)
                       for p, a in zip(block.batched_params, args)]
             per_instance.append(values)
             try:
@@ -246,36 +290,3 @@ def _device_of(slots: list) -> torch.device:
     return torch.device("cpu")
 
 
-def _copy_out(results: list) -> list:
-    """``results`` with every tensor copied out of the arena.
-
-    Tensors of one shape and dtype are copied by one ``stack`` (a single
-    kernel, not one per tensor: on a GPU each would be a launch).
-    """
-    leaves: list[torch.Tensor] = []
-
-    def collect(x: Any) -> None:
-        if isinstance(x, torch.Tensor):
-            leaves.append(x)
-        elif isinstance(x, (list, tuple)):
-            for i in x:
-                collect(i)
-
-    collect(results)
-    by_kind: dict[tuple, list[int]] = {}
-    for i, t in enumerate(leaves):
-        by_kind.setdefault((t.shape, t.dtype), []).append(i)
-    copies: list[torch.Tensor] = [None] * len(leaves)  # type: ignore[list-item]
-    for idx in by_kind.values():
-        for i, c in zip(idx, torch.stack([leaves[i] for i in idx]).unbind(0)):
-            copies[i] = c
-    it = iter(copies)
-
-    def rebuild(x: Any) -> Any:
-        if isinstance(x, torch.Tensor):
-            return next(it)
-        if isinstance(x, (list, tuple)):
-            return type(x)(rebuild(i) for i in x)
-        return x
-
-    return rebuild(results)

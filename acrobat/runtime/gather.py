@@ -12,10 +12,10 @@ from __future__ import annotations
 import array
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
-from acrobat.errors import AcrobatError
-from acrobat.runtime.dfg import Group, Value
+from acrobat.runtime.dfg import ROW_BITS, ROW_MASK, ValueTable
 
 
 def int_tensor(values: Sequence[int], device: torch.device) -> torch.Tensor:
@@ -28,113 +28,66 @@ def host_column(col: Sequence[Any], device: torch.device) -> torch.Tensor:
     """Per-instance host values (numbers, or tensors given as instance data) as one (B, ...) tensor on ``device``."""
     if isinstance(col[0], torch.Tensor):
         return torch.stack(col).to(device)
-    if all(type(v) is int for v in col):
-        return int_tensor(col, device)
+    if type(col[0]) is int:
+        try:  # converted in C; fails on a float, a string or an int beyond 64 bits
+            return int_tensor(col, device)
+        except (TypeError, OverflowError):
+            pass
     return torch.tensor(col, device=device)
 
 
-def arena_rows(col: Sequence[Value]) -> tuple[torch.Tensor, list[int]] | None:
-    """Where a column's values lie in the arena: (storage (N, ...), row per instance), or None.
+def select_rows(t: torch.Tensor, rows: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Rows ``rows`` of ``t``: a view when they are contiguous (no copy), else one ``index_select``."""
+    n = len(rows)
+    r0 = int(rows[0])
+    if rows[-1] - r0 == n - 1 and (n == 1 or bool((np.diff(rows) == 1).all())):
+        return t if r0 == 0 and n == t.shape[0] else t[r0:r0 + n]
+    return t.index_select(0, torch.from_numpy(rows).to(device))
 
-    None when a value is not in the arena (a lifted shared tensor) or the
-    values lie in different storages (a pool grew during the run).
+
+def gather(table: ValueTable, handles: np.ndarray, device: torch.device) -> torch.Tensor:
+    """The explicit gather of one column (§5.2): the ``(B, ...)`` batch of the values ``handles`` (B,).
+
+    Values from one group output are selected at once (a view when their
+    rows are contiguous); values from several are selected per source,
+    concatenated and put back in batch order.
+
+    Raises:
+        AcrobatError: a value whose group has not run yet.
     """
-    try:
-        spans = [v.g.spans[v.k] for v in col]  # type: ignore[index]
-    except TypeError:  # a value outside the arena (spans is None)
-        return None
-    storage = spans[0][0]
-    for s, _ in spans:
-        if s is not storage:
-            return None
-    return storage, [start + v.row for (_, start), v in zip(spans, col)]
+    src = handles >> ROW_BITS
+    rows = handles & ROW_MASK
+    if (src == src[0]).all():
+        g, k = table.source(int(src[0]))
+        return select_rows(g.outputs()[k], rows, device)
+    order = np.argsort(src, kind="stable")
+    ordered = src[order]
+    parts = []
+    for seg in np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1):
+        g, k = table.source(int(src[seg[0]]))
+        parts.append(select_rows(g.outputs()[k], rows[seg], device))
+    out = torch.cat(parts)
+    if (order[1:] > order[:-1]).all():  # the sources came in runs: already in batch order
+        return out
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    return out.index_select(0, torch.from_numpy(inverse).to(device))
 
 
-def index_or_slice(rows: list[int], device: torch.device) -> slice | torch.Tensor:
-    """``rows`` as a slice when contiguous (a view, no copy), else an int64 index tensor on ``device``."""
-    r0 = rows[0]
-    if rows[-1] - r0 == len(rows) - 1 and rows == list(range(r0, r0 + len(rows))):
-        return slice(r0, r0 + len(rows))
-    return int_tensor(rows, device)
+def gather_values(table: ValueTable, handles: np.ndarray, device: torch.device) -> list[torch.Tensor]:
+    """One tensor per handle (a run's results), copied: one ``index_select`` per group output
+    instead of one indexing per value.
 
-
-class GatherPlan:
-    """How to collect one batched argument from where its rows lie (explicit gather, §5.2).
-
-    ``parts`` lists (source group, output index or None, rows) where rows is
-    a slice when contiguous (no copy, the common case in iterative models),
-    else an index tensor; ``inverse`` restores the batch order after
-    concatenating several sources. A plan built without output indices
-    (``ks=None``) serves every column with the same (group, row) pairs and
-    one output index: a node's ``h`` and ``c`` come from the same children.
+    Raises:
+        AcrobatError: a value whose group has not run yet.
     """
-
-    __slots__ = ("parts", "inverse")
-
-    def __init__(self, gs: list[Group], rows: list[int], ks: list[int] | None, device: torch.device):
-        by_src: dict[tuple[int, int | None], tuple[Group, int | None, list[int], list[int]]] = {}
-        for pos, (g, r) in enumerate(zip(gs, rows)):
-            k = None if ks is None else ks[pos]
-            entry = by_src.get((id(g), k))
-            if entry is None:
-                entry = by_src[(id(g), k)] = (g, k, [], [])
-            entry[2].append(r)
-            entry[3].append(pos)
-        self.parts: list[tuple[Group, int | None, slice | torch.Tensor]] = []
-        order: list[int] = []
-        for g, k, rs, positions in by_src.values():
-            self.parts.append((g, k, index_or_slice(rs, device)))
-            order += positions
-        self.inverse: torch.Tensor | None = None
-        if len(self.parts) > 1 and order != sorted(order):
-            inverse = [0] * len(order)
-            for i, pos in enumerate(order):
-                inverse[pos] = i
-            self.inverse = int_tensor(inverse, device)
-
-    def apply(self, k: int | None = None) -> torch.Tensor:
-        """The (B, ...) batched argument (output ``k`` of each source for a plan built without ks).
-
-        Raises:
-            AcrobatError: a value whose group has not run yet (a dependency
-                the depth schedule violated; never silently wrong).
-        """
-        tensors = []
-        for g, part_k, sel in self.parts:
-            t = _outs(g)[k if part_k is None else part_k]  # type: ignore[index]
-            if isinstance(sel, slice):
-                tensors.append(t if sel.start == 0 and sel.stop == t.shape[0] else t[sel])
-            else:
-                tensors.append(t.index_select(0, sel))
-        out = tensors[0] if len(tensors) == 1 else torch.cat(tensors)
-        return out if self.inverse is None else out.index_select(0, self.inverse)
-
-
-def gather_columns(columns: list[Sequence[Value]], device: torch.device) -> list[torch.Tensor]:
-    """Batched (B, ...) tensors for columns of per-instance ``Value``s.
-
-    Columns that read the same (group, row) pairs share one plan.
-    """
-    plans: list[tuple[list[Group], list[int], GatherPlan]] = []
-    out = []
-    for col in columns:
-        gs = [v.g for v in col]
-        rows = [v.row for v in col]
-        ks = [v.k for v in col]
-        if ks.count(ks[0]) != len(ks):  # mixed output indices: a plan of its own
-            out.append(GatherPlan(gs, rows, ks, device).apply())
-            continue
-        plan = next((p for pg, pr, p in plans if pr == rows and pg == gs), None)
-        if plan is None:
-            plan = GatherPlan(gs, rows, None, device)
-            plans.append((gs, rows, plan))
-        out.append(plan.apply(ks[0]))
+    src = handles >> ROW_BITS
+    rows = handles & ROW_MASK
+    out: list[torch.Tensor] = [None] * len(handles)  # type: ignore[list-item]
+    for s in np.unique(src).tolist():
+        pos = np.flatnonzero(src == s)
+        g, k = table.source(s)
+        t = g.outputs()[k].index_select(0, torch.from_numpy(rows[pos]).to(device))
+        for p, v in zip(pos.tolist(), t.unbind(0)):
+            out[p] = v
     return out
-
-
-def _outs(g: Group) -> tuple[torch.Tensor, ...]:
-    if g.outs is None:
-        name = g.block.name if g.block is not None else "?"
-        raise AcrobatError(f"internal scheduling error: a value of block {name} (phase {g.phase}, depth {g.depth}) "
-                           "was needed before it was computed")
-    return g.outs
