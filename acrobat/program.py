@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from acrobat.analysis.blocks import lower_function
 from acrobat.analysis.fusion import fuse_weights
 from acrobat.analysis.depth import base_depth, parallel_loops
-from acrobat.analysis.kinds import SharedK, analyze_kinds, describe_ref
+from acrobat.analysis.kinds import Kind, SharedK, analyze_kinds, describe_ref
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
 from acrobat.analysis.phases import insert_phases
 from acrobat.analysis.shared import SharedSlots
@@ -110,6 +110,11 @@ class Compiled:
     slots: SharedSlots
     skeleton_options: Options  # as the skeleton was written (fibers off where no value is read)
 
+    @property
+    def result_kind(self) -> Kind:
+        """The kind of the entry's result: which parts of it are per-instance tensors."""
+        return next(f.spec.ret for f in self.lowered if f.spec.key == self.entry_key)
+
 
 class Program(Function):
     """The entry of a model (``@acrobat.program``): compiled on first use.
@@ -174,7 +179,7 @@ class Program(Function):
         c = self.compile(len(shared), options)
         rt = self.runtime(*shared, backend=backend, options=options)
         rt.sync = sync
-        out = rt.run(c.entry, c.base, instances, shared, fibers=c.needs_fibers)
+        out = rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
         if stats is not None:
             stats.add(rt.stats)
         return out
@@ -185,7 +190,7 @@ class Program(Function):
         c = self.compile(len(shared), options)
         rt = self.runtime(*shared, options=options)
         rt.trace = []
-        rt.run(c.entry, c.base, instances, shared, fibers=c.needs_fibers)
+        rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
         return sorted(rt.trace)
 
     def runtime(self, *shared: Any, backend: str = "eager", options: Options | None = None) -> Runtime:

@@ -33,6 +33,13 @@ def coerce(code: str, src: Kind, dst: Kind) -> str:
     return code
 
 
+def join_depths(n: int) -> str:
+    """The statement setting ``_d`` to the deepest of ``_d0 .. _d{n-1}`` (two: a conditional, cheaper than ``max``)."""
+    if n == 2:
+        return "_d = _d0 if _d0 > _d1 else _d1"
+    return f"_d = max({', '.join(f'_d{i}' for i in range(n))})"
+
+
 def target_kind(spec: Spec, t: ir.Target) -> Kind:
     """The kind stored in an assignment target (a variable's kind, or a tuple of them)."""
     if t.name is not None:
@@ -187,7 +194,7 @@ class SkeletonWriter:
             for i in range(len(calls)):
                 self.emit(depth, f"_r{i}, _d{i} = _res[{i}]")
                 results.append(f"_r{i}")
-            self.emit(depth, f"_d = max({', '.join(f'_d{i}' for i in range(len(calls)))})")
+            self.emit(depth, join_depths(len(calls)))
             conc = False
         for i, (key, args) in enumerate(calls if not results else []):
             fn = self.names[key]
@@ -201,7 +208,7 @@ class SkeletonWriter:
             if not conc:
                 self.emit(depth, f"_d = _d{i}")
         if conc and self.concurrency:
-            self.emit(depth, f"_d = max({', '.join(f'_d{i}' for i in range(len(calls)))})")
+            self.emit(depth, join_depths(len(calls)))
         value = results[0] if not tupled else "(" + "".join(r + ", " for r in results) + ")"
         rets = [self.specs[key].ret for key, _ in calls]
         src = TupleK(tuple(rets)) if tupled else rets[0]

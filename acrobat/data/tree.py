@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(slots=True, eq=False)
@@ -11,7 +11,9 @@ class Tree:
 
     A leaf has ``word``/``word_id`` and no children; an internal node has both
     ``left`` and ``right`` and ``word is None``, ``word_id == -1``.
-    ``label`` is the SST sentiment label (0-4).
+    ``label`` is the SST sentiment label (0-4). ``is_leaf`` is set when the
+    node is made (a plain attribute: models read it at every node), so a
+    tree's children are not reassigned afterwards.
     """
 
     label: int
@@ -19,11 +21,10 @@ class Tree:
     word_id: int = -1
     left: "Tree | None" = None
     right: "Tree | None" = None
+    is_leaf: bool = field(init=False, repr=False)  # True for a leaf (a word), False for an internal node
 
-    @property
-    def is_leaf(self) -> bool:
-        """True for a leaf (a word), False for an internal node."""
-        return self.left is None
+    def __post_init__(self) -> None:
+        self.is_leaf = self.left is None
 
     def leaves(self) -> list["Tree"]:
         """The leaves, left to right (iterative: deep trees do not hit the recursion limit)."""

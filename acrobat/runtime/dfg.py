@@ -5,7 +5,7 @@ stored one by one: ``invoke`` appends the node's arguments to its group,
 the set of nodes sharing ``(phase, depth, block)``, which is exactly one
 batched launch later, so scheduling needs no separate graph pass.
 
-A node's outputs are ``Value`` handles: ints that encode (group, output
+A node's outputs are handles: plain ints that encode (group, output
 index, row). A group stores its nodes' tensor arguments as handles in one
 int64 array as they are added (while the objects are still in cache), so
 a launch reads its batched arguments as a ``(params, B)`` array without
@@ -17,7 +17,7 @@ operations: in Python, per-value work is most of a runtime's cost.
 from __future__ import annotations
 
 import array
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -32,18 +32,10 @@ OUTPUT_STEP = 1 << ROW_BITS
 """Handle of output k+1 of a node minus handle of output k."""
 
 
-class Value(int):
-    """A lazy per-instance tensor: row ``row`` of output ``k`` of group ``gid``, as the int
-    ``((gid << kbits | k) << ROW_BITS) | row`` (``kbits`` from the run's ``ValueTable``).
-
-    An int subclass, so host values (plain ints) and lazy tensors stay apart
-    (``isinstance``) while columns of handles convert to arrays at C speed.
-    """
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"<acrobat value #{int(self):#x}>"
+Handle = int
+"""A lazy per-instance tensor: row ``row`` of output ``k`` of group ``gid``, as the plain int
+``((gid << kbits | k) << ROW_BITS) | row`` (``kbits`` from the run's ``ValueTable``). Plain ints
+cost the skeleton least; the kind analysis says where they stand for tensors (``TensorK``)."""
 
 
 class Group:
@@ -71,11 +63,11 @@ class Group:
         return len(self.insts)
 
     def node_args(self, row: int) -> list:
-        """Node ``row``'s batched arguments in parameter order: handles (as ``Value``) and host values."""
+        """Node ``row``'s batched arguments in parameter order: handles (tensor parameters) and host values."""
         assert self.block is not None
         roles = self.block.batched_roles
         m = len(roles) - len(self.hosts[row] if self.hosts else ())
-        tensors = iter(Value(h) for h in self.tensors[row * m:(row + 1) * m])
+        tensors = iter(self.tensors[row * m:(row + 1) * m])
         hosts = iter(self.hosts[row] if self.hosts else ())
         return [next(tensors) if role == "tensor" else next(hosts) for role in roles]
 
@@ -123,11 +115,11 @@ class ValueTable:
             self.arena_start = np.concatenate([self.arena_start, np.full(grow, NOT_PLACED, dtype=np.int64)])
         return g
 
-    def lifted(self, t: torch.Tensor) -> tuple[Group, Value]:
+    def lifted(self, t: torch.Tensor) -> tuple[Group, Handle]:
         """A shared tensor turned per-instance: a one-row group that is computed before any op."""
         g = self.group(None, -1, -1)
         g.outs = (t.unsqueeze(0),)
-        return g, Value(g.base)
+        return g, g.base
 
     def locate(self, h: int) -> tuple[Group, int, int]:
         """(group, output index, row) of handle ``h``."""
@@ -143,16 +135,14 @@ class ValueTable:
         g, k, _ = self.locate(h)
         return g.outputs()[k]
 
-    def materialize(self, x: Any) -> Any:
-        """Replace every ``Value`` in a (nested) result by its computed tensor (a view)."""
-        if isinstance(x, Value):
-            g, k, row = self.locate(x)
-            return g.outputs()[k][row]
-        if isinstance(x, list):
-            return [self.materialize(i) for i in x]
-        if isinstance(x, tuple):
-            return tuple(self.materialize(i) for i in x)
-        return x
+    def tensor(self, h: Handle) -> torch.Tensor:
+        """The computed tensor of handle ``h`` (a view of its group's output).
+
+        Raises:
+            AcrobatError: its group has not run yet.
+        """
+        g, k, row = self.locate(h)
+        return g.outputs()[k][row]
 
     def place(self, g: Group, k: int, pool: int, start: int) -> None:
         """Record that output ``k`` of ``g`` lies in arena pool ``pool`` from row ``start``."""
@@ -168,7 +158,7 @@ class ValueTable:
         return rows
 
 
-def handle_matrix(values: Sequence[int] | array.array, columns: int) -> np.ndarray:
+def handle_matrix(values: Sequence[Handle] | array.array, columns: int) -> np.ndarray:
     """Handles stored node after node (``columns`` per node) as an int64 array (columns, nodes)."""
     flat = values if isinstance(values, array.array) else array.array("q", values)
     return np.frombuffer(flat, dtype=np.int64).reshape(-1, columns).T

@@ -3,7 +3,7 @@
 Without tensor-dependent control flow every instance's skeleton runs to the
 end first (lazy DFG construction), then groups run in (phase, depth) order,
 each as one batched call of its block; results are read from the groups'
-output tensors through the ``Value`` handles. With the eager backend
+output tensors through the handles. With the eager backend
 everything is out of place (``index_select``, ``cat``, slicing), so
 autograd can run ``backward`` through a batched run; the compiled backend
 writes into arena memory and runs inference only.
@@ -24,7 +24,8 @@ from acrobat.codegen.blocks import block_filename
 from acrobat.errors import AcrobatError, BatchError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
-from acrobat.runtime.dfg import OUTPUT_STEP, ROW_MASK, Group, Value, ValueTable, handle_matrix
+from acrobat.analysis.kinds import Kind, ListK, TensorK, TupleK
+from acrobat.runtime.dfg import OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTable, handle_matrix
 from acrobat.runtime.gather import gather_values
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.stats import BlockStats, RunStats
@@ -56,7 +57,7 @@ class Runtime:
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
         self.table = ValueTable(max((len(b.outputs) for b in blocks.values()), default=1))
         self.groups: dict[tuple[int, int, int], Group] = {}  # pending groups by (phase, depth, block id)
-        self.lifted: dict[int, Value] = {}
+        self.lifted: dict[int, Handle] = {}
         self.phase = 0
         self.inst = 0
         self.stats = RunStats()
@@ -65,11 +66,11 @@ class Runtime:
         self.trace: list[tuple[int, str, int, int]] | None = None  # (instance, block, phase, depth) if recording
 
     # -- called by the generated skeleton ----------------------------------
-    def invoke(self, block: Block, depth: int, tensors: tuple, hosts: tuple) -> tuple[Value, ...]:
+    def invoke(self, block: Block, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
         """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs.
 
         ``tensors`` are the node's arguments for the block's tensor
-        parameters (``Value`` handles), ``hosts`` those for its host
+        parameters (handles), ``hosts`` those for its host
         parameters, each in parameter order.
         """
         g = self.groups.get((self.phase, depth, block.id))
@@ -82,12 +83,12 @@ class Runtime:
         g.insts.append(self.inst)
         n = len(block.outputs)  # one or two outputs are the common cases: spelled out, it is twice as fast
         if n == 1:
-            return (Value(h),)
+            return (h,)
         if n == 2:
-            return (Value(h), Value(h + OUTPUT_STEP))
-        return tuple([Value(h + k * OUTPUT_STEP) for k in range(n)])
+            return (h, h + OUTPUT_STEP)
+        return tuple([h + k * OUTPUT_STEP for k in range(n)])
 
-    def lift(self, t: Any) -> Value:
+    def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
         v = self.lifted.get(id(t))
         if v is None:
@@ -100,13 +101,11 @@ class Runtime:
                 self.table.place(g, 0, pool.pid, start)
         return v
 
-    def value(self, x: Any) -> Any:
+    def value(self, x: Handle) -> torch.Tensor:
         """The concrete tensor of a lazy value, for host code (a sync point, §4.2).
 
         On a fiber, waits for the next flush when the value is not computed yet.
         """
-        if not isinstance(x, Value):
-            return x
         g, k, row = self.table.locate(x)
         if g.outs is None:
             if self.scheduler is None:
@@ -127,8 +126,11 @@ class Runtime:
         self.phase = phase
 
     # -- execution ------------------------------------------------------------
-    def run(self, entry: Callable, base: int, instances: Sequence, shared_args: tuple, fibers: bool = False) -> list:
+    def run(self, entry: Callable, base: int, instances: Sequence, shared_args: tuple, result_kind: Kind,
+            fibers: bool = False) -> list:
         """Build the DFG of all instances, execute it, return per-instance results.
+
+        ``result_kind`` is the kind of the entry's result: where its tensors are.
 
         With ``fibers`` (programs with tensor-dependent control flow), every
         instance runs on its own fiber and the DFG is flushed whenever all
@@ -156,7 +158,7 @@ class Runtime:
                     self.phase = 0
                     results.append(entry(self, base, inst, *shared_args)[0])
             self.flush()
-            out = self.results(results)
+            out = self.results(results, result_kind)
             t1 = time.perf_counter()
         finally:
             if gc_was_enabled:
@@ -209,32 +211,38 @@ class Runtime:
         b.launches += 1
         b.nodes += g.size()
 
-    def results(self, results: list) -> list:
-        """The instances' results with every lazy value replaced by its tensor, copied out of the
-        groups' outputs (and the arena, whose rows the next run reuses): one ``index_select``
-        per storage, not one copy per value."""
-        leaves: list[Value] = []
+    def results(self, results: list, kind: Kind) -> list:
+        """The instances' results (each of kind ``kind``) with every lazy value replaced by its tensor,
+        copied out of the groups' outputs (and the arena, whose rows the next run reuses): one
+        ``index_select`` per group output, not one copy per value."""
+        handles: list[Handle] = []
 
-        def collect(x: Any) -> None:
-            if isinstance(x, Value):
-                leaves.append(x)
-            elif isinstance(x, (list, tuple)):
+        def collect(x: Any, k: Kind) -> None:
+            if isinstance(k, TensorK):
+                handles.append(x)
+            elif isinstance(k, TupleK):
+                for i, ki in zip(x, k.items):
+                    collect(i, ki)
+            elif isinstance(k, ListK):
                 for i in x:
-                    collect(i)
+                    collect(i, k.elem)
 
-        collect(results)
-        if not leaves:
+        for r in results:
+            collect(r, kind)
+        if not handles:
             return results
-        it = iter(gather_values(self.table, handle_matrix(leaves, 1)[0], self.device))
+        it = iter(gather_values(self.table, handle_matrix(handles, 1)[0], self.device))
 
-        def rebuild(x: Any) -> Any:
-            if isinstance(x, Value):
+        def rebuild(x: Any, k: Kind) -> Any:
+            if isinstance(k, TensorK):
                 return next(it)
-            if isinstance(x, (list, tuple)):
-                return type(x)(rebuild(i) for i in x)
+            if isinstance(k, TupleK):
+                return tuple(rebuild(i, ki) for i, ki in zip(x, k.items))
+            if isinstance(k, ListK):
+                return [rebuild(i, k.elem) for i in x]
             return x
 
-        return rebuild(results)
+        return [rebuild(r, kind) for r in results]
 
     def diagnose(self, g: Group, exc: Exception) -> Exception:
         """Re-run a failed group instance by instance to name the instance and source line."""
@@ -243,7 +251,7 @@ class Runtime:
         per_instance = []
         for row, inst in enumerate(g.insts):
             args = g.node_args(row)
-            values = [self.table.materialize(a) if p.role == "tensor" else torch.as_tensor(a, device=self.device)
+            values = [self.table.tensor(a) if p.role == "tensor" else torch.as_tensor(a, device=self.device)
                       for p, a in zip(block.batched_params, args)]
             per_instance.append(values)
             try:
