@@ -32,7 +32,7 @@ def test_run_birnn_without_check(tmp_path):
 def test_show_prints_generated_code(capsys):
     assert main(["show", "birnn"]) == 0
     text = capsys.readouterr().out
-    assert "_rt.invoke" in text and "def block_" in text and "_prologue" in text
+    assert "DFG node of block" in text and "def block_" in text and "_prologue" in text
 
 
 def test_bench_prints_ratios(tmp_path, capsys):

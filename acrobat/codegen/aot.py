@@ -3,17 +3,18 @@
 Each lowered specialization becomes one Python function
 ``name(_rt, _d, *params) -> (result, _d)`` that runs the model's host
 control flow for one instance, adds a DFG node per block invocation
-(``_rt.invoke``) and computes depths inline with the counter ``_d``
+(``Runtime.invoke``, inlined) and computes depths inline with the counter ``_d``
 (Listing 2 of the paper): no interpreter walks the IR at run time.
 """
 
 from __future__ import annotations
 
 from acrobat.analysis.kinds import HOST, Kind, ListK, SharedK, Spec, TensorK, TupleK
-from acrobat.analysis.lowered import BlockCall, LoweredFunction, ProgramCall
+from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import Globals, expr_source, target_source
 from acrobat.frontend import ir
+from acrobat.runtime.dfg import OUTPUT_STEP
 
 
 def coerce(code: str, src: Kind, dst: Kind) -> str:
@@ -105,19 +106,32 @@ class SkeletonWriter:
         if len(self.lines) == start:
             self.emit(depth, "pass")
 
+    def node(self, b: Block, depth: int) -> None:
+        """A DFG node of block ``b``: ``Runtime.invoke`` inlined (its group, arguments, output handles)."""
+        tensors = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role == "tensor")  # type: ignore[arg-type]
+        hosts = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role != "tensor")  # type: ignore[arg-type]
+        at = str(b.sdepth) if b.sdepth is not None else "_d"
+        where = f"static depth {b.sdepth}" if b.sdepth is not None else "inline depth"
+        self.emit(depth, f"_g = _rt.groups.get((_rt.phase, {at}, {b.id})) or _rt.group(_B[{b.id}], {at})"
+                         f"  # DFG node of block {b.name} ({where})")
+        if b.outputs:
+            self.emit(depth, "_h = _g.base + len(_g.insts)")
+        if tensors:
+            self.emit(depth, f"_g.tensors.extend(({tensors}))")
+        if hosts:
+            self.emit(depth, f"_g.hosts.append(({hosts}))")
+        self.emit(depth, "_g.insts.append(_rt.inst)")
+        if b.outputs:
+            handles = ", ".join(f"_h + {k * OUTPUT_STEP}" if k else "_h" for k in range(len(b.outputs)))
+            self.emit(depth, f"{''.join(o + ', ' for o in b.outputs)} = {handles},  # its outputs' handles")
+        if b.sdepth is None:
+            self.emit(depth, "_d += 1")
+
     def stmt(self, s: ir.Stmt, depth: int) -> None:
         self.loc = (s.loc, self.spec.fn.source_lines.get(s.loc.line, "").strip())
         match s:
             case BlockCall(block=b):
-                tensors = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role == "tensor")  # type: ignore[arg-type]
-                hosts = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role != "tensor")  # type: ignore[arg-type]
-                at = str(b.sdepth) if b.sdepth is not None else "_d"
-                call = f"_rt.invoke(_B[{b.id}], {at}, ({tensors}), ({hosts}))"
-                outs = "".join(o + ", " for o in b.outputs)
-                self.emit(depth, f"{outs} = {call}" if b.outputs else call)
-                self.emit(depth, f"# block {b.name}: {'hoisted, static depth ' + str(b.sdepth) if b.sdepth is not None else 'inline depth'}")
-                if b.sdepth is None:
-                    self.emit(depth, "_d += 1")
+                self.node(b, depth)
             case ProgramCall(target=t, calls=calls, concurrent=conc):
                 self.program_call(s, t, calls, conc, depth)
             case ir.Assign(target=t, value=v):

@@ -66,27 +66,29 @@ class Runtime:
         self.trace: list[tuple[int, str, int, int]] | None = None  # (instance, block, phase, depth) if recording
 
     # -- called by the generated skeleton ----------------------------------
-    def invoke(self, block: Block, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
-        """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs.
-
-        ``tensors`` are the node's arguments for the block's tensor
-        parameters (handles), ``hosts`` those for its host
-        parameters, each in parameter order.
-        """
+    def group(self, block: Block, depth: int) -> Group:
+        """The pending group of ``block`` at ``depth`` in the current phase, made if there is none."""
         g = self.groups.get((self.phase, depth, block.id))
         if g is None:
             g = self.groups[(self.phase, depth, block.id)] = self.table.group(block, self.phase, depth)
+        return g
+
+    def invoke(self, block: Block, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
+        """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs (handles).
+
+        ``tensors`` are the node's arguments for the block's tensor
+        parameters (handles), ``hosts`` those for its host parameters, each
+        in parameter order. The generated skeleton inlines these steps at
+        every block call (``acrobat.codegen.aot``): a Python call per DFG
+        node is a fifth of the skeleton's time.
+        """
+        g = self.groups.get((self.phase, depth, block.id)) or self.group(block, depth)
         h = g.base + len(g.insts)
         g.tensors.extend(tensors)
         if hosts:
             g.hosts.append(hosts)
         g.insts.append(self.inst)
-        n = len(block.outputs)  # one or two outputs are the common cases: spelled out, it is twice as fast
-        if n == 1:
-            return (h,)
-        if n == 2:
-            return (h, h + OUTPUT_STEP)
-        return tuple([h + k * OUTPUT_STEP for k in range(n)])
+        return tuple([h + k * OUTPUT_STEP for k in range(len(block.outputs))])
 
     def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
