@@ -34,7 +34,7 @@ from acrobat.bench.base import AcrobatRunner, FnRunner, Runner, Setup, Unavailab
 from acrobat.bench.torchfold_models import TORCHFOLD_MODELS, load_torchfold
 from acrobat.program import Options
 from acrobat.runtime.backend import BACKENDS
-from acrobat.runtime.compiled import PROBE_LAUNCHES
+from acrobat.runtime.compiled import PROBE_RUNS
 from acrobat.runtime.stats import RunStats
 
 GROUPS: tuple[str, ...] = ("acrobat", "pytorch", "hand", "torchfold", "dynet", "ablation", "interp")
@@ -51,7 +51,7 @@ class System:
     options: Options | None = None  # for ablation steps: the acrobat options timed
 
 
-COMPILED_WARMUP = 2 * (PROBE_LAUNCHES + 1) + 1
+COMPILED_WARMUP = 2 * (PROBE_RUNS + 1) + 1
 """Untimed runs of a compiled backend before its check: compiles, and the per-block gather profiling
 (enough for blocks that launch once per batch)."""
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -53,9 +53,11 @@ ROWS_MARK = 7907
 HINT_BATCH, HINT_ROWS = 64, 4096  # typical sizes the compiler may tune for (any size works)
 
 
-@dataclass(frozen=True)
-class RowSpec:
-    """The per-instance shape and dtype of one batched tensor (the batch dimension left out)."""
+class RowSpec(NamedTuple):
+    """The per-instance shape and dtype of one batched tensor (the batch dimension left out).
+
+    A named tuple: made and hashed in C, as the runtime does for every argument of every launch.
+    """
 
     shape: tuple[int, ...]
     dtype: torch.dtype

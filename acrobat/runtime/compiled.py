@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("acrobat.compile")
 
-PROBE_LAUNCHES = 6  # timed launches per gather mode before a block's choice (after one warm-up each)
+PROBE_RUNS = 6  # runs per gather mode a block is timed in before its choice (after one warm-up launch each)
 GATHER_MODES = ("auto", "explicit", "fused")
 
 
@@ -80,10 +80,16 @@ class CompiledKernel:
         self.variants: dict[tuple, Variant] = {}
         # per gather mode, per profiled launch: (µs of gather + kernel, rows)
         self.samples: dict[str, list[tuple[float, int]]] = {"explicit": [], "fused": []}
+        self.probe_runs: dict[str, set[int]] = {"explicit": set(), "fused": set()}  # runs sampled, per mode
+        self.runs = 0  # runs this kernel has launched in (gather modes alternate by run while probing)
+        self._run = 0  # serial of the run of the last launch
         self.choice: str | None = None if backend.gather == "auto" else backend.gather
-        self._shared: tuple[int, tuple] = (0, ())  # (serial of the run, signature of its shared arguments)
+        self._shared: tuple[int, int] = (0, 0)  # (serial of the run, id of the signature of its shared arguments)
+        self._shared_ids: dict[tuple, int] = {}  # signature of shared arguments -> small id (cheap to hash in keys)
 
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
+        if self._run != rt.serial:  # the block's first launch in this run
+            self._start_run(rt.serial)
         shared = rt.shared[self.block.id]
         shared_sig = self._shared_signature(rt, shared)
         t0 = time.perf_counter()
@@ -106,43 +112,52 @@ class CompiledKernel:
         rt.stats.gather_ms += (t1 - t0) * 1e3
         rt.stats.kernel_ms += (t2 - t1) * 1e3
         if variant.launches > 0 and self.choice is None and handles is not None:
-            self.samples["fused" if fused else "explicit"].append(((t2 - t0) * 1e6, n))
-            self._maybe_choose()
+            mode = "fused" if fused else "explicit"
+            self.samples[mode].append(((t2 - t0) * 1e6, n))
+            self.probe_runs[mode].add(rt.serial)
         variant.launches += 1
         for k, (r, start) in enumerate(zip(variant.out_rows, starts)):
             rt.table.place(g, k, rt.arena.pool(r.shape, r.dtype, rt.device).pid, start)  # type: ignore[union-attr]
         return tuple(o[:n] for o in outs)
 
     # -- pieces --------------------------------------------------------------
-    def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> tuple:
+    def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> int:
+        """An id of the shapes, strides and dtypes of this run's shared arguments (one per distinct signature)."""
         if self._shared[0] != rt.serial:
             if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in shared):
                 raise AcrobatError("the compiled backend runs inference only (outputs live in reused arena memory); "
                                    "run under torch.inference_mode()/no_grad(), or use backend='eager' for training")
-            self._shared = (rt.serial, tuple(_signature(x) for x in shared))
+            sig = tuple(_signature(x) for x in shared)
+            self._shared = (rt.serial, self._shared_ids.setdefault(sig, len(self._shared_ids)))
         return self._shared[1]
 
     def _mode(self, fusable: bool) -> str:
-        """The gather mode of this launch: the choice, or while probing the mode with fewer samples."""
+        """The gather mode of this launch: the choice, or while probing one mode per run, by turns."""
         if not fusable:
             return "explicit"
         if self.choice is not None:
             return self.choice
-        return "fused" if len(self.samples["fused"]) < len(self.samples["explicit"]) else "explicit"
+        return "fused" if self.runs % 2 else "explicit"
 
     def us_per_row(self, mode: str) -> float:
         """Profiled time of ``mode`` (gather + kernel) per batched row, µs: total time over total rows.
 
-        Launches alternate between the modes, so both see the same mix of batch sizes.
+        Runs alternate between the modes, so both see the same mix of batch sizes.
         """
         s = self.samples[mode]
         return sum(us for us, _ in s) / max(1, sum(n for _, n in s))
 
-    def _maybe_choose(self) -> None:
-        if min(len(self.samples["explicit"]), len(self.samples["fused"])) >= PROBE_LAUNCHES:
-            e, f = self.us_per_row("explicit"), self.us_per_row("fused")
-            self.choice = "fused" if f < e else "explicit"
-            log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice, e, f)
+    def _start_run(self, serial: int) -> None:
+        """Count the run; once both gather modes were timed in ``PROBE_RUNS`` runs, keep the faster."""
+        self._run = serial
+        self.runs += 1
+        if self.choice is None and min(map(len, self.probe_runs.values())) >= PROBE_RUNS:
+            self._choose()
+
+    def _choose(self) -> None:
+        e, f = self.us_per_row("explicit"), self.us_per_row("fused")
+        self.choice = "fused" if f < e else "explicit"
+        log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice, e, f)
 
     def _specs(self, handles: np.ndarray | None, hosts: list[torch.Tensor | None], rt: "Runtime") -> tuple[RowSpec, ...]:
         """The per-instance spec of each batched argument (the kernel signature), from its first value."""
@@ -156,7 +171,7 @@ class CompiledKernel:
         return [pools[(s.shape, s.dtype, rt.device)].pid if (s.shape, s.dtype, rt.device) in pools else -1
                 for s, h in zip(specs, hosts) if h is None]
 
-    def _variant(self, fused: bool, specs: tuple[RowSpec, ...], shared_sig: tuple, shared: Sequence[Any],
+    def _variant(self, fused: bool, specs: tuple[RowSpec, ...], shared_sig: int, shared: Sequence[Any],
                  rt: "Runtime") -> Variant:
         key = (fused, specs, shared_sig)
         variant = self.variants.get(key)
@@ -179,8 +194,10 @@ class CompiledKernel:
         tensor_slots = [slot for slot, h in zip(v.in_slots, hosts) if h is None]
         fused_cols = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         if fused_cols:
-            index = np.repeat(located[fused_cols], reps, axis=1)  # type: ignore[index]
-            idx = iter(torch.from_numpy(index).to(rt.device).unbind(0))
+            index = located if len(fused_cols) == len(tensor_slots) else located[fused_cols]  # type: ignore[index]
+            if reps > 1:
+                index = np.repeat(index, reps, axis=1)
+            idx = iter(torch.from_numpy(np.ascontiguousarray(index)).to(rt.device).unbind(0))  # (B,) rows, stride 1
         args = [rt.arena.pool(r.shape, r.dtype, rt.device).storage for r in v.storage_rows]  # type: ignore[union-attr]
         col = 0
         for h, spec, slot in zip(hosts, specs, v.in_slots):
