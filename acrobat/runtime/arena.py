@@ -25,7 +25,7 @@ class Pool:
     """The storage for one (row shape, dtype, device): ``(capacity, *shape)`` and the rows used this run."""
 
     storage: torch.Tensor
-    pid: int  # the pool's id in its arena (kept when the storage grows)
+    pid: int  # its position in ``Arena.pools`` (insertion order), kept when the storage grows
     used: int = 0
 
 

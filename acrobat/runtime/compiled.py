@@ -41,7 +41,7 @@ from acrobat.codegen.kernels import RowSpec, trace_block
 from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import columns
-from acrobat.runtime.dfg import Group
+from acrobat.runtime.dfg import POOL_SHIFT, Group
 from acrobat.runtime.gather import gather, select_rows
 
 if TYPE_CHECKING:
@@ -85,7 +85,8 @@ class CompiledKernel:
         self._run = 0  # serial of the run of the last launch
         self.choice: str | None = None if backend.gather == "auto" else backend.gather
         self._shared: tuple[int, int] = (0, 0)  # (serial of the run, id of the signature of its shared arguments)
-        self._shared_ids: dict[tuple, int] = {}  # signature of shared arguments -> small id (cheap to hash in keys)
+        self._shared_ids: dict[tuple, int] = {}
+        self._pool_bases: dict[tuple[int, ...], np.ndarray] = {}  # signature of shared arguments -> small id (cheap to hash in keys)
 
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
         if self._run != rt.serial:  # the block's first launch in this run
@@ -96,7 +97,7 @@ class CompiledKernel:
         n = g.size()
         handles, hosts = columns(g, rt.device)
         specs = self._specs(handles, hosts, rt)
-        located = None if handles is None else rt.table.arena_rows(handles, self._pools(specs, hosts, rt))
+        located = None if handles is None else rt.table.arena_rows(handles, self._pool_base(specs, hosts, rt))
         fused = self._mode(located is not None) == "fused"
         variant = self._variant(fused, specs, shared_sig, shared, rt)
         rows = n + (n == 1)  # a launch of one row is padded to two
@@ -117,8 +118,8 @@ class CompiledKernel:
             self.probe_runs[mode].add(rt.serial)
         variant.launches += 1
         for k, (r, start) in enumerate(zip(variant.out_rows, starts)):
-            rt.table.place(g, k, rt.arena.pool(r.shape, r.dtype, rt.device).pid, start)  # type: ignore[union-attr]
-        return tuple(o[:n] for o in outs)
+            rt.table.place(g, k, rt.arena.pool(r.shape, r.dtype, rt.device).pid, start, r)  # type: ignore[union-attr]
+        return tuple(outs) if rows == n else tuple(o[:n] for o in outs)
 
     # -- pieces --------------------------------------------------------------
     def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> int:
@@ -162,14 +163,17 @@ class CompiledKernel:
     def _specs(self, handles: np.ndarray | None, hosts: list[torch.Tensor | None], rt: "Runtime") -> tuple[RowSpec, ...]:
         """The per-instance spec of each batched argument (the kernel signature), from its first value."""
         heads = iter(() if handles is None else handles[:, 0].tolist())
-        return tuple(RowSpec.of(rt.table.tensor_of(next(heads)) if h is None else h) for h in hosts)
+        return tuple(RowSpec.of(h) if h is not None else _spec(next(heads), rt) for h in hosts)
 
-    @staticmethod
-    def _pools(specs: tuple[RowSpec, ...], hosts: list[torch.Tensor | None], rt: "Runtime") -> list[int]:
-        """Per tensor column, the id of the arena pool of its spec (-1 if there is none)."""
+    def _pool_base(self, specs: tuple[RowSpec, ...], hosts: list[torch.Tensor | None], rt: "Runtime") -> np.ndarray:
+        """Per tensor column, ``id << POOL_SHIFT`` of the arena pool of its spec (-1: none), as a (columns, 1) array."""
         pools = rt.arena.pools  # type: ignore[union-attr]
-        return [pools[(s.shape, s.dtype, rt.device)].pid if (s.shape, s.dtype, rt.device) in pools else -1
-                for s, h in zip(specs, hosts) if h is None]
+        ids = tuple(pools[(s.shape, s.dtype, rt.device)].pid if (s.shape, s.dtype, rt.device) in pools else -1
+                    for s, h in zip(specs, hosts) if h is None)
+        base = self._pool_bases.get(ids)
+        if base is None:
+            base = self._pool_bases[ids] = np.array(ids, dtype=np.int64)[:, None] << POOL_SHIFT
+        return base
 
     def _variant(self, fused: bool, specs: tuple[RowSpec, ...], shared_sig: int, shared: Sequence[Any],
                  rt: "Runtime") -> Variant:
@@ -247,6 +251,12 @@ def _alloc_outputs(out_rows: list[RowSpec], rows: int, rt: "Runtime") -> list[in
             for i, k in enumerate(ks):
                 starts[k] = start + i * rows
         return starts
+
+
+def _spec(h: int, rt: "Runtime") -> RowSpec:
+    """The row spec of handle ``h``'s value (recorded when it was placed in the arena, else from its tensor)."""
+    spec = rt.table.spec_of(h)
+    return spec if spec is not None else RowSpec.of(rt.table.tensor_of(h))
 
 
 def _signature(x: Any) -> Any:

@@ -17,7 +17,7 @@ operations: in Python, per-value work is most of a runtime's cost.
 from __future__ import annotations
 
 import array
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -103,6 +103,7 @@ class ValueTable:
         self.kbits = max(1, (max_outputs - 1).bit_length())
         self.groups: list[Group] = []
         self.arena_start = np.full(64, NOT_PLACED, dtype=np.int64)
+        self.specs: dict[int, Any] = {}  # src -> row spec of the outputs placed in the arena
 
     def group(self, block: Block | None, phase: int, depth: int) -> Group:
         """A new, empty group."""
@@ -144,16 +145,22 @@ class ValueTable:
         g, k, row = self.locate(h)
         return g.outputs()[k][row]
 
-    def place(self, g: Group, k: int, pool: int, start: int) -> None:
-        """Record that output ``k`` of ``g`` lies in arena pool ``pool`` from row ``start``."""
-        self.arena_start[(g.gid << self.kbits) | k] = (pool << POOL_SHIFT) | start
+    def place(self, g: Group, k: int, pool: int, start: int, spec: Any) -> None:
+        """Record that output ``k`` of ``g`` (rows of spec ``spec``) lies in arena pool ``pool`` from row ``start``."""
+        src = (g.gid << self.kbits) | k
+        self.arena_start[src] = (pool << POOL_SHIFT) | start
+        self.specs[src] = spec
 
-    def arena_rows(self, handles: np.ndarray, pools: Sequence[int]) -> np.ndarray | None:
-        """The arena rows of ``handles`` (columns, B) when column ``j`` lies wholly in pool ``pools[j]``,
-        else None (a value outside the arena or in another pool: another row spec)."""
-        rows = self.arena_start[handles >> ROW_BITS] + (handles & ROW_MASK)
-        rows -= np.array(pools, dtype=np.int64)[:, None] << POOL_SHIFT
-        if np.minimum.reduce(rows, axis=None) < 0 or np.maximum.reduce(rows, axis=None) >= 1 << POOL_SHIFT:
+    def spec_of(self, h: Handle) -> Any:
+        """The row spec of handle ``h``'s value, if its group output was placed in the arena, else None."""
+        return self.specs.get(h >> ROW_BITS)
+
+    def arena_rows(self, handles: np.ndarray, pool_base: np.ndarray) -> np.ndarray | None:
+        """The arena rows of ``handles`` (columns, B) when column ``j`` lies wholly in the pool whose
+        ``id << POOL_SHIFT`` is ``pool_base[j, 0]``, else None (a value outside the arena, or in another
+        pool: another row spec)."""
+        rows = self.arena_start[handles >> ROW_BITS] + (handles & ROW_MASK) - pool_base
+        if np.maximum.reduce(rows.view(np.uint64), axis=None) >= 1 << POOL_SHIFT:  # a negative row is huge unsigned
             return None
         return rows
 

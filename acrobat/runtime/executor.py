@@ -21,6 +21,7 @@ import torch
 
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
+from acrobat.codegen.kernels import RowSpec
 from acrobat.errors import AcrobatError, BatchError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
@@ -100,7 +101,7 @@ class Runtime:
                 row = g.outs[0]  # type: ignore[index]
                 pool, start = self.arena.alloc(tuple(row.shape[1:]), row.dtype, self.device, 1)
                 pool.storage[start] = row[0]
-                self.table.place(g, 0, pool.pid, start)
+                self.table.place(g, 0, pool.pid, start, RowSpec.of(row))
         return v
 
     def value(self, x: Handle) -> torch.Tensor:
@@ -215,8 +216,8 @@ class Runtime:
 
     def results(self, results: list, kind: Kind) -> list:
         """The instances' results (each of kind ``kind``) with every lazy value replaced by its tensor,
-        copied out of the groups' outputs (and the arena, whose rows the next run reuses): one
-        ``index_select`` per group output, not one copy per value."""
+        copied out of the arena (whose rows the next run reuses) or the groups' outputs: one
+        ``index_select`` per arena pool or group output, not one copy per value."""
         handles: list[Handle] = []
 
         def collect(x: Any, k: Kind) -> None:
@@ -233,7 +234,8 @@ class Runtime:
             collect(r, kind)
         if not handles:
             return results
-        it = iter(gather_values(self.table, handle_matrix(handles, 1)[0], self.device))
+        storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []  # by pool id
+        it = iter(gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages))
 
         def rebuild(x: Any, k: Kind) -> Any:
             if isinstance(k, TensorK):

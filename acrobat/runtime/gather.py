@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from acrobat.runtime.dfg import ROW_BITS, ROW_MASK, ValueTable
+from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, ROW_MASK, ValueTable
 
 
 def int_tensor(values: Sequence[int], device: torch.device) -> torch.Tensor:
@@ -74,8 +74,10 @@ def gather(table: ValueTable, handles: np.ndarray, device: torch.device) -> torc
     return out.index_select(0, torch.from_numpy(inverse).to(device))
 
 
-def gather_values(table: ValueTable, handles: np.ndarray, device: torch.device) -> list[torch.Tensor]:
-    """One tensor per handle (a run's results), copied: one ``index_select`` per group output
+def gather_values(table: ValueTable, handles: np.ndarray, device: torch.device,
+                  storages: Sequence[torch.Tensor] = ()) -> list[torch.Tensor]:
+    """One tensor per handle (a run's results), copied: one ``index_select`` per arena pool
+    (``storages``, by pool id) when every value lies in the arena, else per group output,
     instead of one indexing per value.
 
     Raises:
@@ -83,11 +85,15 @@ def gather_values(table: ValueTable, handles: np.ndarray, device: torch.device) 
     """
     src = handles >> ROW_BITS
     rows = handles & ROW_MASK
+    start = table.arena_start[src]
+    in_arena = bool(storages) and np.minimum.reduce(start) >= 0
+    if in_arena:
+        rows = start + rows
+        src, rows = rows >> POOL_SHIFT, rows & ((1 << POOL_SHIFT) - 1)  # pool id, row in its storage
     out: list[torch.Tensor] = [None] * len(handles)  # type: ignore[list-item]
     for s in np.unique(src).tolist():
         pos = np.flatnonzero(src == s)
-        g, k = table.source(s)
-        t = g.outputs()[k].index_select(0, torch.from_numpy(rows[pos]).to(device))
-        for p, v in zip(pos.tolist(), t.unbind(0)):
+        t = storages[s] if in_arena else table.source(s)[0].outputs()[table.source(s)[1]]
+        for p, v in zip(pos.tolist(), t.index_select(0, torch.from_numpy(rows[pos]).to(device)).unbind(0)):
             out[p] = v
     return out
