@@ -15,9 +15,13 @@ results that outlive a run must be copied out (``Runtime.run`` does).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
+
+ALIGN = 16
+"""Bytes: every allocation starts at a multiple (Inductor's GPU kernels assume 16-byte aligned inputs)."""
 
 
 @dataclass
@@ -26,6 +30,7 @@ class Pool:
 
     storage: torch.Tensor
     pid: int  # its position in ``Arena.pools`` (insertion order), kept when the storage grows
+    align: int  # rows handed out start at a multiple of this (a 16-byte boundary)
     used: int = 0
 
 
@@ -55,6 +60,8 @@ class Arena:
         """
         key = (shape, dtype, device)
         p = self.pools.get(key)
+        if p is not None and p.used % p.align:  # start at a 16-byte boundary (what generated GPU kernels assume)
+            p.used += p.align - p.used % p.align
         if p is None or p.used + n > p.storage.shape[0]:
             cap = max(256, n, 2 * (p.storage.shape[0] if p is not None else 0))
             used = 0 if p is None else p.used
@@ -63,7 +70,9 @@ class Arena:
             storage = torch.empty((cap, *shape), dtype=dtype, device=device)
             if p is not None:
                 storage[:used] = p.storage[:used]
-            p = self.pools[key] = Pool(storage, len(self.pools) if p is None else p.pid, used)
+            row_bytes = math.prod(shape) * storage.element_size()
+            align = ALIGN // math.gcd(row_bytes, ALIGN) if row_bytes else 1
+            p = self.pools[key] = Pool(storage, len(self.pools) if p is None else p.pid, align, used)
             self.growths += 1
         start = p.used
         p.used += n
