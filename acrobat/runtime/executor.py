@@ -15,17 +15,17 @@ import gc
 import itertools
 import time
 import traceback
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from acrobat.analysis.kinds import Kind, ListK, TensorK, TupleK
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.codegen.kernels import RowSpec
 from acrobat.errors import AcrobatError, BatchError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
-from acrobat.analysis.kinds import Kind, ListK, TensorK, TupleK
 from acrobat.runtime.dfg import OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTable, handle_matrix
 from acrobat.runtime.gather import gather_values
 from acrobat.runtime.fibers import FiberScheduler
@@ -161,8 +161,11 @@ class Runtime:
                     self.phase = 0
                     results.append(entry(self, base, inst, *shared_args)[0])
             self.flush()
+            t_copy = time.perf_counter()
             out = self.results(results, result_kind)
             t1 = time.perf_counter()
+            self.stats.gather_ms += (t1 - t_copy) * 1e3  # copying results out: memory copies, not construction
+            self.exec_ms += (t1 - t_copy) * 1e3
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -218,35 +221,21 @@ class Runtime:
         """The instances' results (each of kind ``kind``) with every lazy value replaced by its tensor,
         copied out of the arena (whose rows the next run reuses) or the groups' outputs: one
         ``index_select`` per arena pool or group output, not one copy per value."""
-        handles: list[Handle] = []
-
-        def collect(x: Any, k: Kind) -> None:
-            if isinstance(k, TensorK):
-                handles.append(x)
-            elif isinstance(k, TupleK):
-                for i, ki in zip(x, k.items):
-                    collect(i, ki)
-            elif isinstance(k, ListK):
-                for i in x:
-                    collect(i, k.elem)
-
-        for r in results:
-            collect(r, kind)
+        flat = _flat_tensors(kind)  # a tensor, or a tuple of tensors: flattened in C
+        if flat is not None:
+            handles = results if flat == 0 else list(itertools.chain.from_iterable(results))
+        else:
+            handles = []
+            for r in results:
+                _collect(r, kind, handles)
         if not handles:
             return results
         storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []  # by pool id
-        it = iter(gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages))
-
-        def rebuild(x: Any, k: Kind) -> Any:
-            if isinstance(k, TensorK):
-                return next(it)
-            if isinstance(k, TupleK):
-                return tuple(rebuild(i, ki) for i, ki in zip(x, k.items))
-            if isinstance(k, ListK):
-                return [rebuild(i, k.elem) for i in x]
-            return x
-
-        return [rebuild(r, kind) for r in results]
+        tensors = gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages)
+        if flat is not None:
+            return tensors if flat == 0 else list(zip(*[iter(tensors)] * flat))
+        it = iter(tensors)
+        return [_rebuild(r, kind, it) for r in results]
 
     def diagnose(self, g: Group, exc: Exception) -> Exception:
         """Re-run a failed group instance by instance to name the instance and source line."""
@@ -279,6 +268,38 @@ class Runtime:
                "compiler; backend='eager' runs the block without compiling it")
         return BatchError(f"static block {block.name} runs instance by instance but its batched form "
                           f"fails: {type(exc).__name__}: {exc}\n  at {loc}: {text.strip()}\n  ({why})")
+
+
+def _flat_tensors(kind: Kind) -> int | None:
+    """0 if results of ``kind`` are single tensors, n if they are tuples of n tensors, else None."""
+    if isinstance(kind, TensorK):
+        return 0
+    if isinstance(kind, TupleK) and kind.items and all(isinstance(k, TensorK) for k in kind.items):
+        return len(kind.items)
+    return None
+
+
+def _collect(x: Any, kind: Kind, handles: list[Handle]) -> None:
+    """Append the handles in ``x`` (a result of kind ``kind``) to ``handles``, depth first."""
+    if isinstance(kind, TensorK):
+        handles.append(x)
+    elif isinstance(kind, TupleK):
+        for i, k in zip(x, kind.items):
+            _collect(i, k, handles)
+    elif isinstance(kind, ListK):
+        for i in x:
+            _collect(i, kind.elem, handles)
+
+
+def _rebuild(x: Any, kind: Kind, tensors: Iterator[torch.Tensor]) -> Any:
+    """``x`` (a result of kind ``kind``) with its handles replaced by the next ``tensors``, depth first."""
+    if isinstance(kind, TensorK):
+        return next(tensors)
+    if isinstance(kind, TupleK):
+        return tuple(_rebuild(i, k, tensors) for i, k in zip(x, kind.items))
+    if isinstance(kind, ListK):
+        return [_rebuild(i, kind.elem, tensors) for i in x]
+    return x
 
 
 def _failing_line(block: Block, e: Exception) -> tuple[str, str]:
