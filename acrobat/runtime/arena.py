@@ -69,7 +69,8 @@ class Arena:
                 cap *= 2
             storage = torch.empty((cap, *shape), dtype=dtype, device=device)
             if p is not None:
-                storage[:used] = p.storage[:used]
+                kept = min(used, p.storage.shape[0])  # rows past the old end are alignment padding
+                storage[:kept] = p.storage[:kept]
             row_bytes = math.prod(shape) * storage.element_size()
             align = ALIGN // math.gcd(row_bytes, ALIGN) if row_bytes else 1
             p = self.pools[key] = Pool(storage, len(self.pools) if p is None else p.pid, align, used)
