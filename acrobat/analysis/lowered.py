@@ -62,6 +62,11 @@ class Block:
         """The role of each batched parameter (``"tensor"`` or a host role), computed once."""
         return tuple(p.role for p in self.batched_params)
 
+    @functools.cached_property
+    def n_tensor_params(self) -> int:
+        """How many batched parameters are tensors (the rest are host values)."""
+        return self.batched_roles.count("tensor")
+
     @property
     def shared_params(self) -> list[BlockParam]:
         """Parameters passed once per launch, unbatched (parameter reuse, §5.1)."""

@@ -60,10 +60,12 @@ def columns(g: Group, device: torch.device) -> tuple[np.ndarray | None, list[tor
     ``(B,)`` tensor (``None`` for tensor parameters)."""
     block = g.block
     assert block is not None
-    roles = block.batched_roles
-    host_cols = iter(zip(*g.hosts))
-    hosts = [None if role == "tensor" else host_column(next(host_cols), device) for role in roles]
-    m = len(roles) - len(g.hosts[0] if g.hosts else ())
+    m = block.n_tensor_params
+    if g.hosts:
+        host_cols = iter(zip(*g.hosts))
+        hosts = [None if role == "tensor" else host_column(next(host_cols), device) for role in block.batched_roles]
+    else:
+        hosts = [None] * m
     return (handle_matrix(g.tensors, m) if m else None), hosts
 
 

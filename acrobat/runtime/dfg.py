@@ -66,7 +66,7 @@ class Group:
         """Node ``row``'s batched arguments in parameter order: handles (tensor parameters) and host values."""
         assert self.block is not None
         roles = self.block.batched_roles
-        m = len(roles) - len(self.hosts[row] if self.hosts else ())
+        m = self.block.n_tensor_params
         tensors = iter(self.tensors[row * m:(row + 1) * m])
         hosts = iter(self.hosts[row] if self.hosts else ())
         return [next(tensors) if role == "tensor" else next(hosts) for role in roles]
@@ -94,15 +94,17 @@ class ValueTable:
     """A run's groups by id, and where their outputs lie in arena memory.
 
     A handle's *source* ``src = handle >> ROW_BITS`` (``gid << kbits | k``)
-    names one group output; ``arena_start[src]`` is ``pool id << POOL_SHIFT``
-    plus the arena row of its row 0 (``NOT_PLACED``: not in the arena, e.g.
-    the eager backend's outputs, or a group that has not run).
+    names one group output; ``arena_offset[src] + handle`` is ``pool id <<
+    POOL_SHIFT`` plus the value's arena row (``arena_offset`` holds that row
+    start less ``src << ROW_BITS``, so one addition locates a handle; it is
+    ``NOT_PLACED`` when the output is not in the arena, e.g. the eager
+    backend's outputs, or a group that has not run: the sum is negative).
     """
 
     def __init__(self, max_outputs: int):
         self.kbits = max(1, (max_outputs - 1).bit_length())
         self.groups: list[Group] = []
-        self.arena_start = np.full(64, NOT_PLACED, dtype=np.int64)
+        self.arena_offset = np.full(64, NOT_PLACED, dtype=np.int64)
         self.specs: dict[int, Any] = {}  # src -> row spec of the outputs placed in the arena
 
     def group(self, block: Block | None, phase: int, depth: int) -> Group:
@@ -111,9 +113,9 @@ class ValueTable:
         g = Group(block, phase, depth, gid, (gid << self.kbits) << ROW_BITS)
         self.groups.append(g)
         need = (gid + 1) << self.kbits
-        if need > len(self.arena_start):  # room for this group's outputs (doubling)
-            grow = max(need, 2 * len(self.arena_start)) - len(self.arena_start)
-            self.arena_start = np.concatenate([self.arena_start, np.full(grow, NOT_PLACED, dtype=np.int64)])
+        if need > len(self.arena_offset):  # room for this group's outputs (doubling)
+            grow = max(need, 2 * len(self.arena_offset)) - len(self.arena_offset)
+            self.arena_offset = np.concatenate([self.arena_offset, np.full(grow, NOT_PLACED, dtype=np.int64)])
         return g
 
     def lifted(self, t: torch.Tensor) -> tuple[Group, Handle]:
@@ -148,7 +150,7 @@ class ValueTable:
     def place(self, g: Group, k: int, pool: int, start: int, spec: Any) -> None:
         """Record that output ``k`` of ``g`` (rows of spec ``spec``) lies in arena pool ``pool`` from row ``start``."""
         src = (g.gid << self.kbits) | k
-        self.arena_start[src] = (pool << POOL_SHIFT) | start
+        self.arena_offset[src] = ((pool << POOL_SHIFT) | start) - (src << ROW_BITS)
         self.specs[src] = spec
 
     def spec_of(self, h: Handle) -> Any:
@@ -159,7 +161,7 @@ class ValueTable:
         """The arena rows of ``handles`` (columns, B) when column ``j`` lies wholly in the pool whose
         ``id << POOL_SHIFT`` is ``pool_base[j, 0]``, else None (a value outside the arena, or in another
         pool: another row spec)."""
-        rows = self.arena_start[handles >> ROW_BITS] + (handles & ROW_MASK) - pool_base
+        rows = self.arena_offset[handles >> ROW_BITS] + handles - pool_base
         if np.maximum.reduce(rows.view(np.uint64), axis=None) >= 1 << POOL_SHIFT:  # a negative row is huge unsigned
             return None
         return rows

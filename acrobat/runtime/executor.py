@@ -221,20 +221,22 @@ class Runtime:
         """The instances' results (each of kind ``kind``) with every lazy value replaced by its tensor,
         copied out of the arena (whose rows the next run reuses) or the groups' outputs: one
         ``index_select`` per arena pool or group output, not one copy per value."""
-        flat = _flat_tensors(kind)  # a tensor, or a tuple of tensors: flattened in C
-        if flat is not None:
-            handles = results if flat == 0 else list(itertools.chain.from_iterable(results))
-        else:
-            handles = []
-            for r in results:
-                _collect(r, kind, handles)
+        storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []  # by pool id
+
+        def copied(handles: Sequence[Handle]) -> list[torch.Tensor]:
+            return gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages)
+
+        flat = _flat_tensors(kind)
+        if flat == 0:  # one tensor per instance
+            return copied(results)
+        if flat is not None:  # a tuple of tensors per instance: a column per position (usually one pool each)
+            return list(zip(*[copied(col) for col in zip(*results)]))
+        handles: list[Handle] = []
+        for r in results:
+            _collect(r, kind, handles)
         if not handles:
             return results
-        storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []  # by pool id
-        tensors = gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages)
-        if flat is not None:
-            return tensors if flat == 0 else list(zip(*[iter(tensors)] * flat))
-        it = iter(tensors)
+        it = iter(copied(handles))
         return [_rebuild(r, kind, it) for r in results]
 
     def diagnose(self, g: Group, exc: Exception) -> Exception:

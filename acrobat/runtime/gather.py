@@ -85,11 +85,12 @@ def gather_values(table: ValueTable, handles: np.ndarray, device: torch.device,
     """
     src = handles >> ROW_BITS
     rows = handles & ROW_MASK
-    start = table.arena_start[src]
-    in_arena = bool(storages) and np.minimum.reduce(start) >= 0
+    located = table.arena_offset[src] + handles  # pool id << POOL_SHIFT | arena row; negative if not placed
+    in_arena = bool(storages) and np.minimum.reduce(located) >= 0
     if in_arena:
-        rows = start + rows
-        src, rows = rows >> POOL_SHIFT, rows & ((1 << POOL_SHIFT) - 1)  # pool id, row in its storage
+        src, rows = located >> POOL_SHIFT, located & ((1 << POOL_SHIFT) - 1)  # pool id, row in its storage
+        if (src == src[0]).all():  # the common case: one pool
+            return list(storages[int(src[0])].index_select(0, torch.from_numpy(rows).to(device)).unbind(0))
     out: list[torch.Tensor] = [None] * len(handles)  # type: ignore[list-item]
     for s in np.unique(src).tolist():
         pos = np.flatnonzero(src == s)
