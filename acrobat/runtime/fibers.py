@@ -42,7 +42,7 @@ class FiberScheduler:
         self.rt = rt
         self.main = greenlet.getcurrent()
         self.ready: deque[Fiber] = deque()
-        self.waiting: list[tuple[tuple[int, int, int], Fiber]] = []  # (key of the group it waits for, fiber)
+        self.waiting: dict[tuple[int, int, int], list[Fiber]] = {}  # key of a pending group -> fibers waiting for it
         self.at_barrier: list[tuple[int, Fiber]] = []  # (phase wanted, fiber)
         self.current: Fiber | None = None
 
@@ -71,15 +71,14 @@ class FiberScheduler:
             if self.waiting:
                 # Run only up to the earliest awaited group and wake the fibers it serves: fibers
                 # that ran ahead wait, so the laggards catch up and their operators batch together.
-                upto = min(key for key, _ in self.waiting)
+                upto = min(self.waiting)
                 if upto not in self.rt.groups:
-                    stuck = sorted({f.inst for _, f in self.waiting})
+                    stuck = sorted({f.inst for fibers in self.waiting.values() for f in fibers})
                     raise AcrobatError(f"instances {stuck} wait for tensor values that no pending operator "
                                        "computes: a fiber can never resume")
                 self.rt.flush(upto)
-                done = [(k, f) for k, f in self.waiting if k not in self.rt.groups]
-                self.waiting = [(k, f) for k, f in self.waiting if k in self.rt.groups]
-                self.ready.extend(f for _, f in done)
+                for key in [k for k in self.waiting if k not in self.rt.groups]:  # computed now
+                    self.ready.extend(self.waiting.pop(key))
             elif self.at_barrier:
                 wanted = min(k for k, _ in self.at_barrier)
                 self.ready.extend(f for k, f in self.at_barrier if k == wanted)
@@ -90,7 +89,11 @@ class FiberScheduler:
     def wait(self, key: tuple[int, int, int]) -> None:
         """Block the running fiber until the pending group with ``key`` has run."""
         assert self.current is not None
-        self.waiting.append((key, self.current))
+        fibers = self.waiting.get(key)
+        if fibers is None:
+            self.waiting[key] = [self.current]
+        else:
+            fibers.append(self.current)
         self.main.switch()
 
     def barrier(self, phase: int) -> None:
