@@ -85,8 +85,8 @@ class CompiledKernel:
         self._run = 0  # serial of the run of the last launch
         self.choice: str | None = None if backend.gather == "auto" else backend.gather
         self._shared: tuple[int, int] = (0, 0)  # (serial of the run, id of the signature of its shared arguments)
-        self._shared_ids: dict[tuple, int] = {}
-        self._pool_bases: dict[tuple[int, ...], np.ndarray] = {}  # signature of shared arguments -> small id (cheap to hash in keys)
+        self._shared_ids: dict[tuple, int] = {}  # signature of shared arguments -> small id (cheap to hash in keys)
+        self._pool_bases: dict[tuple[int, ...], np.ndarray] = {}  # pool ids of the tensor columns -> their bases
 
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
         if self._run != rt.serial:  # the block's first launch in this run
@@ -245,15 +245,18 @@ class CompiledKernel:
 
 
 def _alloc_outputs(out_rows: list[RowSpec], rows: int, rt: "Runtime") -> list[int]:
-        """Arena rows for ``rows`` rows of every output: the first row of each. Outputs of one spec
-        are allocated together, so they stay in one storage (the kernel takes one per spec)."""
-        starts: list[int] = [0] * len(out_rows)
-        for r in dict.fromkeys(out_rows):
-            ks = [k for k, o in enumerate(out_rows) if o == r]
-            _, start = rt.arena.alloc(r.shape, r.dtype, rt.device, rows * len(ks))  # type: ignore[union-attr]
-            for i, k in enumerate(ks):
-                starts[k] = start + i * rows
-        return starts
+    """Arena rows for ``rows`` rows of every output: the first row of each.
+
+    Outputs of one spec are allocated in one call: a pool that grew between
+    two of them would leave the first one's rows in a storage it no longer uses.
+    """
+    starts: list[int] = [0] * len(out_rows)
+    for r in dict.fromkeys(out_rows):
+        ks = [k for k, o in enumerate(out_rows) if o == r]
+        _, start = rt.arena.alloc(r.shape, r.dtype, rt.device, rows * len(ks))  # type: ignore[union-attr]
+        for i, k in enumerate(ks):
+            starts[k] = start + i * rows
+    return starts
 
 
 def _spec(h: int, rt: "Runtime") -> RowSpec:
