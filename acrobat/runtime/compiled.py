@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -78,9 +79,8 @@ class CompiledKernel:
         self.block = block
         self.fn = fn
         self.variants: dict[tuple, Variant] = {}
-        # per gather mode, per profiled launch: (µs of gather + kernel, rows)
-        self.samples: dict[str, list[tuple[float, int]]] = {"explicit": [], "fused": []}
-        self.probe_runs: dict[str, set[int]] = {"explicit": set(), "fused": set()}  # runs sampled, per mode
+        # per gather mode, per run it was timed in: [µs of gather + kernel, rows] over the run's launches
+        self.samples: dict[str, dict[int, list[float]]] = {"explicit": {}, "fused": {}}
         self.runs = 0  # runs this kernel has launched in (gather modes alternate by run while probing)
         self._run = 0  # serial of the run of the last launch
         self.choice: str | None = None if backend.gather == "auto" else backend.gather
@@ -114,8 +114,9 @@ class CompiledKernel:
         rt.stats.kernel_ms += (t2 - t1) * 1e3
         if variant.launches > 0 and self.choice is None and handles is not None:
             mode = "fused" if fused else "explicit"
-            self.samples[mode].append(((t2 - t0) * 1e6, n))
-            self.probe_runs[mode].add(rt.serial)
+            run = self.samples[mode].setdefault(rt.serial, [0.0, 0])
+            run[0] += (t2 - t0) * 1e6
+            run[1] += n
         variant.launches += 1
         for k, (r, start) in enumerate(zip(variant.out_rows, starts)):
             rt.table.place(g, k, rt.arena.pool(r.shape, r.dtype, rt.device).pid, start, r)  # type: ignore[union-attr]
@@ -141,18 +142,19 @@ class CompiledKernel:
         return "fused" if self.runs % 2 else "explicit"
 
     def us_per_row(self, mode: str) -> float:
-        """Profiled time of ``mode`` (gather + kernel) per batched row, µs: total time over total rows.
+        """Profiled time of ``mode`` (gather + kernel) per batched row, µs: the median over the runs
+        it was timed in of the run's time over its rows (a run slowed by the machine weighs no more).
 
         Runs alternate between the modes, so both see the same mix of batch sizes.
         """
-        s = self.samples[mode]
-        return sum(us for us, _ in s) / max(1, sum(n for _, n in s))
+        runs = self.samples[mode].values()
+        return statistics.median(us / n for us, n in runs) if runs else 0.0
 
     def _start_run(self, serial: int) -> None:
         """Count the run; once both gather modes were timed in ``PROBE_RUNS`` runs, keep the faster."""
         self._run = serial
         self.runs += 1
-        if self.choice is None and min(map(len, self.probe_runs.values())) >= PROBE_RUNS:
+        if self.choice is None and min(map(len, self.samples.values())) >= PROBE_RUNS:
             self._choose()
 
     def _choose(self) -> None:
