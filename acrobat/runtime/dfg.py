@@ -1,7 +1,8 @@
 """The lazily built DFG: nodes grouped by (phase, depth, block) as they are added (§2.2, §4.1).
 
 A DFG node is one static-block invocation by one instance. Nodes are not
-stored one by one: ``invoke`` appends the node's arguments to its group,
+stored one by one: adding a node (``Runtime.invoke``, inlined in the
+generated skeleton) appends the node's arguments to its group,
 the set of nodes sharing ``(phase, depth, block)``, which is exactly one
 batched launch later, so scheduling needs no separate graph pass.
 
@@ -17,13 +18,16 @@ operations: in Python, per-value work is most of a runtime's cost.
 from __future__ import annotations
 
 import array
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
 
 from acrobat.analysis.lowered import Block
 from acrobat.errors import AcrobatError
+
+if TYPE_CHECKING:
+    from acrobat.codegen.kernels import RowSpec
 
 ROW_BITS = 24
 """Bits of a handle that hold the row: a group (one launch) has at most 2**24 - 1 nodes."""
@@ -105,7 +109,7 @@ class ValueTable:
         self.kbits = max(1, (max_outputs - 1).bit_length())
         self.groups: list[Group] = []
         self.arena_offset = np.full(64, NOT_PLACED, dtype=np.int64)
-        self.specs: dict[int, Any] = {}  # src -> row spec of the outputs placed in the arena
+        self.specs: dict[int, RowSpec] = {}  # src -> row spec of the outputs placed in the arena
 
     def group(self, block: Block | None, phase: int, depth: int) -> Group:
         """A new, empty group."""
@@ -144,16 +148,15 @@ class ValueTable:
         Raises:
             AcrobatError: its group has not run yet.
         """
-        g, k, row = self.locate(h)
-        return g.outputs()[k][row]
+        return self.tensor_of(h)[h & ROW_MASK]
 
-    def place(self, g: Group, k: int, pool: int, start: int, spec: Any) -> None:
+    def place(self, g: Group, k: int, pool: int, start: int, spec: RowSpec) -> None:
         """Record that output ``k`` of ``g`` (rows of spec ``spec``) lies in arena pool ``pool`` from row ``start``."""
         src = (g.gid << self.kbits) | k
         self.arena_offset[src] = ((pool << POOL_SHIFT) | start) - (src << ROW_BITS)
         self.specs[src] = spec
 
-    def spec_of(self, h: Handle) -> Any:
+    def spec_of(self, h: Handle) -> RowSpec | None:
         """The row spec of handle ``h``'s value, if its group output was placed in the arena, else None."""
         return self.specs.get(h >> ROW_BITS)
 
