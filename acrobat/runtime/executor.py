@@ -27,8 +27,8 @@ from acrobat.errors import AcrobatError, BatchError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
 from acrobat.runtime.dfg import OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTable, handle_matrix
-from acrobat.runtime.gather import gather_values
 from acrobat.runtime.fibers import FiberScheduler
+from acrobat.runtime.gather import gather_values
 from acrobat.runtime.stats import BlockStats, RunStats
 
 
