@@ -40,7 +40,7 @@ from torch._inductor.graph import GraphLowering
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.kernels import RowSpec, trace_block
 from acrobat.errors import AcrobatError
-from acrobat.runtime.arena import Arena
+from acrobat.runtime.arena import Arena, Pool
 from acrobat.runtime.backend import columns
 from acrobat.runtime.dfg import POOL_SHIFT, Group
 from acrobat.runtime.gather import gather, select_rows
@@ -64,6 +64,7 @@ class Variant:
     fn: Callable
     code: list[str] = field(default_factory=list)  # Inductor's generated wrapper module(s)
     launches: int = 0
+    fused_columns: list[int] = field(default_factory=list)  # tensor columns (in tensor-parameter order) read fused
 
 
 class CompiledKernel:
@@ -101,9 +102,8 @@ class CompiledKernel:
         fused = self._mode(located is not None) == "fused"
         variant = self._variant(fused, specs, shared_sig, shared, rt)
         rows = n + (n == 1)  # a launch of one row is padded to two
-        starts = _alloc_outputs(variant.out_rows, rows, rt)
-        outs = [rt.arena.pool(r.shape, r.dtype, rt.device).storage[start:start + rows]  # type: ignore[union-attr]
-                for r, start in zip(variant.out_rows, starts)]
+        places = _alloc_outputs(variant.out_rows, rows, rt)
+        outs = [pool.storage[start:start + rows] for pool, start in places]
         args = self._arguments(variant, handles, located, hosts, specs, n, rt)
         t1 = time.perf_counter()
         variant.fn(*args, *outs, *shared)
@@ -118,8 +118,8 @@ class CompiledKernel:
             run[0] += (t2 - t0) * 1e6
             run[1] += n
         variant.launches += 1
-        for k, (r, start) in enumerate(zip(variant.out_rows, starts)):
-            rt.table.place(g, k, rt.arena.pool(r.shape, r.dtype, rt.device).pid, start, r)  # type: ignore[union-attr]
+        for k, (r, (pool, start)) in enumerate(zip(variant.out_rows, places)):
+            rt.table.place(g, k, pool.pid, start, r)
         return tuple(outs) if rows == n else tuple(o[:n] for o in outs)
 
     # -- pieces --------------------------------------------------------------
@@ -197,10 +197,9 @@ class CompiledKernel:
         size is not 1.
         """
         reps = 2 if n == 1 else 1
-        tensor_slots = [slot for slot, h in zip(v.in_slots, hosts) if h is None]
-        fused_cols = [j for j, slot in enumerate(tensor_slots) if slot is not None]
+        fused_cols = v.fused_columns
         if fused_cols:
-            index = located if len(fused_cols) == len(tensor_slots) else located[fused_cols]  # type: ignore[index]
+            index = located if len(fused_cols) == len(located) else located[fused_cols]  # type: ignore[arg-type]
             if reps > 1:
                 index = np.repeat(index, reps, axis=1)
             idx = iter(torch.from_numpy(np.ascontiguousarray(index)).to(rt.device).unbind(0))  # (B,) rows, stride 1
@@ -239,26 +238,28 @@ class CompiledKernel:
                 fn = torch._inductor.compile(graph.gm, graph.example_inputs)
         finally:
             GraphLowering.save_output_code = before
-        variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn,
-                                               code)  # the traced graph is not kept
+        tensor_slots = [slot for slot, p in zip(graph.in_slots, self.block.batched_params) if p.role == "tensor"]
+        fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
+        variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code,
+                                               fused_columns=fused_columns)  # the traced graph is not kept
         rt.stats.compiles += 1
         rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
         return variant
 
 
-def _alloc_outputs(out_rows: list[RowSpec], rows: int, rt: "Runtime") -> list[int]:
-    """Arena rows for ``rows`` rows of every output: the first row of each.
+def _alloc_outputs(out_rows: list[RowSpec], rows: int, rt: "Runtime") -> list[tuple[Pool, int]]:
+    """Arena rows for ``rows`` rows of every output: (its pool, its first row) for each.
 
     Outputs of one spec are allocated in one call: a pool that grew between
     two of them would leave the first one's rows in a storage it no longer uses.
     """
-    starts: list[int] = [0] * len(out_rows)
+    places: list[tuple[Pool, int]] = [None] * len(out_rows)  # type: ignore[list-item]
     for r in dict.fromkeys(out_rows):
         ks = [k for k, o in enumerate(out_rows) if o == r]
-        _, start = rt.arena.alloc(r.shape, r.dtype, rt.device, rows * len(ks))  # type: ignore[union-attr]
+        pool, start = rt.arena.alloc(r.shape, r.dtype, rt.device, rows * len(ks))  # type: ignore[union-attr]
         for i, k in enumerate(ks):
-            starts[k] = start + i * rows
-    return starts
+            places[k] = (pool, start + i * rows)
+    return places
 
 
 def _spec(h: int, rt: "Runtime") -> RowSpec:
