@@ -171,6 +171,7 @@ class ValueTable:
 
 
 def handle_matrix(values: Sequence[Handle] | array.array, columns: int) -> np.ndarray:
-    """Handles stored node after node (``columns`` per node) as an int64 array (columns, nodes)."""
+    """Handles stored node after node (``columns`` per node) as a C-contiguous int64 array (columns, nodes)."""
     flat = values if isinstance(values, array.array) else array.array("q", values)
-    return np.frombuffer(flat, dtype=np.int64).reshape(-1, columns).T
+    nodes = np.frombuffer(flat, dtype=np.int64).reshape(-1, columns)
+    return nodes.T.copy() if columns > 1 else nodes.reshape(1, -1)
