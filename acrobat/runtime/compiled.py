@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("acrobat.compile")
 
-PROBE_RUNS = 6  # runs per gather mode a block is timed in before its choice (after one warm-up launch each)
+PROBE_RUNS = 6  # runs per gather mode a block is timed in before its choice (after the run that compiled it)
 GATHER_MODES = ("auto", "explicit", "fused")
 
 
@@ -64,6 +64,7 @@ class Variant:
     fn: Callable
     code: list[str] = field(default_factory=list)  # Inductor's generated wrapper module(s)
     launches: int = 0
+    first_run: int = 0  # serial of the run it was compiled in (its launches there are not profiled)
     fused_columns: list[int] = field(default_factory=list)  # tensor columns (in tensor-parameter order) read fused
 
 
@@ -112,7 +113,7 @@ class CompiledKernel:
         t2 = time.perf_counter()
         rt.stats.gather_ms += (t1 - t0) * 1e3
         rt.stats.kernel_ms += (t2 - t1) * 1e3
-        if variant.launches > 0 and self.choice is None and handles is not None:
+        if variant.first_run != rt.serial and self.choice is None and handles is not None:
             mode = "fused" if fused else "explicit"
             run = self.samples[mode].setdefault(rt.serial, [0.0, 0])
             run[0] += (t2 - t0) * 1e6
@@ -241,7 +242,7 @@ class CompiledKernel:
         tensor_slots = [slot for slot, p in zip(graph.in_slots, self.block.batched_params) if p.role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code,
-                                               fused_columns=fused_columns)  # the traced graph is not kept
+                                               first_run=rt.serial, fused_columns=fused_columns)  # the traced graph is not kept
         rt.stats.compiles += 1
         rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
         return variant
