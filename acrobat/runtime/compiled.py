@@ -12,9 +12,9 @@ replaces Dynamo's guards, which cost ~50 µs per launch.
 Gathers (§5.2) come two ways: explicit (the runtime copies the rows into a
 contiguous batch, a view when they are contiguous) and fused (the kernel
 takes the arena storage and an index vector and reads in place). With
-``gather="auto"`` each block is profiled both ways on its first launches
-and keeps the faster (profile-guided, App. C.1); ``report()`` says what
-was picked. Kernels store their outputs straight into the arena rows
+``gather="auto"`` each block is profiled both ways on its first runs, by
+turns (the run that compiled a variant not counted), and keeps the faster
+(profile-guided, App. C.1); ``report()`` says what was picked. Kernels store their outputs straight into the arena rows
 allocated for the launch (no copy after the kernel).
 
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
@@ -311,7 +311,7 @@ class CompiledBackend:
             if not any(p.role == "tensor" for p in k.block.batched_params):
                 how = "none (no tensor inputs)"
             elif k.choice is None:
-                how = "explicit (rows not in one arena storage yet)" if not k.samples["fused"] else "probing"
+                how = "explicit (inputs not all in the arena yet)" if not k.samples["fused"] else "probing"
             elif self.gather != "auto":
                 how = f"{k.choice} (forced)"
             else:
