@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import itertools
 import linecache
+import threading
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -130,6 +131,7 @@ class Program(Function):
         self.options = options
         self._compiled: dict[tuple[int, Options], Compiled] = {}
         self._batched: dict[tuple[int, Options, str], tuple[Backend, dict[int, BlockKernel]]] = {}
+        self._lock = threading.RLock()  # compiling and making backends, when threads call run at once
 
     def compile(self, n_shared: int, options: Options | None = None) -> Compiled:
         """Compile for ``n_shared`` shared arguments (cached).
@@ -139,9 +141,10 @@ class Program(Function):
         """
         options = options or self.options
         key = (n_shared, options)
-        if key not in self._compiled:
-            self._compiled[key] = _compile(self, n_shared, options)
-        return self._compiled[key]
+        with self._lock:
+            if key not in self._compiled:
+                self._compiled[key] = _compile(self, n_shared, options)
+            return self._compiled[key]
 
     def source(self, n_shared: int = 1, options: Options | None = None) -> str:
         """The generated code: skeleton, shared-value prologue and every block."""
@@ -177,9 +180,11 @@ class Program(Function):
             raise BatchError("empty batch: run() needs at least one instance")
         options = options or self.options
         c = self.compile(len(shared), options)
-        rt = self.runtime(*shared, backend=backend, options=options)
-        rt.sync = sync
-        out = rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
+        be, _ = self.backend(backend, len(shared), options)
+        with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
+            rt = self.runtime(*shared, backend=backend, options=options)
+            rt.sync = sync
+            out = rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
         if stats is not None:
             stats.add(rt.stats)
         return out
@@ -208,11 +213,12 @@ class Program(Function):
         """
         options = options or self.options
         key = (n_shared, options, name)
-        if key not in self._batched:
-            c = self.compile(n_shared, options)
-            be = get_backend(name)
-            self._batched[key] = (be, {bid: be.kernel(b, c.block_fns[bid]) for bid, b in c.blocks.items()})
-        return self._batched[key]
+        with self._lock:
+            if key not in self._batched:
+                c = self.compile(n_shared, options)
+                be = get_backend(name)
+                self._batched[key] = (be, {bid: be.kernel(b, c.block_fns[bid]) for bid, b in c.blocks.items()})
+            return self._batched[key]
 
 
 def program(fn: Callable | None = None, *, options: Options = Options()) -> Any:

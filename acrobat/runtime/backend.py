@@ -12,8 +12,9 @@ one ``(B, ...)`` tensor per block output. Two backends exist:
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol
 
 import numpy as np
 import torch
@@ -51,6 +52,11 @@ class Backend(Protocol):
 
     def report(self) -> str:
         """What the backend did (compiles, gather choices), for the run report; empty if nothing."""
+        ...
+
+    def exclusive(self) -> ContextManager[Any]:
+        """A context held for a whole run: concurrent runs of one backend wait for each other
+        where they share state (the compiled backend's arena), else a no-op."""
         ...
 
 
@@ -110,6 +116,9 @@ class EagerBackend:
 
     def report(self) -> str:
         return ""
+
+    def exclusive(self) -> ContextManager[Any]:
+        return contextlib.nullcontext()  # each run's values live in its own Runtime: runs may overlap
 
 
 def _compiled(gather: str) -> Callable[[], Backend]:

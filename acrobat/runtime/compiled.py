@@ -28,9 +28,10 @@ from __future__ import annotations
 import logging
 import re
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 import numpy as np
 import torch
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
 
 log = logging.getLogger("acrobat.compile")
+_COMPILE_LOCK = threading.Lock()  # kernel tracing and compiling are not thread-safe in torch
 
 PROBE_RUNS = 6  # runs per gather mode a block is timed in before its choice (after the run that compiled it)
 GATHER_MODES = ("auto", "explicit", "fused")
@@ -227,18 +229,20 @@ class CompiledKernel:
         """Trace the variant for ``key`` and compile it with TorchInductor (or load it from the disk cache)."""
         t0 = time.perf_counter()
         log.info("compiling block %s (%s gather) ...", self.block.name, "fused" if fused else "explicit")
-        graph = trace_block(self.block, self.fn, in_rows, shared, fused, rt.device)
         code: list[str] = []
-        before = GraphLowering.save_output_code
-        GraphLowering.save_output_code = code.append  # Inductor's hook, called on fresh compiles and cache hits
-        try:
-            # An inference graph: no autograd bookkeeping in the kernel's wrapper. Without per-call size
-            # asserts: the key fixes the shared arguments' strides, and every batched input, index and
-            # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
-            with torch.no_grad(), torch._inductor.config.patch(size_asserts=False):
-                fn = torch._inductor.compile(graph.gm, graph.example_inputs)
-        finally:
-            GraphLowering.save_output_code = before
+        # Tracing (torch.fx's patcher) and Inductor's output hook are process-global: one compile at a time.
+        with _COMPILE_LOCK:
+            graph = trace_block(self.block, self.fn, in_rows, shared, fused, rt.device)
+            before = GraphLowering.save_output_code
+            GraphLowering.save_output_code = code.append  # Inductor's hook, called on fresh compiles and cache hits
+            try:
+                # An inference graph: no autograd bookkeeping in the kernel's wrapper. Without per-call size
+                # asserts: the key fixes the shared arguments' strides, and every batched input, index and
+                # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
+                with torch.no_grad(), torch._inductor.config.patch(size_asserts=False):
+                    fn = torch._inductor.compile(graph.gm, graph.example_inputs)
+            finally:
+                GraphLowering.save_output_code = before
         tensor_slots = [slot for slot, p in zip(graph.in_slots, self.block.batched_params) if p.role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code,
@@ -295,6 +299,11 @@ class CompiledBackend:
         self.name = "compiled" if gather == "auto" else f"compiled-{gather}"
         self.arena = Arena()
         self.kernels: list[CompiledKernel] = []
+        self._lock = threading.Lock()
+
+    def exclusive(self) -> ContextManager[Any]:
+        """Held for a whole run: runs share the arena (overwritten by each run) and the gather probes."""
+        return self._lock
 
     def kernel(self, block: Block, fn: Callable) -> CompiledKernel:
         k = CompiledKernel(self, block, fn)
