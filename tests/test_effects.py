@@ -14,6 +14,12 @@ import torch
 
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.models import get_model
+from tests import effects_progs as ep
+from tests.test_tdc import P
+
+
+def _params() -> P:
+    return P(hidden=4, vocab=16)
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -44,3 +50,19 @@ def test_threads_calling_run_at_once_get_their_own_results(dataset):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_python_floats_keep_a_float64_model_exact():
+    """A per-instance Python float is not rounded to float32 on its way into a float64 model."""
+    p = _params().double()
+    batch = [(1, 0.1), (2, 1 / 3), (3, 2.0 ** -30 + 1)]
+    with torch.no_grad():
+        for backend in ("eager", "compiled"):
+            got = ep.scaled64.run(batch, p, backend=backend)
+            torch.testing.assert_close(got, [ep.scaled64(x, p) for x in batch], rtol=0, atol=1e-15)
+            assert all(t.dtype == torch.float64 for t in got)
+    q = _params()  # float32: the number is rounded as PyTorch rounds it, and results stay float32
+    with torch.no_grad():
+        got = ep.scaled64.run(batch, q)
+    assert all(t.dtype == torch.float32 for t in got)
+    torch.testing.assert_close(got, [ep.scaled64(x, q) for x in batch], rtol=0, atol=0)

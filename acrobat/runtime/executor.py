@@ -28,7 +28,7 @@ from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
 from acrobat.runtime.dfg import OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTable, handle_matrix
 from acrobat.runtime.fibers import FiberScheduler
-from acrobat.runtime.gather import gather_values
+from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.stats import BlockStats, RunStats
 
 
@@ -95,7 +95,7 @@ class Runtime:
         """A shared tensor used where a per-instance tensor is expected."""
         v = self.lifted.get(id(t))
         if v is None:
-            g, v = self.table.lifted(torch.as_tensor(t, device=self.device))
+            g, v = self.table.lifted(host_tensor(t, self.device))
             self.lifted[id(t)] = v
             if self.arena is not None:  # in the arena too, so that kernels can gather it with the rest
                 row = g.outs[0]  # type: ignore[index]
@@ -246,7 +246,7 @@ class Runtime:
         per_instance = []
         for row, inst in enumerate(g.insts):
             args = g.node_args(row)
-            values = [self.table.tensor(a) if p.role == "tensor" else torch.as_tensor(a, device=self.device)
+            values = [self.table.tensor(a) if p.role == "tensor" else host_tensor(a, self.device)
                       for p, a in zip(block.batched_params, args)]
             per_instance.append(values)
             try:

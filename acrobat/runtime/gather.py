@@ -33,7 +33,23 @@ def host_column(col: Sequence[Any], device: torch.device) -> torch.Tensor:
             return int_tensor(col, device)
         except (TypeError, OverflowError):
             pass
-    return torch.tensor(col, device=device)
+    return torch.tensor(col, device=device, dtype=_python_dtype(*col))
+
+
+def host_tensor(x: Any, device: torch.device) -> torch.Tensor:
+    """One host value (a number, or a tensor given as data) as a tensor on ``device``.
+
+    A Python float becomes float64, as PyTorch keeps a Python scalar at full
+    precision until an operator meets it: a float64 model computes with the
+    exact value, a float32 one rounds it where plain PyTorch does (a
+    0-dimensional operand does not change the result's dtype).
+    """
+    return torch.as_tensor(x, device=device, dtype=_python_dtype(x))
+
+
+def _python_dtype(*values: Any) -> torch.dtype | None:
+    """float64 when a value is a Python float (not float32, the default dtype); else None (inferred)."""
+    return torch.float64 if any(type(v) is float for v in values) else None
 
 
 def select_rows(t: torch.Tensor, rows: np.ndarray, device: torch.device) -> torch.Tensor:
