@@ -17,6 +17,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from acrobat.analysis.aliases import check_lists, escaping_effects
 from acrobat.analysis.blocks import lower_function
 from acrobat.analysis.fusion import fuse_weights
 from acrobat.analysis.depth import base_depth, parallel_loops
@@ -110,6 +111,7 @@ class Compiled:
     entry_key: Any
     slots: SharedSlots
     skeleton_options: Options  # as the skeleton was written (fibers off where no value is read)
+    effects: set  # spec keys whose calls change host state that outlives them (their concurrent calls don't fork)
 
     @property
     def result_kind(self) -> Kind:
@@ -256,6 +258,8 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
 def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     functions = _parse_all(prog)
     table = analyze_kinds(functions, prog, n_shared)
+    check_lists(table.specs)
+    effects = escaping_effects(table.specs)
     slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
     block_ids = itertools.count()
     lowered: list[LoweredFunction] = []
@@ -271,7 +275,7 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     block_fns = {bid: compile_block(b, g) for bid, b in blocks.items()}
     needs_fibers = any(spec.reads for spec in table.specs.values())
     skeleton_options = dataclasses.replace(options, fibers=options.fibers and needs_fibers)
-    skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base, skeleton_options)
+    skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base, skeleton_options, effects)
     prologue = _write_prologue(slots, g)
     namespace: dict[str, Any] = dict(g.values)
     namespace["_B"] = blocks
@@ -282,7 +286,7 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for f in lowered if f.spec.key == table.entry for s in f.body)
     entry = _located(namespace[table.specs[table.entry].name], skeleton_file, line_map)
     return Compiled(skeleton, prologue, entry, namespace["_prologue"], blocks, block_fns, base, n_phases, needs_fibers,
-                    lowered, table.entry, slots, skeleton_options)
+                    lowered, table.entry, slots, skeleton_options, effects)
 
 
 def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]]) -> Callable:

@@ -81,8 +81,8 @@ def host_then_tensor(tree, p):
 def number_leaves(node, p, counter):
     """Numbers the leaves left to right through a shared counter; reads a tensor value (fibers)."""
     if node.is_leaf:
-        k = counter[0]
-        counter[0] = k + 1  # M:counter
+        k = len(counter)
+        counter.append(k)  # M:counter
         h = p.emb[node.word_id] * (k + 1)
         if h.sum() > 0:
             h = -h
@@ -93,7 +93,7 @@ def number_leaves(node, p, counter):
 
 @ab.program
 def numbered(tree, p):
-    counter = [0]
+    counter = []
     return number_leaves(tree, p, counter)
 
 
@@ -152,3 +152,60 @@ def scaled64(item, p):
     """A per-instance Python float in a float64 model."""
     tok, scale = item
     return p.emb[tok] * scale + p.b
+
+
+# ---------------------------------------------- lists acrobat cannot follow
+
+
+@ab.function
+def first_of(pair):
+    return pair[0]
+
+
+@ab.program
+def untracked_list(tree, p):
+    """The list comes back out of a call's result and is then changed: rejected at compile time."""
+    outs = []
+    same = first_of((outs, 0))
+    same.append(torch.tanh(p.emb[0]))  # M:untracked
+    return outs
+
+
+@ab.program
+def untracked_fixed(tree, p):
+    """The fix the error names: change the list through the variable that holds it."""
+    outs = []
+    outs.append(torch.tanh(p.emb[0]))
+    return outs
+
+
+@ab.program
+def mutate_param(tok, p):
+    """Changing a model parameter in place: rejected."""
+    p.log.append(tok)  # M:mutate_param
+    return p.emb[tok]
+
+
+@ab.program
+def aug_local_fixed(tok, p):
+    """The fix the `+=` error names."""
+    h = p.emb[tok] @ p.W
+    h = h + p.b
+    return h
+
+
+@ab.function
+def collect(node, p, outs):
+    """`outs += [...]` extends the caller's list in place, as in Python."""
+    if node.is_leaf:
+        outs += [torch.tanh(p.emb[node.word_id])]
+    else:
+        collect(node.left, p, outs)
+        collect(node.right, p, outs)
+
+
+@ab.program
+def extended(tree, p):
+    outs = []
+    collect(tree, p, outs)
+    return outs

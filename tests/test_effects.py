@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acrobat.errors import CompileError
 
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.models import get_model
@@ -66,3 +71,76 @@ def test_python_floats_keep_a_float64_model_exact():
         got = ep.scaled64.run(batch, q)
     assert all(t.dtype == torch.float32 for t in got)
     torch.testing.assert_close(got, [ep.scaled64(x, q) for x in batch], rtol=0, atol=0)
+
+
+def _line(key: str) -> int:
+    """The line of ``tests/effects_progs.py`` marked ``# M:<key>``."""
+    with open(ep.__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if line.rstrip().endswith(f"# M:{key}"))
+
+
+def _check(prog, instances, p, backend: str = "eager") -> list:
+    with torch.inference_mode() if backend != "eager" else torch.no_grad():
+        got = prog.run(instances, p, backend=backend)
+        want = [prog(x, p) for x in instances]
+    torch.testing.assert_close(got, want, **TOL)
+    return got
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("prog", [ep.every_node, ep.aliased_list, ep.nested_lists, ep.extended])
+def test_lists_changed_through_callees_and_aliases_hold_tensors(prog, backend):
+    """Tensors appended through a callee's parameter, an alias or a loop variable come back as tensors."""
+    got = _check(prog, synthetic_trees(8, seed=3, vocab_size=16), _params(), backend)
+    flat = [x for r in got for x in (r[0] if isinstance(r, tuple) else r)]
+    assert flat and all(isinstance(x, (torch.Tensor, list)) for x in flat)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 10_000))
+def test_every_node_matches_plain_python_on_random_trees(n, seed):
+    _check(ep.every_node, synthetic_trees(n, seed=seed, vocab_size=16), _params())
+
+
+def test_host_data_and_tensors_meeting_in_one_list_through_a_callee_is_rejected():
+    with pytest.raises(CompileError, match="separate lists"):
+        ep.host_then_tensor.compile(1)
+
+
+def test_a_list_changed_where_acrobat_cannot_follow_it_is_rejected_and_the_fix_compiles():
+    with pytest.raises(CompileError) as err:
+        ep.untracked_list.compile(1)
+    assert f"effects_progs.py:{_line('untracked')}" in str(err.value)
+    assert "keep a list that is changed in one variable" in str(err.value)
+    _check(ep.untracked_fixed, synthetic_trees(3, seed=0, vocab_size=16), _params())
+
+
+def test_changing_a_model_parameter_in_place_is_rejected():
+    with pytest.raises(CompileError) as err:
+        ep.mutate_param.compile(1)
+    assert f"effects_progs.py:{_line('mutate_param')}" in str(err.value) and "every instance shares" in str(err.value)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 10), st.integers(0, 10_000))
+def test_host_effects_keep_python_order_under_fibers(n, seed):
+    """Concurrent calls that number leaves through a shared counter see it in plain Python's order."""
+    _check(ep.numbered, synthetic_trees(n, seed=seed, vocab_size=16), _params())
+
+
+def test_only_concurrent_calls_with_host_effects_give_up_child_fibers():
+    assert "_rt.fork(" in ep.pure_tree.source()
+    assert "_rt.fork(" not in ep.numbered.source()
+    assert ep.numbered.compile(1).needs_fibers
+
+
+@pytest.mark.parametrize("prog, key", [(ep.aug_param, "aug_param"), (ep.aug_local, "aug_local")])
+def test_augmented_assignment_on_a_tensor_is_rejected_with_the_fix(prog, key):
+    with pytest.raises(CompileError) as err:
+        prog.compile(1)
+    assert f"effects_progs.py:{_line(key)}" in str(err.value) and "write `x = x + y`" in str(err.value)
+    _check(ep.aug_local_fixed, [1, 2, 3], _params())
+
+
+def test_augmented_assignment_on_host_values_and_lists_is_plain_python():
+    _check(ep.aug_host, [[1, 2], [3], [4, 5, 6]], _params())

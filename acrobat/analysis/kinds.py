@@ -171,6 +171,29 @@ def join(a: Kind, b: Kind) -> Kind:
 
 SpecKey = tuple[Any, tuple[Kind, ...]]  # (python function object, argument kinds)
 
+#: A list reached from a variable: ``(name, steps)``, the list ``name`` holds after ``steps`` element steps
+#: (``("rows", 1)`` is any element of ``rows``).
+ListPath = tuple[str, int]
+
+
+@dataclass
+class ListFlow:
+    """Where lists go in one specialization: what the alias check (``acrobat.analysis.aliases``) needs.
+
+    A Python list is one object however many variables hold it, so a tensor
+    appended through one name is in the list every other name sees. The
+    kind analysis keeps one element kind per list variable; ``edges`` make
+    aliased variables agree, ``links`` do the same between a call's list
+    arguments and the callee's parameters. A list reached some way the
+    analysis does not follow (``untracked``) may not be changed.
+    """
+
+    edges: set[tuple[ListPath, ListPath]] = field(default_factory=set)  # may be the same list
+    untracked: dict[str, ir.Expr | ir.Stmt] = field(default_factory=dict)  # variable -> where it got an untracked list
+    mutated: dict[str, ir.Expr | ir.Stmt] = field(default_factory=dict)  # variable -> where a list it holds is changed
+    links: dict[tuple[int, int], ListPath | None] = field(default_factory=dict)  # (call nid, arg) -> caller path
+    host_effects: dict[int, ir.Expr | ir.Stmt] = field(default_factory=dict)  # calls that may change host state
+
 
 @dataclass
 class Spec:
@@ -186,6 +209,7 @@ class Spec:
     calls: dict[int, SpecKey] = field(default_factory=dict)  # program-call nid -> callee spec
     reads: set[int] = field(default_factory=set)  # nids of tensors whose value host code reads (§4.2)
     ret: Kind = BOTTOM
+    lists: ListFlow = field(default_factory=lambda: ListFlow())  # which list variables may be one list
 
 
 @dataclass
@@ -204,6 +228,9 @@ _TENSOR_EXITS = {
     "__bool__": "truth-testing a tensor makes control flow depend on its value",
 }
 _LIST_METHODS = {"append", "pop"}
+#: Methods of Python's containers that change them in place.
+_MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
+                               "add", "discard", "setdefault", "popitem", "__setitem__", "__delitem__"})
 
 
 class _Analyzer:
@@ -303,7 +330,9 @@ class _Analyzer:
         """Analyse one statement; True if it always returns."""
         match s:
             case ir.Assign(target=t, value=v):
-                self.bind(s, t, self.expr(v))
+                k = self.expr(v)
+                self.bind(s, t, k)
+                self.flow_target(s, t, v, k)
             case ir.ExprStmt(value=v):
                 self.expr(v)
             case ir.Return(value=v):
@@ -330,12 +359,128 @@ class _Analyzer:
                 self.loop(self.env, lambda: (self.body(b, False), self.host_test(t, "while")))
             case ir.For(target=tg, iter=it, body=b):
                 elem = self.iter_elem(it)
+                src = _path_of(it)
+                if tg.name is not None and src is not None:
+                    self.spec.lists.edges.add(((tg.name, 0), (src[0], src[1] + 1)))  # the loop variable is an element
+                elif contains(elem, ListK):
+                    self.untracked(s, tg)
                 self.loop(self.env, lambda: (self.bind(s, tg, elem), self.body(b, False)))
             case ir.PhaseMark():
                 if not entry:
                     raise self.error(s, "acrobat.phase() marks a stage of the @acrobat.program entry function; "
                                         "move it to the entry's top level")
         return False
+
+    # -- lists: one object under many names (see ListFlow) ---------------
+    def flow_target(self, node: ir.Stmt, t: ir.Target, v: ir.Expr, k: Kind) -> None:
+        """Record where the lists in ``v`` (of kind ``k``) go when assigned to ``t``."""
+        if not contains(k, ListK):
+            return
+        if t.name is not None:
+            self.flow(node, (t.name, 0), v)
+        elif isinstance(v, ir.TupleExpr) and len(v.items) == len(t.items or []):
+            for ti, vi in zip(t.items or [], v.items):
+                self.flow_target(node, ti, vi, self.spec.kinds.get(vi.nid, BOTTOM))
+        else:
+            self.untracked(node, t)
+
+    def flow(self, node: ir.Expr | ir.Stmt, dst: ListPath, v: ir.Expr) -> None:
+        """The list at ``dst`` now is (or holds the elements of) the list value ``v``."""
+        src = _path_of(v)
+        if src is not None:
+            if src != dst:
+                self.spec.lists.edges.add((dst, src))
+            return
+        match v:
+            case ir.BinOp(inplace=True, right=r):  # `dst += r`: the same list, extended by r's elements
+                self.flow_elems(node, dst, r)
+            case ir.ListExpr(items=items):  # a new list: its items are elements
+                for x in items:
+                    if contains(self.spec.kinds.get(x.nid, BOTTOM), ListK):
+                        self.flow(node, (dst[0], dst[1] + 1), x)
+            case ir.BinOp(op="+", left=a, right=b):  # a new list of both sides' elements
+                self.flow_elems(node, dst, a)
+                self.flow_elems(node, dst, b)
+            case ir.Subscript(obj=o, index=ir.Slice()) | ir.Call(callee=("builtin", "list" | "reversed"), args=[o]):
+                self.flow_elems(node, dst, o)  # a new list of o's elements
+            case _:
+                self.spec.lists.untracked.setdefault(dst[0], node)
+
+    def flow_elems(self, node: ir.Expr | ir.Stmt, dst: ListPath, v: ir.Expr) -> None:
+        """The elements of the list value ``v`` become elements of the list at ``dst``."""
+        k = self.spec.kinds.get(v.nid, BOTTOM)
+        if not (isinstance(k, ListK) and contains(k.elem, ListK)):
+            return  # elements that are not lists need no tracking
+        src = _path_of(v)
+        if src is not None:
+            self.spec.lists.edges.add(((dst[0], dst[1] + 1), (src[0], src[1] + 1)))
+        elif isinstance(v, ir.ListExpr):
+            self.flow(node, dst, v)
+        else:
+            self.spec.lists.untracked.setdefault(dst[0], node)
+
+    def untracked(self, node: ir.Stmt, t: ir.Target) -> None:
+        """Every name in ``t`` got a list the analysis does not follow (from a tuple, a call, ...)."""
+        if t.name is not None:
+            self.spec.lists.untracked.setdefault(t.name, node)
+        for i in t.items or []:
+            self.untracked(node, i)
+
+    def mutate(self, e: ir.Expr, receiver: ir.Expr, elem: Kind | None) -> ListPath:
+        """``receiver``, a list, is changed in place by ``e``; ``elem``: the kind of what is put into it.
+
+        Raises:
+            CompileError: the list is not held in a variable (or an element of one).
+        """
+        path = _path_of(receiver)
+        if path is None:
+            raise self.error(e, "a list changed in place must be held in a variable (or be an element of a "
+                                "list held in one): assign it to a variable first")
+        self.spec.lists.mutated.setdefault(path[0], e)
+        if elem is not None:
+            name, steps = path
+            old = self.spec.var.get(name, BOTTOM)
+            inner = _kind_at(old, steps)
+            grown = ListK(self.join_at(e, inner.elem if isinstance(inner, ListK) else BOTTOM, elem))
+            self.set_var(e, name, _put_at(old, steps, grown))
+            self.env[name] = self.spec.var[name]
+        return path
+
+    def sync_lists(self) -> None:
+        """Make variables that may hold one list agree on its kind (the analysis of ``self.spec``)."""
+        for a, b in self.spec.lists.edges:
+            ka, kb = _kind_at(self.spec.var.get(a[0], BOTTOM), a[1]), _kind_at(self.spec.var.get(b[0], BOTTOM), b[1])
+            if not (isinstance(ka, ListK) or isinstance(kb, ListK)) or ka == kb:
+                continue
+            try:
+                k = join(ka, kb)
+            except KindConflict:
+                raise self.error(self.spec.fn, f"`{a[0]}` and `{b[0]}` may hold the same list, once with host data "
+                                               f"and once with tensors ({ka} vs {kb}): keep them in separate "
+                                               "lists") from None
+            for name, steps in (a, b):
+                self.set_var(self.spec.fn, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k))
+
+    def link_list_args(self, e: ir.Call, callee: Spec, arg_kinds: tuple[Kind, ...]) -> None:
+        """A list argument and the callee's parameter are one list: what the callee puts in, the caller sees."""
+        for i, (a, k) in enumerate(zip(e.args, arg_kinds)):
+            if not contains(k, ListK):
+                continue
+            path = _path_of(a)
+            self.spec.lists.links[(e.nid, i)] = path if path is not None else (None if _fresh(a) else ("?", 0))
+            inner = callee.var.get(callee.fn.params[i])
+            if path is None or not isinstance(inner, ListK):
+                continue
+            name, steps = path
+            cur = _kind_at(self.spec.var.get(name, BOTTOM), steps)
+            try:
+                k2 = join(cur, inner)
+            except KindConflict:
+                raise self.error(e, f"`{callee.fn.name}` puts {inner.elem} into this list, which holds {cur}: keep "
+                                    "host data and tensors in separate lists") from None
+            if k2 != cur:
+                self.set_var(e, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k2))
+                self.env[name] = self.spec.var[name]
 
     def host_test(self, t: ir.Expr, what: str) -> None:
         k = self.expr(t)
@@ -398,8 +543,11 @@ class _Analyzer:
                 return HOST
             case ir.Name(id=name):
                 k = self.env.get(name, BOTTOM)
-                if isinstance(k, SharedK) and isinstance(self.spec.var.get(name), TensorK):
+                stored = self.spec.var.get(name)
+                if isinstance(k, SharedK) and isinstance(stored, TensorK):
                     return TensorK(LIFTED_DEPTH)  # stored lifted: the variable is per-instance elsewhere
+                if isinstance(stored, ListK) and k is not BOTTOM:
+                    return stored  # one list, wherever it is changed: its kind is the same at every read
                 return k
             case ir.Attr(obj=o, attr=a):
                 k = self.expr(o)
@@ -427,6 +575,15 @@ class _Analyzer:
                 return ListK(elem)
             case ir.BinOp(op=op, left=a, right=b):
                 ka, kb = self.expr(a), self.expr(b)
+                if e.inplace and isinstance(ka, (TensorK, SharedK)):
+                    raise self.error(e, f"`{op}=` updates a tensor in place (in PyTorch every tensor sharing its "
+                                        "memory changes too, a model parameter included): acrobat does not batch "
+                                        f"in-place updates; write `x = x {op} y`")
+                if e.inplace and isinstance(ka, ListK) and op == "+":  # extends the list in place
+                    self.mutate(e, a, kb.elem if isinstance(kb, ListK) else BOTTOM)
+                    if isinstance(kb, ListK) and contains(kb.elem, ListK):
+                        self.flow_elems(e, _path_of(a) or ("?", 0), b)
+                    return self.spec.var.get(a.id, ka) if isinstance(a, ir.Name) else ka
                 if isinstance(ka, ListK) and isinstance(kb, ListK) and op == "+":
                     return ListK(self.join_at(e, ka.elem, kb.elem))  # list concatenation, on the host
                 return self.op_kind(e, [a, b], [ka, kb], host_result=True)
@@ -507,7 +664,9 @@ class _Analyzer:
             if self.spec.calls.get(e.nid) != key:
                 self.spec.calls[e.nid] = key
                 self.changed = True
-            return self.request(key).ret
+            callee = self.request(key)
+            self.link_list_args(e, callee, arg_kinds)
+            return callee.ret
         recv = self.expr(e.receiver) if e.receiver is not None else None
         arg_kinds = [self.expr(a) for a in e.args]
         kw_kinds = [self.expr(v) for v in e.kwargs.values()]
@@ -525,6 +684,11 @@ class _Analyzer:
             return self.builtin(e, what, arg_kinds)
         if kind == "method" and isinstance(recv, ListK):
             return self.list_method(e, what, recv, arg_kinds)
+        if kind == "method" and what in _MUTATING_METHODS and isinstance(recv, SharedK):
+            raise self.error(e, f"`.{what}()` changes a model parameter, which every instance shares: keep "
+                                "per-instance state in variables of the model function")
+        if kind in ("method", "value") and recv is HOST and (kind == "value" or what in _MUTATING_METHODS):
+            self.spec.lists.host_effects[e.nid] = e  # may change host state: keeps Python's order on fibers
         if kind == "method" and what in _TENSOR_EXITS and recv is not None and (has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"{_TENSOR_EXITS[what]}: read tensor values with `.item()`, `.tolist()`, "
                                 "`bool()`, `int()` or `float()`")
@@ -559,13 +723,47 @@ class _Analyzer:
     def list_method(self, e: ir.Call, name: str, recv: ListK, kinds: list[Kind]) -> Kind:
         if name not in _LIST_METHODS:
             raise self.error(e, f"list method `.{name}()` is not supported: use append, pop, indexing and len()")
+        assert e.receiver is not None
         if name == "pop":
+            self.mutate(e, e.receiver, None)
             return recv.elem
-        if not isinstance(e.receiver, ir.Name):
-            raise self.error(e, "append to a list held in a variable")
-        self.set_var(e, e.receiver.id, ListK(kinds[0]))
-        self.env[e.receiver.id] = join(self.env.get(e.receiver.id, BOTTOM), ListK(kinds[0]))
+        path = self.mutate(e, e.receiver, kinds[0])
+        if contains(kinds[0], ListK):
+            self.flow(e, (path[0], path[1] + 1), e.args[0])
         return HOST
+
+
+def _path_of(e: ir.Expr) -> ListPath | None:
+    """The variable path of ``e`` when it names a list by variable (``xs``, ``rows[i]``), else None."""
+    if isinstance(e, ir.Name):
+        return (e.id, 0)
+    if isinstance(e, ir.Subscript) and not isinstance(e.index, ir.Slice):
+        inner = _path_of(e.obj)
+        return None if inner is None else (inner[0], inner[1] + 1)
+    return None
+
+
+def _fresh(e: ir.Expr) -> bool:
+    """True when ``e`` makes a new list no variable holds (a display, ``a + b``, ``list(...)``, a slice)."""
+    return isinstance(e, (ir.ListExpr, ir.BinOp)) and not getattr(e, "inplace", False) or (
+        isinstance(e, ir.Subscript) and isinstance(e.index, ir.Slice)) or (
+        isinstance(e, ir.Call) and e.callee in (("builtin", "list"), ("builtin", "reversed")))
+
+
+def _kind_at(k: Kind, steps: int) -> Kind:
+    """The kind ``steps`` list-element steps into ``k`` (BOTTOM past anything but a list)."""
+    for _ in range(steps):
+        k = k.elem if isinstance(k, ListK) else BOTTOM
+    return k
+
+
+def _put_at(k: Kind, steps: int, new: Kind) -> Kind:
+    """``k`` with the kind ``steps`` element steps in replaced by ``new`` (unchanged where ``k`` is no list)."""
+    if steps == 0:
+        return new
+    if isinstance(k, ListK) or k is BOTTOM:
+        return ListK(_put_at(k.elem if isinstance(k, ListK) else BOTTOM, steps - 1, new))
+    return k
 
 
 def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
@@ -623,6 +821,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int) 
                 an.set_var(spec.fn.body[0] if spec.fn.body else spec.fn, name, k)  # type: ignore[arg-type]
                 an.env[name] = k
             an.body(spec.fn.body, entry=spec.key == key)
+            an.sync_lists()
     reachable: dict[SpecKey, Spec] = {}
     todo = [key]
     while todo:  # specializations requested with not-yet-final kinds are dropped

@@ -34,6 +34,7 @@ from acrobat.analysis.lowered import BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen import aot
 from acrobat.codegen.aot import target_kind
+from acrobat.codegen.printer import INPLACE as _INPLACE
 from acrobat.frontend import ir
 from acrobat.program import Compiled, Options, Program
 from acrobat.runtime.backend import get_backend
@@ -205,7 +206,8 @@ class Interpreter:
         fork = f.d
         results: list[Any] = []
         depths: list[int] = []
-        if parallel and self.fibers:  # fork-join over child fibers (§4.2)
+        forkable = not any(key in self.lp.compiled.effects for key, _ in calls)  # host effects keep their order
+        if parallel and self.fibers and forkable:  # fork-join over child fibers (§4.2)
             thunks = [lambda key=key, args=args: self.call(key, fork, self.call_args(f, key, args))
                       for key, args in calls]
             for r, d in self.rt.fork(thunks):
@@ -264,8 +266,8 @@ class Interpreter:
                 return tuple([self.expr(f, x) for x in items])
             case ir.ListExpr(items=items):
                 return [self.expr(f, x) for x in items]
-            case ir.BinOp(op=op, left=a, right=b):
-                return _BINOPS[op](self.expr(f, a), self.expr(f, b))
+            case ir.BinOp(op=op, left=a, right=b, inplace=inplace):
+                return (_INPLACE if inplace else _BINOPS)[op](self.expr(f, a), self.expr(f, b))
             case ir.UnaryOp(op=op, operand=a):
                 return _UNOPS[op](self.expr(f, a))
             case ir.Compare(ops=ops, operands=xs):

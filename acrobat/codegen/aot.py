@@ -201,7 +201,8 @@ class SkeletonWriter:
     def program_call(self, s: ir.Stmt, t: ir.Target, calls, conc: bool, depth: int) -> None:
         results = []
         tupled = conc
-        if conc and self.concurrency and self.fibers:  # fork-join over child fibers (§4.2)
+        forkable = not any(key in self.effects for key, _ in calls)  # else fibers could reorder host effects
+        if conc and self.concurrency and self.fibers and forkable:  # fork-join over child fibers (§4.2)
             self.emit(depth, "_dfork = _d  # concurrent calls start at the same depth, each on its own fiber")
             thunks = [f"lambda: {self.names[key]}(_rt, _dfork, {self.call_args(key, args)})" for key, args in calls]
             self.emit(depth, f"_res = _rt.fork(({''.join(t + ', ' for t in thunks)}))")
@@ -251,16 +252,19 @@ def _returns(body: list[ir.Stmt]) -> bool:
 
 
 def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globals, slots: SharedSlots,
-                   specs: dict, base: int, options) -> tuple[str, dict[int, tuple[ir.Loc, str]]]:
+                   specs: dict, base: int, options, effects: set) -> tuple[str, dict[int, tuple[ir.Loc, str]]]:
     """The Python source of the whole skeleton module (function names are the spec names),
     and its map from generated lines to model source lines (for error messages).
 
     ``options`` (``acrobat.Options``): ``concurrency``, ``ghosts``, and
     ``fibers`` (run concurrent calls on child fibers; set only for programs
-    with tensor-dependent control flow).
+    with tensor-dependent control flow). ``effects``: the spec keys whose
+    calls change host state that outlives them; concurrent calls of those
+    run one after the other even on fibers, so host effects keep Python's order (§4.2).
     """
     names = {key: spec.name for key, spec in specs.items()}
     w = SkeletonWriter(g, slots, specs, names, base)
+    w.effects = effects
     w.concurrency = options.concurrency
     w.ghosts = options.ghosts
     w.fibers = options.fibers

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 from acrobat.frontend import ir
+
+#: ``a op= b`` as the call Python makes: it updates ``a`` in place where ``a``'s type can (a list), else
+#: returns ``a op b``. The kind analysis rejects it on tensors, where it would write into a tensor.
+INPLACE = {
+    "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv, "//": operator.ifloordiv,
+    "%": operator.imod, "**": operator.ipow, "@": operator.imatmul, "&": operator.iand, "|": operator.ior,
+    "^": operator.ixor, "<<": operator.ilshift, ">>": operator.irshift,
+}
 
 
 class Globals:
@@ -54,6 +63,8 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
             return "(" + "".join(p(x) + ", " for x in items) + ")"
         case ir.ListExpr(items=items):
             return "[" + ", ".join(p(x) for x in items) + "]"
+        case ir.BinOp(op=op, left=a, right=b, inplace=True):  # a list's `+=` extends it in place
+            return f"{g.alias(INPLACE[op], INPLACE[op].__name__)}({p(a)}, {p(b)})"
         case ir.BinOp(op=op, left=a, right=b):
             return f"({p(a)} {op} {p(b)})"
         case ir.UnaryOp(op=op, operand=a):

@@ -104,6 +104,7 @@ class BinOp(Expr):
     op: str  # the Python operator symbol, e.g. "+", "@"
     left: Expr
     right: Expr
+    inplace: bool = False  # from ``left op= right``: Python updates ``left`` in place where its type can
 
 
 @dataclass(eq=False)

@@ -160,7 +160,7 @@ class _Translator:
             case ast.Assign():
                 raise self.error(s, "chained assignment `a = b = ...`: write one assignment per name")
             case ast.AugAssign(target=ast.Name(id=name), op=op, value=value):
-                rhs = ir.BinOp(loc, _BINOPS[type(op)], ir.Name(loc, name), self.expr(value))
+                rhs = ir.BinOp(loc, _BINOPS[type(op)], ir.Name(loc, name), self.expr(value), inplace=True)
                 return ir.Assign(loc, ir.Target(name=name), rhs)
             case ast.AugAssign():
                 raise self.error(s, "augmented assignment works on plain names only")
