@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from acrobat.analysis.kinds import Kind, ListK, TensorK, TupleK
+from acrobat.analysis.kinds import BOTTOM, Kind, ListK, TensorK, TupleK
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.codegen.kernels import RowSpec
@@ -289,6 +289,9 @@ def _collect(x: Any, kind: Kind, handles: list[Handle]) -> None:
         for i, k in zip(x, kind.items):
             _collect(i, k, handles)
     elif isinstance(kind, ListK):
+        if x and kind.elem is BOTTOM:  # the analysis saw nothing put in: never hand out what is there
+            raise AcrobatError(f"internal: a result list holds {len(x)} value(s) of a kind the compiler did "
+                               "not follow; please report this model")
         for i in x:
             _collect(i, kind.elem, handles)
 
