@@ -602,11 +602,13 @@ def _is_const(x: ir.Expr | None) -> bool:
     return False
 
 
-def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int) -> KindTable:
+def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int = 0) -> KindTable:
     """Run the kind analysis to a fixpoint from the entry function.
 
-    The entry's first parameter is the instance (host data); its other
-    ``n_shared`` parameters are shared roots (``SharedK(("arg", i))``).
+    The entry's parameter at position ``instance`` (the first, or the one
+    after ``self`` for a method) is the instance (host data); its other
+    ``n_shared`` parameters are shared roots (``SharedK(("arg", i))``, ``i``
+    the parameter's position).
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -614,10 +616,11 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int) 
     """
     fn = functions[entry]
     if len(fn.params) != 1 + n_shared:
-        raise CompileError(f"the entry `{fn.name}` must take the instance followed by {n_shared} "
-                           f"shared argument(s), it takes {len(fn.params)}", fn.loc.file, fn.loc.line)
+        raise CompileError(f"the entry `{fn.name}({', '.join(fn.params)})` takes the instance and "
+                           f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
+                           "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line)
     an = _Analyzer(functions)
-    key: SpecKey = (entry, (HOST, *[SharedK(("arg", i)) for i in range(1, 1 + n_shared)]))
+    key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.request(key)
     an.changed = True
     while an.changed:
