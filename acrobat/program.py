@@ -170,10 +170,12 @@ class Program(Function):
         shared = params[:self.instance_pos] + params[self.instance_pos + 1:]
         if len(shared) != n_shared:
             names = ", ".join(f"`{n}`" for n in shared) or "none"
+            fix = f"{self.__name__}.{call}(instances{''.join(', ' + n for n in shared)})"
+            if self.instance_pos:  # a method: self is bound by accessing the program on the object
+                fix = f"{shared[0]}.{fix[:-1].replace(', ' + shared[0], '', 1)})"
             raise BatchError(f"program `{self.__name__}({', '.join(params)})` takes the instance "
                              f"`{params[self.instance_pos]}` and {len(shared)} shared parameter(s) ({names}), "
-                             f"but {call}() was given {n_shared} shared argument(s): call "
-                             f"{self.__name__}.{call}(instances{''.join(', ' + n for n in shared)})")
+                             f"but {call}() was given {n_shared} shared argument(s): call {fix}")
 
     def shared_args(self, shared: tuple) -> tuple:
         """The entry's arguments as the prologue reads them (``_A``): ``shared`` with None at the instance's place."""
@@ -435,7 +437,8 @@ def _prologue_error(exc: Exception, i: int, args: tuple, slots: SharedSlots, ent
     kind, key = d.ref[-1]
     missing = f"attribute `{key}`" if kind == "." else f"item [{key!r}]"
     shared_no = pos + (pos < instance_pos)  # position among the shared arguments of run(), 1-based
-    what = "None" if obj is None else f"a {type(obj).__name__}"
+    what = ("None" if obj is None else "a dict" if isinstance(obj, dict) else
+            f"an object of type `{type(obj).__name__}`")
     if obj is None:
         hint = "pass the model's parameters (e.g. an nn.Module)"
     elif isinstance(obj, dict) and kind == ".":
