@@ -124,18 +124,20 @@ def test_host_code_failure(p, prog, key):
     assert f"{at(key)}: n = inst[\"steps\"] + 1" in msg
 
 
-def test_host_operand_that_is_no_number(p):
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_host_operand_that_is_no_number(p, backend):
     """A per-instance host value fed to a tensor operator is a str: the diagnosis names it, not crashes."""
-    with pytest.raises(acrobat.InstanceError) as info:
-        u.bad_host_operand.run([{"tok": 1, "scale": 2.0}, {"tok": 1, "scale": "x"}], p)
+    with pytest.raises(acrobat.InstanceError) as info, torch.inference_mode():
+        u.bad_host_operand.run([{"tok": 1, "scale": 2.0}, {"tok": 1, "scale": "x"}], p, backend=backend)
     msg = str(info.value)
     assert info.value.instance == 1 and "inst['scale']" in msg and "str 'x'" in msg
     assert f"{at('bad_host_operand')}:" in msg
 
 
-def test_operator_failure_in_a_block(p):
-    with pytest.raises(acrobat.ShapeError) as info:
-        u.operator_failure.run([1, 2], p)
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_operator_failure_in_a_block(p, backend):
+    with pytest.raises(acrobat.ShapeError) as info, torch.inference_mode():
+        u.operator_failure.run([1, 2], p, backend=backend)
     msg = str(info.value)
     assert "instance 0" in msg and f"{at('operator_failure')}:" in msg and "static block" in msg
 
