@@ -124,22 +124,25 @@ def test_host_code_failure(p, prog, key):
     assert f"{at(key)}: n = inst[\"steps\"] + 1" in msg
 
 
-@pytest.mark.parametrize("backend", ["eager", "compiled"])
-def test_host_operand_that_is_no_number(p, backend):
-    """A per-instance host value fed to a tensor operator is a str: the diagnosis names it, not crashes."""
-    with pytest.raises(acrobat.InstanceError) as info, torch.inference_mode():
-        u.bad_host_operand.run([{"tok": 1, "scale": 2.0}, {"tok": 1, "scale": "x"}], p, backend=backend)
-    msg = str(info.value)
-    assert info.value.instance == 1 and "inst['scale']" in msg and "str 'x'" in msg
-    assert f"{at('bad_host_operand')}:" in msg
+BLOCK_FAILURES = {  # a failing launch of a static block: the diagnosis names the instance and the line
+    # a per-instance host value fed to a tensor operator is a str
+    "host_operand": (u.bad_host_operand, [{"tok": 1, "scale": 2.0}, {"tok": 1, "scale": "x"}], acrobat.InstanceError,
+                     1, ["inst['scale']", "str 'x'", f"{at('bad_host_operand')}:"]),
+    "operator": (u.operator_failure, [1, 2], acrobat.ShapeError, 0,
+                 ["shapes cannot be multiplied", f"{at('operator_failure')}:", "static block"]),
+}
 
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])
-def test_operator_failure_in_a_block(p, backend):
-    with pytest.raises(acrobat.ShapeError) as info, torch.inference_mode():
-        u.operator_failure.run([1, 2], p, backend=backend)
+@pytest.mark.parametrize("case", list(BLOCK_FAILURES))
+def test_block_failure(p, case, backend):
+    prog, batch, error, inst, parts = BLOCK_FAILURES[case]
+    with pytest.raises(error) as info, torch.inference_mode():
+        prog.run(batch, p, backend=backend)
     msg = str(info.value)
-    assert "instance 0" in msg and f"{at('operator_failure')}:" in msg and "static block" in msg
+    assert info.value.instance == inst and f"instance {inst}" in msg
+    for part in parts:
+        assert part in msg, (part, msg)
 
 
 # ---------------------------------------------------------------- nn.Module methods
