@@ -63,3 +63,19 @@ class InstanceError(AcrobatError):
     def __init__(self, message: str, instance: int):
         self.instance = instance
         super().__init__(message)
+
+
+class ParamError(AcrobatError):
+    """The shared parameters passed to ``run`` lack what the model reads from them.
+
+    Raised when the once-per-run prologue reads ``p.W_out`` (or ``p.layers[0]``)
+    and the object passed for ``p`` is a dict, ``None`` or lacks the attribute.
+    The message names the program, the parameter (name and position), the
+    missing attribute or item, and the ``file:line`` of the model source line
+    that reads it. ``param`` is the parameter's name, ``attr`` what is missing.
+    """
+
+    def __init__(self, message: str, param: str | None = None, attr: str | None = None):
+        self.param = param
+        self.attr = attr
+        super().__init__(message)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import itertools
 import linecache
 import threading
+import types
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -28,7 +30,7 @@ from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import write_skeleton
 from acrobat.codegen.blocks import compile_block
 from acrobat.codegen.printer import Globals, expr_source
-from acrobat.errors import AcrobatError, BatchError, InstanceError
+from acrobat.errors import AcrobatError, BatchError, InstanceError, ParamError, ShapeError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import parse_function
 from acrobat.runtime.backend import Backend, BlockKernel, get_backend
@@ -77,16 +79,25 @@ class Options:
 
 
 class Function:
-    """A program function (``@acrobat.function``). Calling it runs plain Python."""
+    """A program function (``@acrobat.function``). Calling it runs plain Python.
+
+    A descriptor like a plain function: defined in a class (an ``nn.Module``
+    subclass), ``module.cell(x)`` calls it with ``self`` bound to the module.
+    """
 
     def __init__(self, fn: Callable):
         self.fn = fn
         self.__name__ = fn.__name__
+        self.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        """Accessed on an instance: a bound method (``self`` first); on the class: the function itself."""
+        return self if obj is None else types.MethodType(self, obj)
 
 
 def function(fn: Callable) -> Function:
@@ -126,14 +137,54 @@ class Program(Function):
     ``program.run(instances, *shared)`` runs a batch through acrobat.
     The first parameter is the instance; the others are shared by all
     instances (model parameters: ``nn.Module``s, tensors, numbers).
+
+    Defined as a method of a class (an ``nn.Module`` subclass), the
+    parameter after ``self`` is the instance and ``self`` is the first
+    shared parameter: ``module.prog.run(instances)`` (or
+    ``Class.prog.run(instances, module)``) runs the batch with the module
+    as the model parameters, ``module.prog(instance)`` one instance.
     """
 
     def __init__(self, fn: Callable, options: Options = Options()):
         super().__init__(fn)
         self.options = options
+        self.instance_pos = 0  # position of the instance among the entry's parameters (1 for a method)
         self._compiled: dict[tuple[int, Options], Compiled] = {}
         self._batched: dict[tuple[int, Options, str], tuple[Backend, dict[int, BlockKernel]]] = {}
         self._lock = threading.RLock()  # compiling and making backends, when threads call run at once
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        """Defined in a class body: a method, whose instance parameter follows ``self``."""
+        self.instance_pos = 1
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        """Accessed on an instance: the program with ``self`` bound as its first shared parameter."""
+        return self if obj is None else BoundProgram(self, obj)
+
+    def check_arity(self, n_shared: int, call: str = "run") -> None:
+        """Raise ``BatchError`` unless the entry takes the instance and ``n_shared`` shared parameters.
+
+        Raises:
+            BatchError: the message says how many the entry takes and how many were passed.
+        """
+        try:
+            params = list(inspect.signature(self.fn).parameters)
+        except (TypeError, ValueError):  # no signature: the compiler reports what it finds
+            return
+        shared = params[:self.instance_pos] + params[self.instance_pos + 1:]
+        if len(shared) != n_shared:
+            names = ", ".join(f"`{n}`" for n in shared) or "none"
+            fix = f"{self.__name__}.{call}(instances{''.join(', ' + n for n in shared)})"
+            if self.instance_pos:  # a method: self is bound by accessing the program on the object
+                fix = f"{shared[0]}.{fix[:-1].replace(', ' + shared[0], '', 1)})"
+            raise BatchError(f"program `{self.__name__}({', '.join(params)})` takes the instance "
+                             f"`{params[self.instance_pos]}` and {len(shared)} shared parameter(s) ({names}), "
+                             f"but {call}() was given {n_shared} shared argument(s): call {fix}")
+
+    def shared_args(self, shared: tuple) -> tuple:
+        """The entry's arguments as the prologue reads them (``_A``): ``shared`` with None at the instance's place."""
+        k = self.instance_pos
+        return (*shared[:k], None, *shared[k:])
 
     def compile(self, n_shared: int, options: Options | None = None) -> Compiled:
         """Compile for ``n_shared`` shared arguments (cached).
@@ -175,11 +226,16 @@ class Program(Function):
             equal to running ``self(instance, *shared)`` alone.
 
         Raises:
-            BatchError: empty batch. CompileError: see ``compile``.
+            BatchError: empty batch, or not as many shared arguments as the entry takes.
+            CompileError: see ``compile``.
+            ParamError: a shared argument lacks an attribute or item the model reads
+                (names the program, the parameter, what is missing and the source line).
             ShapeError: an operator failed for an instance (names it and the source line).
+            InstanceError: the model's host code failed for an instance (names it and the source line).
         """
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
+        self.check_arity(len(shared))
         options = options or self.options
         c = self.compile(len(shared), options)
         be, _ = self.backend(backend, len(shared), options)
@@ -194,6 +250,7 @@ class Program(Function):
     def trace(self, instances: Sequence, *shared: Any, options: Options | None = None) -> list[tuple[int, str, int, int]]:
         """The DFG of a batch as it ran: sorted (instance, block name, phase, depth), one per node."""
         options = options or self.options
+        self.check_arity(len(shared), "trace")
         c = self.compile(len(shared), options)
         rt = self.runtime(*shared, options=options)
         rt.trace = []
@@ -205,7 +262,7 @@ class Program(Function):
         options = options or self.options
         c = self.compile(len(shared), options)
         be, kernels = self.backend(backend, len(shared), options)
-        return Runtime(c.blocks, c.block_fns, kernels, c.prologue((None, *shared)), arena=be.arena)
+        return Runtime(c.blocks, c.block_fns, kernels, c.prologue(self.shared_args(shared)), arena=be.arena)
 
     def backend(self, name: str, n_shared: int = 1, options: Options | None = None) -> tuple[Backend, dict[int, BlockKernel]]:
         """The backend ``name`` this program runs with, and its kernel per block (made once, then reused).
@@ -221,6 +278,37 @@ class Program(Function):
                 be = get_backend(name)
                 self._batched[key] = (be, {bid: be.kernel(b, c.block_fns[bid]) for bid, b in c.blocks.items()})
             return self._batched[key]
+
+
+class BoundProgram:
+    """An ``@acrobat.program`` method accessed on an object: ``self`` is bound as the first shared argument.
+
+    ``bound(instance, *shared)`` runs one instance as plain Python,
+    ``bound.run(instances, *shared)`` a batch; other attributes are the program's.
+    """
+
+    def __init__(self, program: Program, obj: Any):
+        self.program = program
+        self.obj = obj
+        self.__name__ = program.__name__
+
+    def __call__(self, instance: Any, *shared: Any) -> Any:
+        return self.program.fn(self.obj, instance, *shared)
+
+    def run(self, instances: Sequence, *shared: Any, **kwargs: Any) -> list:
+        """``Program.run`` with ``self`` first among the shared arguments."""
+        return self.program.run(instances, self.obj, *shared, **kwargs)
+
+    def trace(self, instances: Sequence, *shared: Any, **kwargs: Any) -> list:
+        """``Program.trace`` with ``self`` first among the shared arguments."""
+        return self.program.trace(instances, self.obj, *shared, **kwargs)
+
+    def runtime(self, *shared: Any, **kwargs: Any) -> Runtime:
+        """``Program.runtime`` with ``self`` first among the shared arguments."""
+        return self.program.runtime(self.obj, *shared, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.program, name)
 
 
 def program(fn: Callable | None = None, *, options: Options = Options()) -> Any:
@@ -257,7 +345,7 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
 
 def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     functions = _parse_all(prog)
-    table = analyze_kinds(functions, prog, n_shared)
+    table = analyze_kinds(functions, prog, n_shared, instance=prog.instance_pos)
     check_lists(table.specs)
     effects = escaping_effects(table.specs)
     slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
@@ -276,25 +364,35 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     needs_fibers = any(spec.reads for spec in table.specs.values())
     skeleton_options = dataclasses.replace(options, fibers=options.fibers and needs_fibers)
     skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base, skeleton_options, effects)
-    prologue = _write_prologue(slots, g)
+    prologue, prologue_lines = _write_prologue(slots, g)
     namespace: dict[str, Any] = dict(g.values)
     namespace["_B"] = blocks
     skeleton_file = f"<acrobat skeleton {prog.__name__}>"
     linecache.cache[skeleton_file] = (len(skeleton), None, skeleton.splitlines(True), skeleton_file)
     exec(compile(skeleton, skeleton_file, "exec"), namespace)
-    exec(compile(prologue, f"<acrobat prologue {prog.__name__}>", "exec"), namespace)
+    prologue_file = f"<acrobat prologue {prog.__name__}>"
+    linecache.cache[prologue_file] = (len(prologue), None, prologue.splitlines(True), prologue_file)
+    exec(compile(prologue, prologue_file, "exec"), namespace)
     n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for f in lowered if f.spec.key == table.entry for s in f.body)
-    entry = _located(namespace[table.specs[table.entry].name], skeleton_file, line_map)
-    return Compiled(skeleton, prologue, entry, namespace["_prologue"], blocks, block_fns, base, n_phases, needs_fibers,
+    entry_spec = table.specs[table.entry]
+    entry = _located(namespace[entry_spec.name], skeleton_file, line_map, prog.instance_pos)
+    located_prologue = _located_prologue(namespace["_prologue"], prologue_file, prologue_lines, slots,
+                                         entry_spec.fn, prog.__name__, prog.instance_pos)
+    return Compiled(skeleton, prologue, entry, located_prologue, blocks, block_fns, base, n_phases, needs_fibers,
                     lowered, table.entry, slots, skeleton_options, effects)
 
 
-def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]]) -> Callable:
-    """Wrap the skeleton entry: an exception in the model's host code names the instance and source line."""
+def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:
+    """Wrap the skeleton entry: an exception in the model's host code names the instance and source line.
+
+    The wrapper takes ``(rt, d, inst, *shared)`` and passes the instance at
+    parameter position ``instance_pos`` (1 for a method: after ``self``).
+    """
+    k = instance_pos
 
     def run_entry(rt: Runtime, d: int, inst: Any, *shared: Any) -> Any:
         try:
-            return entry(rt, d, inst, *shared)
+            return entry(rt, d, *shared[:k], inst, *shared[k:])
         except AcrobatError:
             raise
         except Exception as exc:  # the model's own host code failed (bad data, a non-scalar test, ...)
@@ -306,9 +404,86 @@ def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, s
     return run_entry
 
 
-def _write_prologue(slots: SharedSlots, g: Globals) -> str:
-    """Source of ``_prologue(_A) -> list``: computes every shared slot once per run."""
+def _located_prologue(prologue: Callable, filename: str, line_slots: dict[int, int], slots: SharedSlots,
+                      entry: ir.Function, prog_name: str, instance_pos: int) -> Callable:
+    """Wrap the prologue: a failure names the program, the parameter and the model source line.
+
+    The wrapper raises ``ParamError`` when reading a path of a shared
+    argument (``p.W_out``, ``p.layers[0]``) fails, ``ShapeError`` (with no
+    instance) when an operator over shared values fails.
+    """
+
+    def run_prologue(args: tuple) -> list:
+        try:
+            return prologue(args)
+        except AcrobatError:
+            raise
+        except Exception as exc:
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+            i = line_slots.get(frames[-1].lineno) if frames and frames[-1].lineno is not None else None
+            if i is None:
+                raise
+            raise _prologue_error(exc, i, args, slots, entry, prog_name, instance_pos) from exc
+
+    return run_prologue
+
+
+def _prologue_error(exc: Exception, i: int, args: tuple, slots: SharedSlots, entry: ir.Function, prog_name: str,
+                    instance_pos: int) -> AcrobatError:
+    """The error for slot ``i`` of the prologue failing with ``exc`` (see ``_located_prologue``)."""
+    d = slots.defs[i]
+    loc, text = _slot_site(slots, i)
+    at = f"\n  at {loc}: {text.strip()}" if loc is not None else ""
+    if d.ref[0] != "arg" or len(d.ref) < 3:
+        return ShapeError(f"program `{prog_name}`: a shared value (computed once per run, for every instance) "
+                          f"failed: {type(exc).__name__}: {exc}{at}")
+    pos = d.ref[1]
+    name = entry.params[pos] if pos < len(entry.params) else f"arg{pos}"
+    obj = args[pos]
+    path = name
+    for step in d.ref[2:-1]:  # the value the failing step reads from (the earlier steps succeeded)
+        obj = getattr(obj, step[1]) if step[0] == "." else obj[step[1]]
+        path += f".{step[1]}" if step[0] == "." else f"[{step[1]!r}]"
+    kind, key = d.ref[-1]
+    missing = f"attribute `{key}`" if kind == "." else f"item [{key!r}]"
+    shared_no = pos + (pos < instance_pos)  # position among the shared arguments of run(), 1-based
+    what = ("None" if obj is None else "a dict" if isinstance(obj, dict) else
+            f"an object of type `{type(obj).__name__}`")
+    if obj is None:
+        hint = "pass the model's parameters (e.g. an nn.Module)"
+    elif isinstance(obj, dict) and kind == ".":
+        hint = "a dict's entries are not attributes: pass an object with attributes (an nn.Module, or types.SimpleNamespace(**d))"
+    else:
+        hint = f"pass an object that has {missing}"
+    where = f"`{path}` (parameter `{name}`, " if path != name else f"parameter `{name}` ("
+    return ParamError(f"program `{prog_name}`: {where}shared argument {shared_no} of run()) "
+                      f"is {what} with no {missing}, which the model reads{at}\n  ({hint}; "
+                      f"{type(exc).__name__}: {exc})", param=name, attr=str(key))
+
+
+def _slot_site(slots: SharedSlots, i: int) -> tuple[ir.Loc | None, str]:
+    """The first model source line that reads shared slot ``i``, and its text (None, "" if none is found)."""
+    d = slots.defs[i]
+    if d.expr is not None and d.spec is not None:
+        return d.expr.loc, d.spec.fn.source_lines.get(d.expr.loc.line, "")
+    if d.parts:
+        return _slot_site(slots, d.parts[0])
+    want = SharedK(d.ref)
+    sites = [(e.loc.file, e.loc.line, e.loc.col, spec.fn.source_lines.get(e.loc.line, ""))
+             for spec in slots.owners.values() for s in ir.walk_stmts(spec.fn.body) for root in ir.stmt_exprs(s)
+             for e in ir.walk(root) if spec.kinds.get(e.nid) == want]
+    if not sites:
+        return None, ""
+    file, line, _, text = min(sites)
+    return ir.Loc(file, line), text
+
+
+def _write_prologue(slots: SharedSlots, g: Globals) -> tuple[str, dict[int, int]]:
+    """Source of ``_prologue(_A) -> list``: computes every shared slot once per run;
+    and its map from generated line numbers to the slot each line computes."""
     lines: list[str] = []
+    line_slots: dict[int, int] = {}
+    HEAD_LINES = 3  # def, comment, _S = [...]
     done: set[int] = set()
 
     def emit(i: int) -> None:
@@ -342,11 +517,12 @@ def _write_prologue(slots: SharedSlots, g: Globals) -> str:
                 emit(j)
         done.add(i)
         lines.append(f"    _S[{i}] = {code}  # {describe_ref(d.ref)}")
+        line_slots[HEAD_LINES + len(lines)] = i
 
     i = 0
-    while i < len(slots.defs):
+    while i < len(slots.defs):  # emitting a slot may add slots (operands of shared expressions)
         emit(i)
         i += 1
     head = ["def _prologue(_A):", "    # shared values (weights, ops over weights): computed once per run, passed unbatched",
             f"    _S = [None] * {len(slots.defs)}"]
-    return "\n".join(head + lines + ["    return _S", ""])
+    return "\n".join(head + lines + ["    return _S", ""]), line_slots

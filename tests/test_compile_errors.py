@@ -93,7 +93,7 @@ def test_entry_with_wrong_number_of_shared_arguments():
         bad_progs.bad_three_params.compile(1)
     msg = str(info.value)
     assert msg.startswith(f"{BAD_FILE}:{marker_line('entry_arity')}:"), msg
-    assert "1 shared argument(s), it takes 3" in msg
+    assert "takes the instance and 2 shared parameter(s), but 1 shared argument(s) were given" in msg
     # with the right count it compiles
     bad_progs.bad_three_params.compile(2)
 

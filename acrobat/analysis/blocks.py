@@ -283,6 +283,10 @@ class _Lowerer:
             defined.update(s.target.names())
         if self.fusion:
             stmts = self.fuse(stmts, by_key, param)
+        if all(p.role == "shared" for p in params):
+            # operands all constants or shared (a random op, e.g. `torch.randn(4)`): one dummy host
+            # value per DFG node gives the batched form (vmap) a batch dimension to draw over
+            params.insert(0, BlockParam("_row", "host", expr=ir.Const(stmts[0].loc, 0)))
         # a hoisted block runs one level above its deepest input (App. A.1)
         inputs = [sdepth_of(self.kind(p.expr)) for p in params if p.role == "tensor"]  # type: ignore[arg-type]
         sdepth = 1 + max((d for d in inputs if d is not None), default=-1) if is_static else None

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 
@@ -504,13 +505,15 @@ class _Analyzer:
         return self.note(e, self.compute(e))
 
     def op_kind(self, e: ir.Expr, operands: list[ir.Expr], kinds: list[Kind], host_result: bool,
-                host_receiver: bool = False) -> Kind:
+                host_receiver: bool = False, random: bool = False) -> Kind:
         """Kind of an operator applied to operands of the given kinds.
 
         With no tensor or shared operand, the result is host data when
         ``host_result`` (Python arithmetic, host methods), else a tensor op
         (a torch function of host numbers). ``host_receiver``: a method of
         host data, whose result is host data even with shared arguments.
+        ``random``: the operator draws random numbers, so its result is
+        per-instance whatever its operands (``acrobat.analysis.randomness``).
         """
         if any(k is BOTTOM for k in kinds):
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
@@ -521,6 +524,9 @@ class _Analyzer:
                 return DYNAMIC
             d = 1 + max(depths)
             return TensorK(d) if d <= MAX_STATIC_DEPTH else DYNAMIC
+        if random:  # each instance draws its own numbers: never a shared value
+            self.spec.ops.add(e.nid)
+            return TensorK(0)
         if any(has_shared(k) for k in kinds):
             if all(has_shared(k) or _is_const(x) for k, x in zip(kinds, operands)):
                 self.spec.shared_ops.add(e.nid)
@@ -704,8 +710,8 @@ class _Analyzer:
                 raise self.error(e, "a tensor is passed to a host method: only torch operators and "
                                     "@acrobat.function functions take tensors")
             return self.op_kind(e, [e.receiver, *operands], [recv, *arg_kinds, *kw_kinds], host_result=host,
-                                host_receiver=host)
-        return self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False)
+                                host_receiver=host, random=not host and is_random(e))
+        return self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False, random=is_random(e))
 
     def builtin(self, e: ir.Call, name: str, kinds: list[Kind]) -> Kind:
         def elem(k: Kind) -> Kind:
@@ -794,11 +800,13 @@ def _is_const(x: ir.Expr | None) -> bool:
     return False
 
 
-def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int) -> KindTable:
+def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int = 0) -> KindTable:
     """Run the kind analysis to a fixpoint from the entry function.
 
-    The entry's first parameter is the instance (host data); its other
-    ``n_shared`` parameters are shared roots (``SharedK(("arg", i))``).
+    The entry's parameter at position ``instance`` (the first, or the one
+    after ``self`` for a method) is the instance (host data); its other
+    ``n_shared`` parameters are shared roots (``SharedK(("arg", i))``, ``i``
+    the parameter's position).
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -806,10 +814,11 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int) 
     """
     fn = functions[entry]
     if len(fn.params) != 1 + n_shared:
-        raise CompileError(f"the entry `{fn.name}` must take the instance followed by {n_shared} "
-                           f"shared argument(s), it takes {len(fn.params)}", fn.loc.file, fn.loc.line)
+        raise CompileError(f"the entry `{fn.name}({', '.join(fn.params)})` takes the instance and "
+                           f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
+                           "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line)
     an = _Analyzer(functions)
-    key: SpecKey = (entry, (HOST, *[SharedK(("arg", i)) for i in range(1, 1 + n_shared)]))
+    key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.request(key)
     an.changed = True
     while an.changed:

@@ -100,7 +100,7 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
     """
     roles = [p.role for p in block.batched_params]
     dims = (0,) * len(roles) + (None,) * len(shared)
-    batched = vmap(fn, in_dims=dims)
+    batched = vmap(fn, in_dims=dims, randomness="different")
     mode = FakeTensorMode()
     with mode:
         shared = _stand_ins(shared)

@@ -95,7 +95,7 @@ class EagerKernel:
     def __init__(self, block: Block, fn: Callable):
         self.block = block
         dims = (0,) * len(block.batched_params) + (None,) * len(block.shared_params)
-        self.batched = vmap(fn, in_dims=dims)
+        self.batched = vmap(fn, in_dims=dims, randomness="different")
 
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
         handles, hosts = columns(g, rt.device)

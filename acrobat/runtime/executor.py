@@ -23,7 +23,8 @@ from acrobat.analysis.kinds import BOTTOM, Kind, ListK, TensorK, TupleK
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.codegen.kernels import RowSpec
-from acrobat.errors import AcrobatError, BatchError, ShapeError
+from acrobat.codegen.printer import Globals, expr_source
+from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
 from acrobat.runtime.dfg import OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTable, handle_matrix
@@ -206,7 +207,12 @@ class Runtime:
         except AcrobatError:
             raise
         except Exception as exc:  # a failing operator: find the instance and the source line
-            raise self.diagnose(g, exc) from exc
+            try:
+                err = self.diagnose(g, exc)
+            except Exception:  # noqa: BLE001 - the diagnosis itself failed: report the launch's failure
+                err = BatchError(f"static block {block.name} failed: {type(exc).__name__}: {exc}\n  at {block.loc}: "
+                                 f"{block.spec.fn.source_lines.get(block.loc.line, '').strip()}")
+            raise err from exc
         g.outs = outs
         s = self.stats
         s.kernel_launches += 1
@@ -240,14 +246,29 @@ class Runtime:
         return [_rebuild(r, kind, it) for r in results]
 
     def diagnose(self, g: Group, exc: Exception) -> Exception:
-        """Re-run a failed group instance by instance to name the instance and source line."""
+        """Re-run a failed group instance by instance to name the instance and source line.
+
+        Returns ``ShapeError`` (an operator fails for an instance, or instances
+        disagree on shapes), ``InstanceError`` (a host operand is no number) or
+        ``BatchError`` (only the batched form fails); each names the model source line.
+        """
         block = g.block
         assert block is not None
         per_instance = []
         for row, inst in enumerate(g.insts):
             args = g.node_args(row)
-            values = [self.table.tensor(a) if p.role == "tensor" else host_tensor(a, self.device)
-                      for p, a in zip(block.batched_params, args)]
+            values = []
+            for p, a in zip(block.batched_params, args):
+                try:
+                    values.append(self.table.tensor(a) if p.role == "tensor" else host_tensor(a, self.device))
+                except Exception as e:  # noqa: BLE001 - a host value that is no number (a str, None, ...)
+                    loc = p.expr.loc if p.expr is not None else block.loc
+                    text = block.spec.fn.source_lines.get(loc.line, "")
+                    what = expr_source(p.expr, Globals(), lambda _: None) if p.expr is not None else p.name
+                    return InstanceError(f"instance {inst}: the host value `{what}` "
+                                      f"({type(a).__name__} {a!r}) is an operand of a tensor operator but is no "
+                                      f"number ({type(e).__name__}: {e})\n  at {loc}: {text.strip()}\n"
+                                      f"  (static block {block.name})", inst)
             per_instance.append(values)
             try:
                 self.fns[block.id](*values, *self.shared[block.id])
