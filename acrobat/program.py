@@ -26,6 +26,7 @@ from acrobat.analysis.depth import base_depth, parallel_loops
 from acrobat.analysis.kinds import Kind, SharedK, analyze_kinds, describe_ref
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
 from acrobat.analysis.phases import insert_phases
+from acrobat.analysis.ragged import segment_reference
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import write_skeleton
 from acrobat.codegen.blocks import compile_block
@@ -35,6 +36,7 @@ from acrobat.frontend import ir
 from acrobat.frontend.parser import parse_function
 from acrobat.runtime.backend import Backend, BlockKernel, get_backend
 from acrobat.runtime.executor import Runtime
+from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
 
 
@@ -276,8 +278,14 @@ class Program(Function):
             if key not in self._batched:
                 c = self.compile(n_shared, options)
                 be = get_backend(name)
-                self._batched[key] = (be, {bid: be.kernel(b, c.block_fns[bid]) for bid, b in c.blocks.items()})
+                self._batched[key] = (be, block_kernels(be, c))
             return self._batched[key]
+
+
+def block_kernels(be: Backend, c: Compiled) -> dict[int, BlockKernel]:
+    """Each block's batched launch on backend ``be``; segment operators run the same on every backend."""
+    return {bid: be.kernel(b, c.block_fns[bid]) if b.segment is None else SegmentKernel(b)
+            for bid, b in c.blocks.items()}
 
 
 class BoundProgram:
@@ -360,7 +368,8 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     blocks = {s.block.id: s.block for f in lowered for s in ir.walk_stmts(f.body) if isinstance(s, BlockCall)}
     base = base_depth([f.body for f in lowered])
     g = Globals()
-    block_fns = {bid: compile_block(b, g) for bid, b in blocks.items()}
+    block_fns = {bid: compile_block(b, g) if b.segment is None else segment_reference(b.segment)
+                 for bid, b in blocks.items()}
     needs_fibers = any(spec.reads for spec in table.specs.values())
     skeleton_options = dataclasses.replace(options, fibers=options.fibers and needs_fibers)
     skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base, skeleton_options, effects)

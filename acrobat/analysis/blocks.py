@@ -18,8 +18,12 @@ import copy
 import itertools
 from typing import Callable
 
+import torch
+import torch.nn.functional as F
+
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
-from acrobat.analysis.kinds import HOST, SharedK, Spec, TensorK, sdepth_of
+from acrobat.analysis.kinds import HOST, RAGGED, RaggedK, SharedK, Spec, TensorK, sdepth_of
+from acrobat.analysis.ragged import SEGMENT_OPS, SegmentOp, row_matmul, row_operands, row_scale, segment_reference
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
@@ -68,6 +72,8 @@ class _Lowerer:
             name = self.temp(e.loc, e, self.kind(e))
             pre.append(ProgramCall(e.loc, ir.Target(name=name.id), lowered, isinstance(e, ir.Concurrent)))
             return name
+        if e.nid in self.spec.ragged:
+            return self.lower_ragged(e, pre)
         if isinstance(e, ir.BoolOp) and self.has_work(e):
             return self.lower_boolop(e, pre)
         if isinstance(e, ir.IfExp) and self.has_work(e):
@@ -83,8 +89,95 @@ class _Lowerer:
 
     def has_work(self, e: ir.Expr) -> bool:
         """True when ``e`` holds a tensor operator or a program call."""
-        return any(self.is_op(x) or isinstance(x, ir.Concurrent) or isinstance(x, ir.Call) and x.callee[0] == "program"
-                   for x in ir.walk(e))
+        return any(self.is_op(x) or x.nid in self.spec.ragged or isinstance(x, ir.Concurrent) or
+                   isinstance(x, ir.Call) and x.callee[0] == "program" for x in ir.walk(e))
+
+    # -- lists of tensors as operands (analysis.ragged) --------------------
+    def lower_ragged(self, e: ir.Expr, pre: list[ir.Stmt]) -> ir.Expr:
+        """A stack, segment operator or row-wise operator of a per-instance list, as host code and blocks."""
+        how, op = self.spec.ragged[e.nid]
+        if how == "stack":  # the rows themselves: a copy of the list (a later append must not change it)
+            assert isinstance(e, ir.Call)
+            return ir.Call(e.loc, ("builtin", "list"), [self.extract(e.args[0], pre, False)], {})
+        if how == "segment":
+            assert isinstance(e, ir.Call) and op is not None
+            operand = e.receiver if e.receiver is not None else e.args[0]
+            return self.segment_call(e, op, self.extract(operand, pre, False), pre)
+        operands = _operands(e)
+        lowered = [self.extract(x, pre, False) for x in operands]
+        rows = self.map_rows(e, operands, lowered, pre)
+        if how == "contract":  # a @ S: sum over the list of a_j * S_j
+            return self.segment_call(e, SEGMENT_SUM, rows, pre)
+        return rows
+
+    def segment_call(self, e: ir.Expr, op: SegmentOp, rows: ir.Expr, pre: list[ir.Stmt]) -> ir.Name:
+        """``t = op(rows)`` as a segment node: one per instance, one launch for the batch (analysis.ragged)."""
+        target = self.temp(e.loc, e, self.kind(e))
+        param = BlockParam("_rows", "list", expr=rows)
+        value = ir.Call(e.loc, ("torch", segment_reference(op)), [ir.Name(e.loc, "_rows")], {})
+        stmt = ir.Assign(e.loc, ir.Target(name=target.id), value)
+        name = f"{self.spec.name}:{e.loc.line} ({op.op} over a list)"
+        block = Block(next(self.block_ids), name, self.spec, [stmt], [param], [target.id], None, e.loc, segment=op)
+        pre.append(BlockCall(e.loc, block))
+        return target  # the temp itself: it carries a value read of ``e`` (§4.2)
+
+    def map_rows(self, e: ir.Expr, operands: list[ir.Expr], lowered: list[ir.Expr], pre: list[ir.Stmt]) -> ir.Name:
+        """``out = [op(row, ...) for row in S]`` as a map loop (§4.1): every row's node batches together."""
+        loc = e.loc
+        out = self.temp(loc, e, RAGGED)
+        pre.append(ir.Assign(loc, ir.Target(name=out.id), ir.ListExpr(loc, [])))
+        rows, dense, args = [], [], []
+        for x, lx in zip(operands, lowered):
+            if isinstance(self.kind(x), RaggedK):
+                r = self.temp(loc, x, TensorK(None))
+                rows.append((r.id, lx))
+                args.append(self.tensor_name(loc, r.id))
+            else:
+                dense.append(lx)
+                args.append(lx)
+        value = self.row_value(e, args, rows, dense)
+        elem = self.temp(loc, e, TensorK(None))
+        append = ir.Call(loc, ("method", "append"), [ir.Name(loc, elem.id)], {}, receiver=ir.Name(loc, out.id))
+        body: list[ir.Stmt] = [ir.Assign(loc, ir.Target(name=elem.id), value), ir.ExprStmt(loc, append)]
+        if len(rows) == 1:
+            target, it = ir.Target(name=rows[0][0]), rows[0][1]
+        else:  # two stacked lists of one length (PyTorch raises on different lengths; so does zip(strict=True))
+            target = ir.Target(items=[ir.Target(name=r) for r, _ in rows])
+            it = ir.Call(loc, ("builtin", "zip"), [x for _, x in rows], {"strict": ir.Const(loc, True)})
+        pre.append(ir.For(loc, target, it, body))
+        return out
+
+    def row_value(self, e: ir.Expr, args: list[ir.Expr], rows: list, dense: list[ir.Expr]) -> ir.Expr:
+        """The operator ``e`` applied to one row (``args``: its operands with rows in place of stacked lists)."""
+        loc = e.loc
+        how = self.spec.ragged[e.nid][0]
+        if how == "contract":
+            value: ir.Expr = ir.Call(loc, ("torch", row_scale), args, {})
+        elif isinstance(e, ir.BinOp) and e.op == "@" or isinstance(e, ir.Call) and e.callee == ("torch", torch.matmul):
+            value = ir.Call(loc, ("torch", row_matmul), args, {})
+        elif isinstance(e, ir.Call) and e.callee == ("torch", F.linear):  # acts on the last dim only: row-wise
+            value = copy.copy(e)
+            value.nid = ir.fresh_id()
+            _set_operands(value, args)
+        else:
+            row_op = copy.copy(e)
+            row_op.nid = ir.fresh_id()
+            _set_operands(row_op, args)
+            self.op_node(row_op)
+            row_names = [self.tensor_name(loc, r) for r, _ in rows]
+            value = ir.Call(loc, ("torch", row_operands), [row_op, *row_names, *dense], {})
+        return self.op_node(value)
+
+    def op_node(self, e: ir.Expr) -> ir.Expr:
+        """Register a new per-instance tensor operator node (recursion-dependent depth)."""
+        self.spec.ops.add(e.nid)
+        self.spec.kinds[e.nid] = TensorK(None)
+        return e
+
+    def tensor_name(self, loc: ir.Loc, name: str) -> ir.Name:
+        n = ir.Name(loc, name)
+        self.spec.kinds[n.nid] = TensorK(None)
+        return n
 
     def lower_boolop(self, e: ir.BoolOp, pre: list[ir.Stmt]) -> ir.Name:
         """``a and b`` with operators inside -> ``t = a; if t: t = b`` (keeps the short circuit)."""
@@ -347,6 +440,30 @@ class _Lowerer:
                 read = self.reads_outside(s.block.stmts, s)
                 s.block.outputs = list(dict.fromkeys(n for st in s.block.stmts for n in st.target.names() if n in read))
         return self.body
+
+
+SEGMENT_SUM = SEGMENT_OPS["sum"]
+
+
+def _operands(e: ir.Expr) -> list[ir.Expr]:
+    """The operands of an operator node: receiver, positional and keyword arguments, or both sides."""
+    if isinstance(e, ir.BinOp):
+        return [e.left, e.right]
+    assert isinstance(e, ir.Call)
+    return ([e.receiver] if e.receiver is not None else []) + list(e.args) + list(e.kwargs.values())
+
+
+def _set_operands(e: ir.Expr, values: list[ir.Expr]) -> None:
+    """Replace the operands of ``e`` (as ``_operands`` lists them) by ``values``."""
+    if isinstance(e, ir.BinOp):
+        e.left, e.right = values
+        return
+    assert isinstance(e, ir.Call)
+    it = iter(values)
+    if e.receiver is not None:
+        e.receiver = next(it)
+    e.args = [next(it) for _ in e.args]
+    e.kwargs = {k: next(it) for k in e.kwargs}
 
 
 def lower_function(spec: Spec, body: list[ir.Stmt], slots: SharedSlots, block_ids: itertools.count,

@@ -23,9 +23,12 @@ fixpoint rather than run as a separate pass.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from acrobat.analysis import ragged
+from acrobat.analysis.ragged import SegmentOp
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -94,7 +97,20 @@ class TupleK(Kind):
         return "(" + ", ".join(map(str, self.items)) + ")"
 
 
+@dataclass(frozen=True)
+class RaggedK(Kind):
+    """``torch.stack(xs)`` of a per-instance list of tensors: dim 0 differs per instance (``analysis.ragged``).
+
+    Held at run time as the list of its rows' handles; only row-wise
+    operators and segment operators over dim 0 apply to it.
+    """
+
+    def __str__(self) -> str:
+        return "ragged tensor"
+
+
 BOTTOM = BottomK()
+RAGGED = RaggedK()
 HOST = HostK()
 DYNAMIC = TensorK(None)
 LIFTED_DEPTH = -1  # a shared value turned per-instance is ready before every op
@@ -116,7 +132,7 @@ class KindConflict(Exception):
     """Two kinds that have no join (host data meets a tensor)."""
 
 
-def contains(k: Kind, cls: type) -> bool:
+def contains(k: Kind, cls: type | tuple[type, ...]) -> bool:
     """True when ``k`` is, or is a container holding, a kind of class ``cls``."""
     if isinstance(k, cls):
         return True
@@ -128,8 +144,8 @@ def contains(k: Kind, cls: type) -> bool:
 
 
 def has_tensor(k: Kind) -> bool:
-    """True when ``k`` is or contains a per-instance tensor."""
-    return contains(k, TensorK)
+    """True when ``k`` is or contains a per-instance tensor (ragged ones included)."""
+    return contains(k, (TensorK, RaggedK))
 
 
 def has_shared(k: Kind) -> bool:
@@ -141,6 +157,8 @@ def sdepth_of(k: Kind) -> int | None:
     """Largest static depth inside ``k`` (None if any part is dynamic; -1 if none)."""
     if isinstance(k, TensorK):
         return k.sdepth
+    if isinstance(k, RaggedK):
+        return None
     if isinstance(k, ListK):
         return sdepth_of(k.elem)
     if isinstance(k, TupleK):
@@ -211,6 +229,8 @@ class Spec:
     reads: set[int] = field(default_factory=set)  # nids of tensors whose value host code reads (§4.2)
     ret: Kind = BOTTOM
     lists: ListFlow = field(default_factory=lambda: ListFlow())  # which list variables may be one list
+    ragged: dict[int, tuple[str, SegmentOp | None]] = field(default_factory=dict)  # nid -> how it is batched:
+    # ("stack", None), ("segment", op), ("rows", None) or ("contract", None); see acrobat.analysis.ragged
 
 
 @dataclass
@@ -495,6 +515,8 @@ class _Analyzer:
         k = self.expr(it)
         if isinstance(k, ListK):
             return k.elem
+        if isinstance(k, RaggedK):
+            return DYNAMIC  # the rows
         if k is HOST or k is BOTTOM:
             return k
         raise self.error(it, f"cannot iterate over a {k}: loops run over host data (lists, ranges) "
@@ -517,6 +539,8 @@ class _Analyzer:
         """
         if any(k is BOTTOM for k in kinds):
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
+        for x, k in zip(operands, kinds):
+            self.no_ragged(x if x is not None else e, k, "an operand of this operator")
         if any(has_tensor(k) for k in kinds):
             depths = [sdepth_of(k) for k in kinds]
             self.spec.ops.add(e.nid)
@@ -557,6 +581,8 @@ class _Analyzer:
                 return k
             case ir.Attr(obj=o, attr=a):
                 k = self.expr(o)
+                if isinstance(k, TupleK) and len(k.items) == 2 and a in ("values", "indices"):
+                    return k.items[a == "indices"]  # torch.return_types of max/min (a segment result)
                 if isinstance(k, SharedK) and k.ref[0] == "arg":
                     return SharedK(k.ref + ((".", a),))
                 if isinstance(k, SharedK):
@@ -577,7 +603,9 @@ class _Analyzer:
             case ir.ListExpr(items=items):
                 elem: Kind = BOTTOM
                 for x in items:
-                    elem = self.join_at(x, elem, self.expr(x))
+                    k = self.expr(x)
+                    self.no_ragged(x, k, "put in a list")
+                    elem = self.join_at(x, elem, k)
                 return ListK(elem)
             case ir.BinOp(op=op, left=a, right=b):
                 ka, kb = self.expr(a), self.expr(b)
@@ -592,6 +620,8 @@ class _Analyzer:
                     return self.spec.var.get(a.id, ka) if isinstance(a, ir.Name) else ka
                 if isinstance(ka, ListK) and isinstance(kb, ListK) and op == "+":
                     return ListK(self.join_at(e, ka.elem, kb.elem))  # list concatenation, on the host
+                if isinstance(ka, RaggedK) or isinstance(kb, RaggedK):
+                    return self.ragged_binop(e, ka, kb)
                 return self.op_kind(e, [a, b], [ka, kb], host_result=True)
             case ir.UnaryOp(op=op, operand=a):
                 k = self.expr(a)
@@ -620,6 +650,80 @@ class _Analyzer:
                 return self.call(e)
         raise self.error(e, f"unsupported expression {type(e).__name__}")
 
+    # -- lists of tensors as operands: ragged tensors (analysis.ragged) ---------
+    def no_ragged(self, node: ir.Expr | ir.Stmt, k: Kind, where: str) -> None:
+        if contains(k, RaggedK):
+            raise self.error(node, f"a stacked list (`torch.stack(xs)`, its length differs per instance) cannot be "
+                                   f"{where}: {_RAGGED_HINT}")
+
+    def ragged_call(self, e: ir.Call, recv: Kind | None, args: list[Kind], kws: list[Kind]) -> Kind | None:
+        """The kind of a call that stacks, reduces or maps a per-instance list of tensors; None if it does not."""
+        kind, what = e.callee
+        is_list = bool(args) and isinstance(args[0], ListK) and not isinstance(e.args[0], (ir.ListExpr, ir.TupleExpr))
+        if is_list and args[0].elem is BOTTOM and (kind == "builtin" and what == "sum" or kind == "torch" and
+                                                   ragged.is_stack(what)):
+            return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
+        if kind == "torch" and ragged.is_stack(what) and is_list and isinstance(args[0].elem, TensorK):
+            self.dim_zero(e, e.args[1:], "torch.stack")
+            return self.ragged_node(e, "stack", None, RAGGED)
+        if kind == "builtin" and what == "sum" and args and (isinstance(args[0], RaggedK) or is_list and isinstance(
+                args[0].elem, TensorK)):
+            if len(e.args) != 1 or e.kwargs:
+                raise self.error(e, "sum() of a list of tensors takes the list only: add a start value after it")
+            return self.ragged_node(e, "segment", ragged.SEGMENT_OPS["sum"], DYNAMIC)
+        if kind == "method" and isinstance(recv, RaggedK):
+            if what in ragged.SEGMENT_OPS:
+                return self.segment(e, ragged.SEGMENT_OPS[what], self.dim_zero(e, e.args, f".{what}()"))
+            if ragged.is_rowwise_method(what) and not e.args and not e.kwargs:
+                return self.ragged_node(e, "rows", None, RAGGED)
+            raise self.error(e, f"`.{what}()` of a stacked list: {_RAGGED_HINT}")
+        if kind == "torch" and args and isinstance(args[0], RaggedK):
+            op = ragged.segment_function(what)
+            if op is not None:
+                return self.segment(e, ragged.SEGMENT_OPS[op], self.dim_zero(e, e.args[1:], op))
+            others = args[1:] + kws
+            if ragged.is_rowwise_function(what, only_operand=not others) and not any(
+                    contains(k, RaggedK) for k in others) and "dim" not in e.kwargs:
+                return self.ragged_node(e, "rows", None, RAGGED)
+            raise self.error(e, f"`{getattr(what, '__name__', 'this operator')}` of a stacked list: {_RAGGED_HINT}")
+        return None
+
+    def ragged_binop(self, e: ir.BinOp, ka: Kind, kb: Kind) -> Kind:
+        """``a op b`` with a ragged operand: row by row, or (``a @ S`` of two) a weighted sum over the list."""
+        both = isinstance(ka, RaggedK) and isinstance(kb, RaggedK)
+        if e.op == "@" and both:
+            return self.ragged_node(e, "contract", ragged.SEGMENT_OPS["sum"], DYNAMIC)
+        if e.op == "@" and not isinstance(ka, RaggedK):
+            raise self.error(e, "`w @ torch.stack(xs)` with a dense `w`: the list axis is contracted only by a "
+                                "1-D stacked weight vector (`alpha @ torch.stack(xs)`); " + _RAGGED_HINT)
+        if e.op not in ("+", "-", "*", "/", "@") or e.inplace:
+            raise self.error(e, f"`{e.op}` on a stacked list: {_RAGGED_HINT}")
+        for k in (ka, kb):
+            if not isinstance(k, (RaggedK, TensorK, SharedK, HostK)):
+                raise self.error(e, f"a {k} operand of a stacked list: {_RAGGED_HINT}")
+        return self.ragged_node(e, "rows", None, RAGGED)
+
+    def segment(self, e: ir.Call, op: SegmentOp, has_dim: bool) -> Kind:
+        if not has_dim:
+            op = dataclasses.replace(op, flat=True)
+        kind = RAGGED if op.ragged_out else DYNAMIC
+        return self.ragged_node(e, "segment", op, TupleK((DYNAMIC, DYNAMIC)) if op.n_outputs == 2 else kind)
+
+    def ragged_node(self, e: ir.Expr, how: str, op: SegmentOp | None, k: Kind) -> Kind:
+        self.spec.ragged[e.nid] = (how, op)
+        return k
+
+    def dim_zero(self, e: ir.Call, rest: list[ir.Expr], what: str) -> bool:
+        """Check that a stack or reduction of a per-instance list works along dim 0 (the list axis);
+        True when ``dim`` is given (``torch.stack``, ``argmax`` and ``argmin`` may leave it out)."""
+        dim = rest[0] if rest else e.kwargs.get("dim")
+        extra = [k for k in e.kwargs if k != "dim" and not (k == "keepdim" and _const(e.kwargs[k]) is False)]
+        no_dim_ok = what == "torch.stack" or what.strip(".()") in ragged.FLAT_OK
+        if len(rest) > 1 or extra or dim is None and not no_dim_ok or dim is not None and _const(dim) != 0:
+            raise self.error(e, f"{what} of a list whose length differs per instance must work along the list axis: "
+                                f"write dim=0 and no other options; {_RAGGED_HINT}")
+        return dim is not None
+
     def join_at(self, node: ir.Expr, a: Kind, b: Kind) -> Kind:
         try:
             return join(a, b)
@@ -633,6 +737,10 @@ class _Analyzer:
 
     def subscript(self, e: ir.Subscript, o: ir.Expr, i: ir.Expr) -> Kind:
         ko, ki = self.expr(o), self.expr(i)
+        if isinstance(ko, RaggedK):  # a row, or some rows, of a stacked list: the list's items
+            if ki is not HOST:
+                raise self.error(i, "index a stacked list (`torch.stack(xs)[i]`) with a host number or slice")
+            return RAGGED if isinstance(i, ir.Slice) else DYNAMIC
         if has_tensor(ki) and not has_tensor(ko):
             raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
@@ -677,6 +785,9 @@ class _Analyzer:
         arg_kinds = [self.expr(a) for a in e.args]
         kw_kinds = [self.expr(v) for v in e.kwargs.values()]
         operands = list(e.args) + list(e.kwargs.values())
+        ragged_kind = self.ragged_call(e, recv, arg_kinds, kw_kinds)
+        if ragged_kind is not None:
+            return ragged_kind
         if kind == "builtin" and what in _VALUE_BUILTINS and len(e.args) == 1 and isinstance(arg_kinds[0], TensorK):
             self.spec.reads.add(e.args[0].nid)
             return HOST
@@ -714,6 +825,8 @@ class _Analyzer:
         return self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False, random=is_random(e))
 
     def builtin(self, e: ir.Call, name: str, kinds: list[Kind]) -> Kind:
+        kinds = [ListK(DYNAMIC) if isinstance(k, RaggedK) else k for k in kinds]  # a stacked list's rows
+
         def elem(k: Kind) -> Kind:
             return k.elem if isinstance(k, ListK) else k
         if name in ("reversed", "list"):
@@ -790,6 +903,17 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
     if isinstance(k, TupleK):
         return TupleK(tuple(_key_kind(i, tensor_somewhere) for i in k.items))
     return k
+
+
+_RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0 (sum, mean, max, min, amax, amin, "
+                "logsumexp, softmax, log_softmax; or sum(xs)), by `alpha @ torch.stack(xs)` with a stacked 1-D "
+                "`alpha`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
+                "operands row by row; for anything else, loop over the list")
+
+
+def _const(x: ir.Expr | None) -> Any:
+    """The value of a constant expression, else a sentinel that equals nothing."""
+    return x.value if isinstance(x, ir.Const) else object()
 
 
 def _is_const(x: ir.Expr | None) -> bool:

@@ -12,6 +12,7 @@ import functools
 from dataclasses import dataclass, field
 
 from acrobat.analysis.kinds import Spec, SpecKey
+from acrobat.analysis.ragged import SegmentOp
 from acrobat.frontend import ir
 
 
@@ -37,7 +38,10 @@ class Block:
     """A static block: a maximal straight-line region of tensor operators (App. A.2).
 
     ``sdepth`` is the block's static depth when hoisted (App. A.1), ``None``
-    when its depth is computed inline at run time (§4.1).
+    when its depth is computed inline at run time (§4.1). With ``segment``
+    set it is a segment operator instead: one parameter of role ``"list"``
+    (a per-instance list of tensors), reduced or normalized over the list
+    (``acrobat.analysis.ragged``).
     """
 
     id: int
@@ -49,6 +53,7 @@ class Block:
     sdepth: int | None
     loc: ir.Loc
     subst: dict[int, str] = field(default_factory=dict)  # expression nid -> block parameter name
+    segment: SegmentOp | None = None  # a segment operator over one list per node (analysis.ragged), not a block
     source: str = ""  # generated per-instance Python, filled by codegen
     line_map: dict[int, ir.Loc] = field(default_factory=dict)  # generated line -> model source location
 
@@ -66,6 +71,11 @@ class Block:
     def n_tensor_params(self) -> int:
         """How many batched parameters are tensors (the rest are host values)."""
         return self.batched_roles.count("tensor")
+
+    @property
+    def n_outputs(self) -> int:
+        """How many outputs a DFG node of this block has (handles per node)."""
+        return self.segment.n_outputs if self.segment is not None else len(self.outputs)
 
     @property
     def shared_params(self) -> list[BlockParam]:

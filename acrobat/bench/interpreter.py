@@ -36,7 +36,7 @@ from acrobat.codegen import aot
 from acrobat.codegen.aot import target_kind
 from acrobat.codegen.printer import INPLACE as _INPLACE
 from acrobat.frontend import ir
-from acrobat.program import Compiled, Options, Program
+from acrobat.program import Compiled, Options, Program, block_kernels
 from acrobat.runtime.backend import get_backend
 from acrobat.runtime.executor import Runtime
 from acrobat.runtime.stats import RunStats
@@ -130,6 +130,9 @@ class Interpreter:
 
     def stmt(self, f: _Frame, s: ir.Stmt) -> None:
         match s:
+            case BlockCall(block=b) if b.segment is not None:
+                f.env[b.stmts[0].target.name] = self.rt.segment(b, f.d, self.expr(f, b.params[0].expr))  # type: ignore[arg-type]
+                f.d += 1
             case BlockCall(block=b):
                 tensors = tuple([self.expr(f, p.expr) for p in b.batched_params if p.role == "tensor"])  # type: ignore[arg-type]
                 hosts = tuple([self.expr(f, p.expr) for p in b.batched_params if p.role != "tensor"])  # type: ignore[arg-type]
@@ -324,7 +327,7 @@ class InterpretedProgram:
         self.lp = lower_program(prog, n_shared, options or prog.options)
         c = self.lp.compiled
         self.backend = get_backend(backend)
-        self.kernels = {bid: self.backend.kernel(b, c.block_fns[bid]) for bid, b in c.blocks.items()}
+        self.kernels = block_kernels(self.backend, c)
 
     def run(self, instances: Sequence, *shared: Any, stats: RunStats | None = None) -> list:
         c = self.lp.compiled

@@ -108,6 +108,12 @@ class SkeletonWriter:
 
     def node(self, b: Block, depth: int) -> None:
         """A DFG node of block ``b``: ``Runtime.invoke`` inlined (its group, arguments, output handles)."""
+        if b.segment is not None:  # a segment operator over a per-instance list: one node, all its rows
+            rows = self.expr(b.params[0].expr)  # type: ignore[arg-type]
+            self.emit(depth, f"{b.stmts[0].target.name} = _rt.segment(_B[{b.id}], _d, {rows})"
+                             f"  # DFG node of {b.segment.op} over a list (inline depth)")
+            self.emit(depth, "_d += 1")
+            return
         tensors = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role == "tensor")  # type: ignore[arg-type]
         hosts = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role != "tensor")  # type: ignore[arg-type]
         at = str(b.sdepth) if b.sdepth is not None else "_d"

@@ -21,7 +21,8 @@ from acrobat.frontend import ir
 
 #: Builtins allowed on host values (instance data, lists of handles).
 HOST_BUILTINS = frozenset(
-    {"len", "range", "reversed", "enumerate", "zip", "list", "min", "max", "abs", "int", "float", "bool", "isinstance"}
+    {"len", "range", "reversed", "enumerate", "zip", "list", "min", "max", "abs", "int", "float", "bool", "isinstance",
+     "sum"}
 )
 
 _BINOPS = {

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from acrobat.analysis.kinds import BOTTOM, Kind, ListK, TensorK, TupleK
+from acrobat.analysis.kinds import BOTTOM, Kind, ListK, RaggedK, TensorK, TupleK
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.codegen.kernels import RowSpec
@@ -57,7 +57,7 @@ class Runtime:
         self.arena = arena
         self.device = device if device is not None else _device_of(slots)
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
-        self.table = ValueTable(max((len(b.outputs) for b in blocks.values()), default=1))
+        self.table = ValueTable(max((b.n_outputs for b in blocks.values()), default=1))
         self.groups: dict[tuple[int, int, int], Group] = {}  # pending groups by (phase, depth, block id)
         self.lifted: dict[int, Handle] = {}
         self.phase = 0
@@ -91,6 +91,36 @@ class Runtime:
             g.hosts.append(hosts)
         g.insts.append(self.inst)
         return tuple([h + k * OUTPUT_STEP for k in range(len(block.outputs))])
+
+    def segment(self, block: Block, depth: int, rows: list[Handle]) -> Any:
+        """Add a segment node of ``block`` (an operator over the list ``rows``) at ``depth``; its lazy result.
+
+        The group keeps all its nodes' rows in one handle array and each
+        node's length (``acrobat.runtime.segments`` runs it). The result is
+        one handle, a ``torch.return_types`` pair for ``max``/``min``, or a
+        list of one handle per row for ``softmax``/``log_softmax``.
+
+        Raises:
+            InstanceError: the list is empty (PyTorch cannot stack it either).
+        """
+        op = block.segment
+        assert op is not None
+        if not rows:
+            text = block.spec.fn.source_lines.get(block.loc.line, "").strip()
+            raise InstanceError(f"instance {self.inst}: {op.op} over an empty list of tensors (torch.stack of an "
+                                f"empty list fails; sum() of one is the int 0, which acrobat cannot batch with "
+                                f"tensors)\n  at {block.loc}: {text}", self.inst)
+        g = self.groups.get((self.phase, depth, block.id)) or self.group(block, depth)
+        first = len(g.tensors)
+        g.tensors.extend(rows)
+        g.hosts.append((len(rows),))
+        row = len(g.insts)
+        g.insts.append(self.inst)
+        if op.ragged_out:
+            return [g.base + first + j for j in range(len(rows))]
+        if op.n_outputs == 2:
+            return getattr(torch.return_types, op.op)((g.base + row, g.base + OUTPUT_STEP + row))
+        return g.base + row
 
     def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
@@ -306,6 +336,8 @@ def _collect(x: Any, kind: Kind, handles: list[Handle]) -> None:
     """Append the handles in ``x`` (a result of kind ``kind``) to ``handles``, depth first."""
     if isinstance(kind, TensorK):
         handles.append(x)
+    elif isinstance(kind, RaggedK):  # a stacked list: its rows
+        handles.extend(x)
     elif isinstance(kind, TupleK):
         for i, k in zip(x, kind.items):
             _collect(i, k, handles)
@@ -321,6 +353,8 @@ def _rebuild(x: Any, kind: Kind, tensors: Iterator[torch.Tensor]) -> Any:
     """``x`` (a result of kind ``kind``) with its handles replaced by the next ``tensors``, depth first."""
     if isinstance(kind, TensorK):
         return next(tensors)
+    if isinstance(kind, RaggedK):
+        return torch.stack([next(tensors) for _ in x])
     if isinstance(kind, TupleK):
         return tuple(_rebuild(i, k, tensors) for i, k in zip(x, kind.items))
     if isinstance(kind, ListK):

@@ -1,0 +1,152 @@
+"""Lists of per-instance tensors as operands: ragged tensors (issue 10 §4, beyond the paper's §3 language).
+
+``torch.stack(xs)`` of a list whose length differs per instance is a
+*ragged* tensor: dim 0 (the list axis) has a different size in every
+instance, so no batched (B, k, ...) tensor holds a launch's inputs. acrobat
+keeps it as what it is, the list of its rows (``RaggedK``; at run time a
+Python list of handles: stacking is free), and batches the operators
+users apply to it in two ways, each one launch for the whole batch
+whatever the lists' lengths:
+
+- **row-wise operators** (``S @ W``, ``S @ q``, ``S + h``, ``torch.tanh(S)``,
+  ``F.linear(S, W, b)``, ``alpha * S`` of two ragged tensors of one length)
+  act on every row alone: they run as a map loop over the rows, whose
+  nodes batch across rows and instances (§4.1);
+- **reductions over the list axis** (``sum(xs)``, ``S.sum(0)``, ``mean``,
+  ``max``/``amax``, ``min``/``amin``, ``logsumexp``) and **normalizations**
+  over it (``softmax``/``log_softmax`` with ``dim=0``) are *segment*
+  operators: one DFG node per instance holding all its rows, run as one
+  segment reduction over the rows of the launch (``acrobat.runtime.segments``).
+  ``a @ S`` of two ragged tensors is a row-wise product and a segment sum.
+
+The per-instance functions below are what a row or a segment computes for
+one instance; generated block code calls them (the runtime's batched
+kernels must equal them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class SegmentOp:
+    """A segment operator: ``op`` over the list axis of one instance's rows.
+
+    ``n_outputs`` is 2 for ``max``/``min`` (values, indices); ``ragged_out``
+    when the result has one row per input row (softmax, log_softmax);
+    ``flat`` for ``argmax``/``argmin`` without ``dim`` (checked at run time
+    to be the 1-D case, where they equal ``dim=0``).
+    """
+
+    op: str
+    n_outputs: int = 1
+    ragged_out: bool = False
+    flat: bool = False  # argmax/argmin written without dim: the same as dim=0 only for a 1-D stacked list
+
+
+#: Segment operators by method / function name (dim 0 only).
+SEGMENT_OPS = {
+    "sum": SegmentOp("sum"), "mean": SegmentOp("mean"), "amax": SegmentOp("amax"), "amin": SegmentOp("amin"),
+    "max": SegmentOp("max", 2), "min": SegmentOp("min", 2), "logsumexp": SegmentOp("logsumexp"),
+    "softmax": SegmentOp("softmax", ragged_out=True), "log_softmax": SegmentOp("log_softmax", ragged_out=True),
+    "argmax": SegmentOp("argmax"), "argmin": SegmentOp("argmin"),
+}
+#: Segment operators that may also be written without ``dim`` (of a 1-D stacked list, they are the same).
+FLAT_OK = frozenset({"argmax", "argmin"})
+_SEGMENT_FUNCTIONS: dict[Callable, str] = {
+    torch.sum: "sum", torch.mean: "mean", torch.amax: "amax", torch.amin: "amin", torch.max: "max",
+    torch.min: "min", torch.logsumexp: "logsumexp", torch.softmax: "softmax", F.softmax: "softmax",
+    torch.log_softmax: "log_softmax", F.log_softmax: "log_softmax", torch.argmax: "argmax", torch.argmin: "argmin",
+}
+#: Pointwise operators applied to a ragged tensor alone: one row at a time gives the same rows.
+_ROWWISE_FUNCTIONS = frozenset({
+    torch.tanh, torch.sigmoid, torch.relu, torch.exp, torch.log, torch.abs, torch.neg, torch.sqrt, torch.sin,
+    torch.cos, torch.square, F.relu, F.gelu, F.silu, F.elu, F.leaky_relu, F.softplus, F.tanh, F.sigmoid,
+})
+_ROWWISE_METHODS = frozenset({"tanh", "sigmoid", "relu", "exp", "log", "abs", "neg", "sqrt", "sin", "cos", "square"})
+#: Row-wise with further operands that must not reach into the list axis.
+_ROWWISE_WITH_OPERANDS = frozenset({F.linear, torch.matmul, torch.mul, torch.add, torch.sub, torch.div})
+
+
+def segment_function(fn: Any) -> str | None:
+    """The segment operator name of a torch function (``torch.sum`` -> ``"sum"``), else None."""
+    try:
+        return _SEGMENT_FUNCTIONS.get(fn)
+    except TypeError:  # unhashable
+        return None
+
+
+def is_rowwise_function(fn: Any, only_operand: bool) -> bool:
+    """True when the torch function ``fn`` applied to a ragged first operand acts row by row."""
+    try:
+        return fn in _ROWWISE_FUNCTIONS if only_operand else fn in _ROWWISE_WITH_OPERANDS or fn in _ROWWISE_FUNCTIONS
+    except TypeError:
+        return False
+
+
+def is_rowwise_method(name: str) -> bool:
+    """True when the tensor method ``name`` with no arguments acts row by row."""
+    return name in _ROWWISE_METHODS
+
+
+def is_stack(fn: Any) -> bool:
+    """True for ``torch.stack``."""
+    return fn is torch.stack
+
+
+# --------------------------------------------------- per-instance semantics
+
+
+def row_operands(value: torch.Tensor, row: torch.Tensor, *dense: Any) -> torch.Tensor:
+    """``value`` (an operator applied to ``row`` and ``dense``), once ``dense`` is checked to act row-wise.
+
+    Row by row equals the operator on the whole ragged tensor only when no
+    dense operand has as many dimensions as the ragged tensor (it would
+    broadcast against the list axis).
+
+    Raises:
+        ValueError: a dense operand reaches into the list axis.
+    """
+    for d in dense:
+        if isinstance(d, torch.Tensor) and d.dim() > row.dim():
+            raise ValueError(f"an operand of shape {tuple(d.shape)} would broadcast against the list axis of a "
+                             f"stacked list (rows of shape {tuple(row.shape)}): acrobat applies operators to such "
+                             "a tensor row by row; reduce it first or use operands with fewer dimensions")
+    return value
+
+
+def row_matmul(row: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """One row of ``torch.stack(xs) @ w``: ``row @ w`` for a matrix or vector ``w``.
+
+    Raises:
+        ValueError: ``w`` has more than 2 dimensions (a batched matmul would broadcast over the list axis).
+    """
+    if w.dim() > 2 or row.dim() == 0:
+        raise ValueError(f"`torch.stack(xs) @ w` with rows of shape {tuple(row.shape)} and w of shape "
+                         f"{tuple(w.shape)}: acrobat batches it row by row, which needs a 1-D row and a 1-D or 2-D w")
+    return row @ w
+
+
+def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """One term of ``a @ torch.stack(xs)`` for a 1-D ragged ``a``: ``a_j * s_j`` (then summed over j).
+
+    Raises:
+        ValueError: ``a``'s rows are not scalars (``a`` is not 1-D).
+    """
+    if a.dim() != 0:
+        raise ValueError(f"`a @ torch.stack(xs)` needs a 1-D `a` (one weight per list item); its rows have shape "
+                         f"{tuple(a.shape)}")
+    return a * s
+
+
+def segment_reference(op: SegmentOp) -> Callable[[list[torch.Tensor]], Any]:
+    """What segment operator ``op`` computes for one instance's list of rows (plain PyTorch)."""
+    def run(rows: list[torch.Tensor]) -> Any:
+        return getattr(torch, op.op)(torch.stack(rows), 0)
+    run.__name__ = f"segment_{op.op}"
+    return run
