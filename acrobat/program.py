@@ -25,6 +25,7 @@ from acrobat.analysis.phases import insert_phases
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import write_skeleton
 from acrobat.codegen.blocks import compile_block
+from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError
 from acrobat.frontend import ir
@@ -297,7 +298,12 @@ def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, s
 
 
 def _write_prologue(slots: SharedSlots, g: Globals) -> str:
-    """Source of ``_prologue(_A) -> list``: computes every shared slot once per run."""
+    """Source of ``_prologue(_A) -> list``: computes every shared slot once per run.
+
+    A module called in a block becomes its batchable form here, where the
+    parameters' values are known (``acrobat.codegen.modules.call_form``);
+    it raises ``CompileError`` for a module with no batchable form.
+    """
     lines: list[str] = []
     done: set[int] = set()
 
@@ -310,6 +316,11 @@ def _write_prologue(slots: SharedSlots, g: Globals) -> str:
             for j in d.parts:
                 emit(j)
             code = f"{g.alias(fuse_weights, 'fuse_weights')}([{', '.join(f'_S[{j}]' for j in d.parts)}])"
+        elif d.ref[0] == "call":
+            emit(d.parent)
+            loc = d.loc or ir.Loc("<unknown>", 0)
+            code = (f"{g.alias(call_form, 'call_form')}(_S[{d.parent}], {d.method!r}, {d.path!r}, {loc.file!r}, "
+                    f"{loc.line}, {loc.col})")
         elif d.parent is not None:
             emit(d.parent)
             step = f".{d.step[1]}" if d.step[0] == "." else f"[{d.step[1]!r}]"  # type: ignore[index]
