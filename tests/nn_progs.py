@@ -89,3 +89,86 @@ def seq_lstm_fresh(tokens, p):
     for tok in tokens[1:]:
         h, c = p.cell(p.emb(tok), (h, c))
     return h, c
+
+
+# ---------------------------------------------------------------- a user module, activations, other call forms
+
+
+class Encoder(nn.Module):
+    """A user module: straight-line torch code over submodules (Linear, GELU, LayerNorm, RNNCell)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(EMBED, HIDDEN)
+        self.act = nn.GELU()
+        self.norm = nn.LayerNorm(HIDDEN)
+        self.cell = nn.RNNCell(HIDDEN, HIDDEN, nonlinearity="relu")
+
+    def forward(self, x, h):
+        y = self.norm(self.act(self.lin(x)))
+        return self.cell(y, h) + 0.5 * torch.sigmoid(y)
+
+    def encode(self, x):
+        """A method other than forward, called as ``p.encoder.encode(x)``."""
+        return torch.tanh(self.lin(x))
+
+
+class MixedParams(nn.Module):
+    """An ``Encoder``, activation modules, an nn.ModuleList, cells without bias, a plain weight."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, EMBED)
+        self.encoder = Encoder()
+        self.acts = nn.ModuleList([nn.Tanh(), nn.ReLU(), nn.Sigmoid(), nn.GELU(approximate="tanh"), nn.SiLU()])
+        self.gru = nn.GRUCell(HIDDEN, HIDDEN, bias=False)
+        self.lstm = nn.LSTMCell(HIDDEN, HIDDEN, bias=False)
+        self.W = nn.Parameter(torch.zeros(HIDDEN))
+        self.h0 = nn.Parameter(torch.zeros(HIDDEN))
+        _seeded(self, seed)
+
+
+@ab.program
+def mixed(tokens, p):
+    h = p.h0
+    c = p.h0
+    cell = p.gru
+    for tok in tokens:
+        x = p.emb(tok)
+        h = p.encoder(x, h)
+        h = cell(p.acts[0](h), h)
+        h = p.acts[1](h) + p.acts[2](h) - p.acts[3](h) * p.acts[4](h)
+        h, c = p.lstm(p.W.mul(h), (h, c))
+    return h, p.encoder.encode(p.emb(tokens[0]))
+
+
+# ---------------------------------------------------------------- modules with no batchable form
+
+
+class BadParams(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, EMBED)
+        self.rnn = nn.LSTM(EMBED, HIDDEN)
+        self.bn = nn.BatchNorm1d(EMBED)
+        self.drop = nn.Dropout(0.5)  # training mode unless .eval()
+        self.seq = nn.Sequential(nn.Linear(EMBED, EMBED), nn.Dropout(0.2))
+
+
+@ab.program
+def bad_lstm(tokens, p):
+    x = p.emb(tokens[0])
+    y, _ = p.rnn(x)  # N:bad_lstm
+    return y
+
+
+@ab.program
+def bad_batchnorm(tokens, p):
+    x = p.emb(tokens[0])
+    return p.bn(x)  # N:bad_batchnorm
+
+
+@ab.program
+def bad_dropout(tokens, p):
+    x = p.emb(tokens[0])
+    return p.seq(p.drop(x))  # N:bad_dropout

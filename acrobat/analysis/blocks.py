@@ -302,7 +302,8 @@ class _Lowerer:
 
     def callee_is_shared(self, e: ir.Call) -> bool:
         """``e`` calls a shared value or its method with per-instance arguments (``p.cell(x)``, ``p.W.add(x)``)."""
-        return e.callee[0] in ("method", "value") and e.receiver is not None and isinstance(self.kind(e.receiver), SharedK)
+        recv = e.receiver
+        return e.callee[0] in ("method", "value") and recv is not None and isinstance(self.kind(recv), SharedK)
 
     def shared_callee(self, e: ir.Call, param: Callable) -> None:
         """Make ``e`` call a shared parameter of the block holding its callee's batchable form (§5.1).

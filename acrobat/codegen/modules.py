@@ -129,24 +129,34 @@ def batchable(module: nn.Module, path: str, loc: Loc) -> nn.Module:
             batchable form (``nn.LSTM``, batch norm, ...), or a dropout in
             training mode (its random masks differ from the per-instance run).
     """
-    cls = type(module)
+    # the class whose forward runs: a user subclass that keeps a torch.nn forward counts as that module
+    cls = next(c for c in type(module).__mro__ if "forward" in vars(c))
+    name = type(module).__name__
     if isinstance(module, _DROPOUTS) and module.training and module.p > 0:
-        raise _error(loc, f"`{path}` is nn.{cls.__name__}(p={module.p}) in training mode: its random mask cannot "
-                          f"equal a per-instance run; call .eval() on the parameters (dropout is then the identity)")
-    torch_module = cls.__module__.startswith("torch.")
-    if torch_module and cls not in CELL_FORMS and cls not in AS_WRITTEN:
-        instead = _INSTEAD.get(cls, "call the torch.nn.functional operators with its parameters, e.g. "
-                                    f"F.linear(x, {path}.weight, {path}.bias)")
-        raise _error(loc, f"`{path}` is nn.{cls.__name__}, which has no batchable form in acrobat: {instead}")
+        raise _error(loc, f"`{path}` is nn.{name}(p={module.p}) in training mode: its random mask cannot equal a "
+                          "per-instance run; call .eval() on the parameters (dropout is then the identity)")
+    if isinstance(module, nn.Embedding) and module.max_norm is not None:
+        raise _error(loc, f"`{path}` is nn.Embedding with max_norm, which rewrites its weight in place when "
+                          "called: renormalize the weight before the run and drop max_norm")
+    if cls.__module__.startswith("torch.") and cls not in CELL_FORMS and cls not in AS_WRITTEN:
+        tensors = ", ".join(f"{path}.{n}" for n, _ in [*module.named_parameters(), *module.named_buffers()])
+        instead = _INSTEAD.get(cls, "write its computation with torch.nn.functional operators over its tensors"
+                               + (f" ({tensors})" if tensors else ""))
+        raise _error(loc, f"`{path}` is nn.{name}, which has no batchable form in acrobat: {instead}")
     twin = copy.copy(module)  # shares the parameter tensors; the dicts below are the twin's own
     twin._parameters = dict(module._parameters)
     twin._buffers = dict(module._buffers)
-    twin._modules = {name: None if child is None else batchable(child, f"{path}.{name}", loc)
-                     for name, child in module._modules.items()}
-    form = CELL_FORMS.get(cls) if torch_module else None
+    twin._modules = {k: None if child is None else batchable(child, _child_path(path, k), loc)
+                     for k, child in module._modules.items()}
+    form = CELL_FORMS.get(cls)
     if form is not None:
         twin.forward = types.MethodType(form, twin)  # type: ignore[method-assign]
     return twin
+
+
+def _child_path(path: str, name: str) -> str:
+    """How the model names a submodule: ``p.seq[1]`` in containers, ``p.encoder.lin`` otherwise."""
+    return f"{path}[{name}]" if name.isdigit() else f"{path}.{name}"
 
 
 def _error(loc: Loc, message: str) -> CompileError:
@@ -197,10 +207,13 @@ class ModuleForm:
         twin = batchable(module, path, loc)
         root = twin if method == "forward" else _Method(twin, method)
         named = [*root.named_parameters(), *root.named_buffers()]
+        root.acrobat_own = tuple(t for _, t in named)  # the tensors the twin holds (the user's)
         return ModuleForm(root, tuple(n for n, _ in named), tuple(t for _, t in named),
                           (type(module).__qualname__, method, _describe(twin)))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if all(a is b for a, b in zip(self.tensors, self.root.acrobat_own)):
+            return self.root(*args, **kwargs)  # its own tensors (eager vmap): no reparametrization (~50 µs a call)
         return functional_call(self.root, dict(zip(self.names, self.tensors)), args, kwargs)
 
     def __repr__(self) -> str:
