@@ -147,7 +147,7 @@ def test_users_module_is_not_modified():
                              "with nn.LSTMCell"),
     (P.bad_batchnorm, "bad_batchnorm", "`p.bn` is nn.BatchNorm1d, which has no batchable form in acrobat: write its "
                                        "computation with torch.nn.functional operators over its tensors (p.bn.weight"),
-    (P.bad_dropout, "bad_dropout", "`p.seq[1]` is nn.Dropout(p=0.2) in training mode"),
+    (P.bad_dropout, "bad_dropout", "`p.seq[1]` is nn.Dropout(p=0.2, inplace=False) in training mode: its random numbers cannot equal"),
 ])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_unsupported_module_is_rejected_clearly(prog, key, phrase, backend):

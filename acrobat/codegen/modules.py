@@ -104,12 +104,13 @@ CELL_FORMS: dict[type, Callable[..., Any]] = {nn.RNNCell: rnn_cell, nn.GRUCell: 
 
 #: torch.nn modules whose own forward batches under ``vmap`` (per-instance operators only).
 AS_WRITTEN: tuple[type, ...] = (
-    nn.Linear, nn.Bilinear, nn.Identity, nn.Embedding, nn.LayerNorm, nn.RMSNorm, nn.Flatten, nn.Unflatten,
+    nn.Linear, nn.Identity, nn.Embedding, nn.LayerNorm, nn.RMSNorm, nn.Flatten, nn.Unflatten,
     nn.Sequential, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout,
     *(c for c in vars(nn.modules.activation).values()
-      if isinstance(c, type) and issubclass(c, nn.Module) and c is not nn.MultiheadAttention),
+      if isinstance(c, type) and c.__module__ == nn.modules.activation.__name__ and c is not nn.MultiheadAttention),
 )
-_DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
+#: Modules that are random in training mode (a per-instance run draws other numbers).
+_RANDOM = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout, nn.RReLU)
 
 #: What to write instead, for torch.nn modules with no batchable form.
 _INSTEAD: dict[type, str] = {
@@ -132,9 +133,10 @@ def batchable(module: nn.Module, path: str, loc: Loc) -> nn.Module:
     # the class whose forward runs: a user subclass that keeps a torch.nn forward counts as that module
     cls = next(c for c in type(module).__mro__ if "forward" in vars(c))
     name = type(module).__name__
-    if isinstance(module, _DROPOUTS) and module.training and module.p > 0:
-        raise _error(loc, f"`{path}` is nn.{name}(p={module.p}) in training mode: its random mask cannot equal a "
-                          "per-instance run; call .eval() on the parameters (dropout is then the identity)")
+    if isinstance(module, _RANDOM) and module.training and getattr(module, "p", 1) > 0:
+        raise _error(loc, f"`{path}` is nn.{name}({module.extra_repr()}) in training mode: its random numbers "
+                          "cannot equal a per-instance run; call .eval() on the parameters (dropout is then "
+                          "the identity)")
     if isinstance(module, nn.Embedding) and module.max_norm is not None:
         raise _error(loc, f"`{path}` is nn.Embedding with max_norm, which rewrites its weight in place when "
                           "called: renormalize the weight before the run and drop max_norm")
