@@ -319,7 +319,8 @@ def _write_prologue(slots: SharedSlots, g: Globals) -> str:
         elif d.ref[0] == "call":
             emit(d.parent)
             loc = d.loc or ir.Loc("<unknown>", 0)
-            code = (f"{g.alias(call_form, 'call_form')}(_S[{d.parent}], {d.method!r}, {d.path!r}, {loc.file!r}, "
+            path = expr_source(d.expr, g, lambda e: None) if d.expr is not None else describe_ref(d.ref[1])
+            code = (f"{g.alias(call_form, 'call_form')}(_S[{d.parent}], {d.method!r}, {path!r}, {loc.file!r}, "
                     f"{loc.line}, {loc.col})")
         elif d.parent is not None:
             emit(d.parent)

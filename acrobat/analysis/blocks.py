@@ -22,7 +22,6 @@ from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.kinds import HOST, SharedK, Spec, TensorK, sdepth_of
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
-from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 
@@ -315,8 +314,7 @@ class _Lowerer:
         recv = e.receiver
         assert recv is not None
         method = e.callee[1] if e.callee[0] == "method" else None
-        path = expr_source(recv, Globals(), lambda x: None)
-        slot = self.slots.slot(("call", self.kind(recv).ref, method), self.spec, loc=e.loc, path=path)
+        slot = self.slots.slot(("call", self.kind(recv).ref, method), self.spec, loc=e.loc, receiver=recv)
         name = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
         e.callee = ("value", None)
         e.receiver = ir.Name(recv.loc, name)

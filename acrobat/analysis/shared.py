@@ -24,13 +24,12 @@ class SlotDef:
 
     ref: tuple
     spec: Spec | None  # the specialization holding the expression (for ("expr", ...) refs)
-    expr: ir.Expr | None = None  # the operator over shared values (for ("expr", ...) refs)
+    expr: ir.Expr | None = None  # the operator over shared values (("expr", ...)); the receiver (("call", ...))
     parent: int | None = None  # for a path step: the slot it steps from
     step: tuple | None = None  # (".", attr) or ("[", constant)
     parts: tuple[int, ...] = ()  # for ("hfuse", slots): the weights fused horizontally
     method: str | None = None  # for ("call", receiver, method): the method called (None: the receiver itself)
     loc: ir.Loc | None = None  # for ("call", ...): the model's (first) call site
-    path: str = ""  # for ("call", ...): the receiver as the model writes it, e.g. ``p.encoder``
 
 
 @dataclass
@@ -41,18 +40,18 @@ class SharedSlots:
     index: dict[tuple, int] = field(default_factory=dict)
     owners: dict[str, Spec] = field(default_factory=dict)  # spec name -> spec
 
-    def slot(self, ref: tuple, spec: Spec | None, loc: ir.Loc | None = None, path: str = "") -> int:
+    def slot(self, ref: tuple, spec: Spec | None, loc: ir.Loc | None = None, receiver: ir.Expr | None = None) -> int:
         """The slot of ``ref``, creating it (and its parents) on first use.
 
         ``("call", receiver_ref, method)`` is the callee a block calls for
         ``receiver.method(...)`` (``method`` None: ``receiver(...)``), made by
         ``acrobat.codegen.modules.call_form`` (a module's batchable form);
-        ``loc`` and ``path`` (the receiver's source) name the call site in its errors.
+        ``loc`` and ``receiver`` (the expression called, e.g. ``p``) name the call site in its errors.
         """
         if ref in self.index:
             return self.index[ref]
         if ref[0] == "call":
-            d = SlotDef(ref, None, parent=self.slot(ref[1], spec), method=ref[2], loc=loc, path=path)
+            d = SlotDef(ref, None, expr=receiver, parent=self.slot(ref[1], spec), method=ref[2], loc=loc)
         elif ref[0] == "arg" and len(ref) > 2:
             parent = self.slot(ref[:-1], spec)
             d = SlotDef(ref, None, parent=parent, step=ref[-1])
