@@ -172,3 +172,17 @@ def bad_batchnorm(tokens, p):
 def bad_dropout(tokens, p):
     x = p.emb(tokens[0])
     return p.seq(p.drop(x))  # N:bad_dropout
+
+
+# ---------------------------------------------------------------- regression: a loop-carried value only its block reads
+
+
+@ab.program
+def carried_in_block(tokens, p):
+    """``c`` is read and written by one block only; the next iteration's block must see the new ``c``."""
+    h = p.emb.weight[0]
+    c = p.emb.weight[1]
+    for tok in tokens:
+        c = torch.tanh(c + p.emb.weight[tok])
+        h = c * 2.0
+    return h

@@ -171,3 +171,9 @@ def test_random_batches(seed, size, max_len, backend):
     """Random trees and sequences (lengths, batch sizes, backends) equal their per-instance runs."""
     check(P.tree_gru, trees(size, seed), P.TreeGRUParams(seed=1), backend)
     check(P.seq_lstm, sequences(size, seed, max_len), P.SeqLSTMParams(seed=2), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_loop_carried_value_read_only_by_its_block(backend):
+    """A block in a loop that reads a name it writes outputs it (before, ``c`` kept its first value)."""
+    check(P.carried_in_block, sequences(8), P.SeqLSTMParams(), backend)
