@@ -30,6 +30,7 @@ from acrobat.analysis.ragged import segment_reference
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import write_skeleton
 from acrobat.codegen.blocks import compile_block
+from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ParamError, ShapeError
 from acrobat.frontend import ir
@@ -489,7 +490,12 @@ def _slot_site(slots: SharedSlots, i: int) -> tuple[ir.Loc | None, str]:
 
 def _write_prologue(slots: SharedSlots, g: Globals) -> tuple[str, dict[int, int]]:
     """Source of ``_prologue(_A) -> list``: computes every shared slot once per run;
-    and its map from generated line numbers to the slot each line computes."""
+    and its map from generated line numbers to the slot each line computes.
+
+    A module called in a block becomes its batchable form here, where the
+    parameters' values are known (``acrobat.codegen.modules.call_form``);
+    it raises ``CompileError`` for a module with no batchable form.
+    """
     lines: list[str] = []
     line_slots: dict[int, int] = {}
     HEAD_LINES = 3  # def, comment, _S = [...]
@@ -504,6 +510,12 @@ def _write_prologue(slots: SharedSlots, g: Globals) -> tuple[str, dict[int, int]
             for j in d.parts:
                 emit(j)
             code = f"{g.alias(fuse_weights, 'fuse_weights')}([{', '.join(f'_S[{j}]' for j in d.parts)}])"
+        elif d.ref[0] == "call":
+            emit(d.parent)
+            loc = d.loc or ir.Loc("<unknown>", 0)
+            path = expr_source(d.expr, g, lambda e: None) if d.expr is not None else describe_ref(d.ref[1])
+            code = (f"{g.alias(call_form, 'call_form')}(_S[{d.parent}], {d.method!r}, {path!r}, {loc.file!r}, "
+                    f"{loc.line}, {loc.col})")
         elif d.parent is not None:
             emit(d.parent)
             step = f".{d.step[1]}" if d.step[0] == "." else f"[{d.step[1]!r}]"  # type: ignore[index]

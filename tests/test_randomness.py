@@ -43,14 +43,15 @@ def test_identical_instances_draw_different_numbers(name, backend):
             assert not torch.equal(outs[i], outs[j]), (name, i, j)
 
 
-def test_nn_dropout_module_in_train_mode():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nn_dropout_module_in_train_mode(backend):
     """``nn.Dropout`` (a module of the params, in train mode) masks per instance; in eval mode it is the identity."""
     p = rp.RandParams()
-    outs = rp.module_dropout_prog.run([1, 1, 1], p)
+    outs = run(rp.module_dropout_prog, [1, 1, 1], backend, p)
     assert not torch.equal(outs[0], outs[1])
     assert set(torch.cat(outs).unique().tolist()) <= {0.0, 2.0}
     p.eval()
-    outs = rp.module_dropout_prog.run([1, 1], p)
+    outs = run(rp.module_dropout_prog, [1, 1], backend, p)
     assert all(torch.equal(o, torch.ones(rp.H)) for o in outs)
 
 

@@ -345,6 +345,11 @@ class _Lowerer:
 
         def visit(e: ir.Expr) -> None:
             k = self.kind(e)
+            if isinstance(e, ir.Call) and self.is_op(e) and self.callee_is_shared(e):
+                self.shared_callee(e, param)
+                for c in [*e.args, *e.kwargs.values()]:
+                    visit(c)
+                return
             if isinstance(k, SharedK):
                 slot = self.slots.slot(k.ref, self.spec)
                 self.subst[e.nid] = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
@@ -391,6 +396,26 @@ class _Lowerer:
         block = Block(bid, name, self.spec, stmts, params, outputs, sdepth, stmts[0].loc, subst=self.subst)
         return BlockCall(stmts[0].loc, block)
 
+    def callee_is_shared(self, e: ir.Call) -> bool:
+        """``e`` calls a shared value or its method with per-instance arguments (``p.cell(x)``, ``p.W.add(x)``)."""
+        recv = e.receiver
+        return e.callee[0] in ("method", "value") and recv is not None and isinstance(self.kind(recv), SharedK)
+
+    def shared_callee(self, e: ir.Call, param: Callable) -> None:
+        """Make ``e`` call a shared parameter of the block holding its callee's batchable form (§5.1).
+
+        ``p.cell(x, (h, c))`` becomes ``_sK(x, (h, c))``: slot K holds what
+        ``acrobat.codegen.modules.call_form`` makes of ``p.cell`` each run (for a
+        module, its twin with batchable cells and its parameters as leaves).
+        """
+        recv = e.receiver
+        assert recv is not None
+        method = e.callee[1] if e.callee[0] == "method" else None
+        slot = self.slots.slot(("call", self.kind(recv).ref, method), self.spec, loc=e.loc, receiver=recv)
+        name = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
+        e.callee = ("value", None)
+        e.receiver = ir.Name(recv.loc, name)
+
     def fuse(self, stmts: list[ir.Assign], by_key: dict, param: Callable) -> list[ir.Assign]:
         """Horizontal fusion (App. B.1): one matmul for each group of ``x @ W_i`` in the block."""
         def weight_slot(e: ir.Expr) -> int | None:
@@ -434,10 +459,15 @@ class _Lowerer:
         self.subst: dict[int, str] = {}
         self.body = self.flatten(body)
         self.body = self.form(self.body)
-        # outputs of blocks read by later blocks are only known once all blocks exist
+        # outputs of blocks read by later blocks are only known once all blocks exist; a block in a
+        # loop that reads a name it writes (``h, c = cell(x, (h, c))``) reads it again next iteration
+        in_loops = {id(t) for s in ir.walk_stmts(self.body) if isinstance(s, (ir.For, ir.While))
+                    for t in ir.walk_stmts(s.body)}
         for s in ir.walk_stmts(self.body):
             if isinstance(s, BlockCall):
                 read = self.reads_outside(s.block.stmts, s)
+                if id(s) in in_loops:
+                    read |= {p.expr.id for p in s.block.batched_params if isinstance(p.expr, ir.Name)}
                 s.block.outputs = list(dict.fromkeys(n for st in s.block.stmts for n in st.target.names() if n in read))
         return self.body
 

@@ -125,6 +125,8 @@ def describe_ref(ref: tuple) -> str:
         return text
     if ref[0] == "hfuse":
         return f"horizontal fusion of slots {list(ref[1])}"
+    if ref[0] == "call":
+        return f"batchable form of {describe_ref(ref[1])}" + (f".{ref[2]}" if ref[2] is not None else "")
     return f"<expr {ref[2]} of {ref[1]}>"
 
 

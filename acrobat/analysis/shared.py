@@ -1,11 +1,13 @@
-"""Shared-value slots: weights and ops over weights, computed once per run (§5.1).
+"""Shared-value slots: weights, ops over weights and called modules, computed once per run (§5.1).
 
 Every ``SharedK`` reference (a path into the program's shared arguments,
 e.g. ``p.fwd.W``, or an operator over shared values and constants, e.g.
 ``torch.zeros(p.hidden)``) gets a slot number. At run time the prologue
 fills the slots once; blocks receive slot values as unbatched arguments and
 the skeleton reads them as ``_S[k]``. DyNet cannot reuse such a constant
-tensor across instances; acrobat creates it once (paper §6.2).
+tensor across instances; acrobat creates it once (paper §6.2). A module
+that blocks call (``p.cell(x, (h, c))``) gets a slot of its own holding its
+batchable form, whose parameters are shared arguments like any weight.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ class SlotDef:
 
     ref: tuple
     spec: Spec | None  # the specialization holding the expression (for ("expr", ...) refs)
-    expr: ir.Expr | None = None  # the operator over shared values (for ("expr", ...) refs)
+    expr: ir.Expr | None = None  # the operator over shared values (("expr", ...)); the receiver (("call", ...))
     parent: int | None = None  # for a path step: the slot it steps from
     step: tuple | None = None  # (".", attr) or ("[", constant)
     parts: tuple[int, ...] = ()  # for ("hfuse", slots): the weights fused horizontally
+    method: str | None = None  # for ("call", receiver, method): the method called (None: the receiver itself)
+    loc: ir.Loc | None = None  # for ("call", ...): the model's (first) call site
 
 
 @dataclass
@@ -36,11 +40,19 @@ class SharedSlots:
     index: dict[tuple, int] = field(default_factory=dict)
     owners: dict[str, Spec] = field(default_factory=dict)  # spec name -> spec
 
-    def slot(self, ref: tuple, spec: Spec | None) -> int:
-        """The slot of ``ref``, creating it (and its parents) on first use."""
+    def slot(self, ref: tuple, spec: Spec | None, loc: ir.Loc | None = None, receiver: ir.Expr | None = None) -> int:
+        """The slot of ``ref``, creating it (and its parents) on first use.
+
+        ``("call", receiver_ref, method)`` is the callee a block calls for
+        ``receiver.method(...)`` (``method`` None: ``receiver(...)``), made by
+        ``acrobat.codegen.modules.call_form`` (a module's batchable form);
+        ``loc`` and ``receiver`` (the expression called, e.g. ``p``) name the call site in its errors.
+        """
         if ref in self.index:
             return self.index[ref]
-        if ref[0] == "arg" and len(ref) > 2:
+        if ref[0] == "call":
+            d = SlotDef(ref, None, expr=receiver, parent=self.slot(ref[1], spec), method=ref[2], loc=loc)
+        elif ref[0] == "arg" and len(ref) > 2:
             parent = self.slot(ref[:-1], spec)
             d = SlotDef(ref, None, parent=parent, step=ref[-1])
         elif ref[0] == "hfuse":

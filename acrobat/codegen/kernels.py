@@ -46,6 +46,7 @@ from torch.fx import GraphModule, Node
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from acrobat.analysis.lowered import Block
+from acrobat.codegen.modules import flatten_forms, unflatten_forms
 
 # Marker sizes for tracing: primes no model dimension is a multiple of.
 BATCH_MARK = 7919
@@ -72,7 +73,8 @@ class RowSpec(NamedTuple):
 class KernelGraph:
     """A block's batched computation, traced for one argument signature.
 
-    ``gm(*storages, *inputs, *outs, *shared)`` returns nothing: it writes
+    ``gm(*storages, *inputs, *outs, *shared)`` (``shared`` flattened by
+    ``flatten_forms``: module forms as their tensors) returns nothing: it writes
     output ``k`` into ``outs[k]``, ``(B, *out_rows[k].shape)``.
     ``storages[j]`` holds rows of spec ``storage_rows[j]``. ``inputs`` are
     per batched parameter one ``(B, ...)`` tensor (explicit gather; host
@@ -91,6 +93,8 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
                 fused: bool, device: torch.device) -> KernelGraph:
     """Trace ``block``'s batched form for arguments with per-instance specs ``in_rows`` (§5, App. C).
 
+    ``shared`` are the block's shared arguments; the kernel takes them
+    flattened by ``flatten_forms`` (a module's parameters one by one).
     ``fused`` selects the fused-gather signature (§5.2); ``device`` is where
     the kernel will run.
 
@@ -100,10 +104,16 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
     """
     roles = [p.role for p in block.batched_params]
     dims = (0,) * len(roles) + (None,) * len(shared)
-    batched = vmap(fn, in_dims=dims, randomness="different")
+    structured = vmap(fn, in_dims=dims, randomness="different")
+    flat_shared, specs = flatten_forms(shared)  # module forms as their tensors: kernel inputs (§5.1)
+
+    def batched(*args: Any) -> Any:
+        n = len(args) - len(flat_shared)
+        return structured(*args[:n], *unflatten_forms(args[n:], specs))
+
     mode = FakeTensorMode()
     with mode:
-        shared = _stand_ins(shared)
+        shared = _stand_ins(flat_shared)
         plain = [torch.empty((BATCH_MARK, *r.shape), dtype=r.dtype, device=device) for r in in_rows]
         out_rows = [RowSpec.of(o) for o in batched(*plain, *shared)]
     fused_in = [fused and role == "tensor" for role in roles]

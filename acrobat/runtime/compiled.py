@@ -36,10 +36,12 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 import numpy as np
 import torch
 import torch._inductor
+import torch.utils._pytree as pytree
 from torch._inductor.graph import GraphLowering
 
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.kernels import RowSpec, trace_block
+from acrobat.codegen.modules import FORMS, flatten_forms
 from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena, Pool
 from acrobat.runtime.backend import columns
@@ -88,7 +90,8 @@ class CompiledKernel:
         self.runs = 0  # runs this kernel has launched in (gather modes alternate by run while probing)
         self._run = 0  # serial of the run of the last launch
         self.choice: str | None = None if backend.gather == "auto" else backend.gather
-        self._shared: tuple[int, int] = (0, 0)  # (serial of the run, id of the signature of its shared arguments)
+        # (serial of the run, id of the signature of its shared arguments, those arguments flattened for the kernel)
+        self._shared: tuple[int, int, list] = (0, 0, [])
         self._shared_ids: dict[tuple, int] = {}  # signature of shared arguments -> small id (cheap to hash in keys)
         self._pool_bases: dict[tuple[int, ...], np.ndarray] = {}  # pool ids of the tensor columns -> their bases
 
@@ -96,7 +99,7 @@ class CompiledKernel:
         if self._run != rt.serial:  # the block's first launch in this run
             self._start_run(rt.serial)
         shared = rt.shared[self.block.id]
-        shared_sig = self._shared_signature(rt, shared)
+        shared_sig, flat_shared = self._shared_signature(rt, shared)
         t0 = time.perf_counter()
         n = g.size()
         handles, hosts = columns(g, rt.device)
@@ -109,7 +112,7 @@ class CompiledKernel:
         outs = [pool.storage[start:start + rows] for pool, start in places]
         args = self._arguments(variant, handles, located, hosts, specs, n, rt)
         t1 = time.perf_counter()
-        variant.fn(*args, *outs, *shared)
+        variant.fn(*args, *outs, *flat_shared)
         if rt.sync:
             torch.cuda.synchronize()
         t2 = time.perf_counter()
@@ -126,15 +129,17 @@ class CompiledKernel:
         return tuple(outs) if rows == n else tuple(o[:n] for o in outs)
 
     # -- pieces --------------------------------------------------------------
-    def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> int:
-        """An id of the shapes, strides and dtypes of this run's shared arguments (one per distinct signature)."""
+    def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> tuple[int, list]:
+        """An id of the shapes, strides and dtypes of this run's shared arguments (one per distinct
+        signature), and the arguments as the kernel takes them (module forms flattened into their tensors)."""
         if self._shared[0] != rt.serial:
-            if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in shared):
+            flat, _ = flatten_forms(shared)
+            if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in flat):
                 raise AcrobatError("the compiled backend runs inference only (outputs live in reused arena memory); "
                                    "run under torch.inference_mode()/no_grad(), or use backend='eager' for training")
             sig = tuple(_signature(x) for x in shared)
-            self._shared = (rt.serial, self._shared_ids.setdefault(sig, len(self._shared_ids)))
-        return self._shared[1]
+            self._shared = (rt.serial, self._shared_ids.setdefault(sig, len(self._shared_ids)), flat)
+        return self._shared[1], self._shared[2]
 
     def _mode(self, fusable: bool) -> str:
         """The gather mode of this launch: the choice, or while probing one mode per run, by turns."""
@@ -279,6 +284,8 @@ def _signature(x: Any) -> Any:
         return ("tensor", tuple(x.shape), x.stride(), x.dtype, x.device)
     if isinstance(x, (list, tuple)):
         return tuple(_signature(i) for i in x)
+    if isinstance(x, FORMS):  # a module form: its settings and its tensors' signatures
+        return type(x), x.key, tuple(_signature(i) for i in pytree.tree_leaves(x))
     return x
 
 

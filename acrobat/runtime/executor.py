@@ -18,11 +18,13 @@ import traceback
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 
 from acrobat.analysis.kinds import BOTTOM, Kind, ListK, RaggedK, TensorK, TupleK
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.codegen.kernels import RowSpec
+from acrobat.codegen.modules import FORMS
 from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
@@ -373,10 +375,19 @@ def _failing_line(block: Block, e: Exception) -> tuple[str, str]:
 
 
 def _device_of(slots: list) -> torch.device:
-    """The device of the first shared tensor (model parameters), CPU if there is none."""
+    """The device of the first shared tensor (model parameters, a module's or a module form's), CPU if there is none."""
     for v in slots:
         if isinstance(v, torch.Tensor):
             return v.device
+        if isinstance(v, torch.nn.Module):
+            inner = itertools.chain(v.parameters(), v.buffers())
+        elif isinstance(v, FORMS):
+            inner = (t for t in pytree.tree_leaves(v) if isinstance(t, torch.Tensor))
+        else:
+            inner = iter(())
+        first = next(inner, None)
+        if first is not None:
+            return first.device
         for t in getattr(v, "__dict__", {}).values():
             if isinstance(t, torch.Tensor):
                 return t.device
