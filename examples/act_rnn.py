@@ -12,13 +12,11 @@ Run it: ``python -m examples.act_rnn``.
 
 from __future__ import annotations
 
-import random
-
 import torch
 from torch import nn
 
 import acrobat as ab
-from examples._common import HIDDEN, VOCAB, random_tokens, seeded
+from examples._common import HIDDEN, VOCAB, seeded, token_lists
 
 NAME = "act_rnn"
 SUMMARY = "ACT halting RNN: ponder each token until cumulative halting prob > 1 - eps (while True + break)"
@@ -69,15 +67,12 @@ def act_rnn(tokens, p):
 program = act_rnn
 
 
-def make_params(seed: int = 0) -> Params:
-    """Seeded weights (hidden ``HIDDEN``)."""
-    return Params(seed)
+make_params = Params  # make_params(seed): seeded weights, hidden HIDDEN
 
 
 def instances(n: int, seed: int = 0) -> list[list[int]]:
     """``n`` random token lists (1-10 ids in ``0 .. VOCAB-1``), the same for the same ``seed``."""
-    rng = random.Random(seed)
-    return [random_tokens(rng, 1, 10) for _ in range(n)]
+    return token_lists(n, seed, 1, 10)
 
 
 def reference(tokens: list[int], p: Params) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -103,7 +98,7 @@ def reference(tokens: list[int], p: Params) -> tuple[torch.Tensor, torch.Tensor,
 
 def main() -> None:
     """Run a batch of 64 batched (eager and compiled) against the reference; print error, launches, times."""
-    from examples._harness import run_main
+    from examples import run_main
     run_main(NAME)
 
 

@@ -17,9 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import acrobat as ab
-from acrobat.data.synthetic import synthetic_trees
 from acrobat.data.tree import Tree
-from examples._common import HIDDEN, VOCAB, seeded
+from examples._common import HIDDEN, VOCAB, binary_trees, seeded
 
 NAME = "leaf_attention"
 SUMMARY = "binary tree RNN whose root attends over its leaves (stack, softmax(dim=0), alpha @ states)"
@@ -66,14 +65,10 @@ def leaf_attention(tree, p):
 program = leaf_attention
 
 
-def make_params(seed: int = 0) -> Params:
-    """Seeded weights (hidden ``HIDDEN``)."""
-    return Params(seed)
+make_params = Params  # make_params(seed): seeded weights, hidden HIDDEN
 
 
-def instances(n: int, seed: int = 0) -> list[Tree]:
-    """``n`` SST-like binary trees over word ids ``1 .. VOCAB-1`` (``synthetic_trees``)."""
-    return synthetic_trees(n, seed, vocab_size=VOCAB)
+instances = binary_trees  # instances(n, seed): SST-like binary trees, tiny vocab
 
 
 def reference(tree: Tree, p: Params) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,7 +92,7 @@ def reference(tree: Tree, p: Params) -> tuple[torch.Tensor, torch.Tensor]:
 
 def main() -> None:
     """Run a batch of 64 batched (eager and compiled) against the reference; print error, launches, times."""
-    from examples._harness import run_main
+    from examples import run_main
     run_main(NAME)
 
 

@@ -11,13 +11,11 @@ Run it: ``python -m examples.pointer_net``.
 
 from __future__ import annotations
 
-import random
-
 import torch
 from torch import nn
 
 import acrobat as ab
-from examples._common import HIDDEN, VOCAB, random_tokens, seeded
+from examples._common import HIDDEN, VOCAB, seeded, token_lists
 
 NAME = "pointer_net"
 SUMMARY = "pointer network: attention scores over the input list, argmax pointer fed back per step"
@@ -67,15 +65,12 @@ def pointer_net(tokens, p):
 program = pointer_net
 
 
-def make_params(seed: int = 0) -> Params:
-    """Seeded weights (hidden ``HIDDEN``)."""
-    return Params(seed)
+make_params = Params  # make_params(seed): seeded weights, hidden HIDDEN
 
 
 def instances(n: int, seed: int = 0) -> list[list[int]]:
     """``n`` random token lists (2-8 ids in ``0 .. VOCAB-1``), the same for the same ``seed``."""
-    rng = random.Random(seed)
-    return [random_tokens(rng, 2, 8) for _ in range(n)]
+    return token_lists(n, seed, 2, 8)
 
 
 def reference(tokens: list[int], p: Params) -> tuple[torch.Tensor, list[int]]:
@@ -100,7 +95,7 @@ def reference(tokens: list[int], p: Params) -> tuple[torch.Tensor, list[int]]:
 
 def main() -> None:
     """Run a batch of 64 batched (eager and compiled) against the reference; print error, launches, times."""
-    from examples._harness import run_main
+    from examples import run_main
     run_main(NAME)
 
 

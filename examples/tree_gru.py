@@ -13,9 +13,8 @@ import torch
 from torch import nn
 
 import acrobat as ab
-from acrobat.data.synthetic import synthetic_trees
 from acrobat.data.tree import Tree
-from examples._common import HIDDEN, VOCAB, seeded
+from examples._common import HIDDEN, VOCAB, binary_trees, seeded
 
 NAME = "tree_gru"
 SUMMARY = "tree GRU from nn.Embedding, nn.GRUCell and nn.Linear modules over binary trees"
@@ -55,14 +54,10 @@ def tree_gru(tree, p):
 program = tree_gru
 
 
-def make_params(seed: int = 0) -> Params:
-    """Seeded weights (hidden ``HIDDEN``)."""
-    return Params(seed)
+make_params = Params  # make_params(seed): seeded weights, hidden HIDDEN
 
 
-def instances(n: int, seed: int = 0) -> list[Tree]:
-    """``n`` SST-like binary trees over word ids ``1 .. VOCAB-1`` (``synthetic_trees``)."""
-    return synthetic_trees(n, seed, vocab_size=VOCAB)
+instances = binary_trees  # instances(n, seed): SST-like binary trees, tiny vocab
 
 
 def _gru(p: Params, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -100,7 +95,7 @@ def reference(tree: Tree, p: Params) -> tuple[torch.Tensor, torch.Tensor]:
 
 def main() -> None:
     """Run a batch of 64 batched (eager and compiled) against the reference; print error, launches, times."""
-    from examples._harness import run_main
+    from examples import run_main
     run_main(NAME)
 
 
