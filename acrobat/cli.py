@@ -6,6 +6,7 @@
     acrobat show treelstm --kernels       # the compiled kernels of each block
     acrobat profile treelstm              # where a batch's time goes, eager vs compiled
     acrobat bench --quick                 # side by side with the baselines; bench-out/*.json, *.md, *.png
+    acrobat examples                      # the user-style models of examples/: ran or rejected, launches, times
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from acrobat.bench import command as bench_command
+from acrobat.bench import examples as examples_command
 from acrobat.bench.profile import profile_backends, profile_table
 from acrobat.cachedir import inductor_dir
 from acrobat.bench.compare import ATOL, RTOL, outputs_equal
@@ -235,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.set_defaults(func=cmd_profile, seq_len=None, layers=None)
 
     bench_command.add_parser(sub)
+    examples_command.add_parser(sub)
     return p
 
 
