@@ -209,3 +209,10 @@ def extended(tree, p):
     outs = []
     collect(tree, p, outs)
     return outs
+
+
+@ab.program
+def host_number_tensor(item, p):
+    """`torch.tensor` of a per-instance host number inside a block (a batched number under vmap)."""
+    tok, scale = item
+    return p.emb[tok] * torch.tensor(scale) + torch.as_tensor(tok)

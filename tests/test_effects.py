@@ -144,3 +144,10 @@ def test_augmented_assignment_on_a_tensor_is_rejected_with_the_fix(prog, key):
 
 def test_augmented_assignment_on_host_values_and_lists_is_plain_python():
     _check(ep.aug_host, [[1, 2], [3], [4, 5, 6]], _params())
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_torch_tensor_of_a_host_number_in_a_block(backend):
+    """torch.tensor(x) of a per-instance number: the dtype PyTorch infers (float32 for a float, int64 for an int)."""
+    got = _check(ep.host_number_tensor, [(1, 0.1), (2, 3.0), (3, 1 / 3)], _params(), backend)
+    assert all(t.dtype == torch.float32 for t in got)

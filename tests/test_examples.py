@@ -25,18 +25,11 @@ NAMES = list(examples.EXAMPLES)
 
 _LISTCOMP = "CompileError: `ListComp` expression is not supported (write a for loop that appends to a list)"
 _BREAK = "CompileError: `break` is not supported (use a while loop whose condition covers the early exit)"
-_LIST_OPERAND = "CompileError: a list[tensor] value cannot be an operand of a tensor operator"
 
 XFAIL: dict[str, tuple[type[Exception], str]] = {
     "childsum_treelstm": (ab.CompileError, f"list comprehension over the children: {_LISTCOMP}"),
     "greedy_decoder": (ab.CompileError, f"`break` on argmax == EOS: {_BREAK}"),
-    "node_classifier_rnn": (ab.CompileError, f"torch.stack of the per-node logits list: {_LIST_OPERAND}"),
-    "tree_gru": (ab.BatchError, "nn.Embedding called on torch.tensor(node.word_id) in the hoisted leaf block: "
-                                "BatchError, its batched form fails (eager under no_grad: torch.tensor of a batched "
-                                "value, can't detach views in-place; compiled: the module's weight is not a "
-                                "FakeTensor when tracing aten.embedding)"),
     "act_rnn": (ab.CompileError, f"`while True` + `break` on the cumulative halting probability: {_BREAK}"),
-    "leaf_attention": (ab.CompileError, f"torch.stack(leaf_states): {_LIST_OPERAND}"),
     "dag_rnn": (ab.CompileError, "sum(states[j] for j in node.preds): CompileError: `GeneratorExp` expression is "
                                  "not supported (write a for loop that appends to a list)"),
     "pointer_net": (ab.CompileError, f"list comprehension of the input embeddings: {_LISTCOMP}"),

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
+from acrobat.analysis.host_tensors import FROM_HOST
 from acrobat.analysis.kinds import HOST, RAGGED, RaggedK, SharedK, Spec, TensorK, sdepth_of
 from acrobat.analysis.ragged import SEGMENT_OPS, SegmentOp, row_matmul, row_operands, row_scale, segment_reference
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
@@ -373,6 +374,10 @@ class _Lowerer:
                 return
             if isinstance(e, ir.Slice) and any(not isinstance(x, ir.Const) for x in ir.children(e)):
                 raise self.error(e, "slice bounds inside a tensor operator must be constants")
+            if isinstance(e, ir.Call) and e.callee[0] == "torch" and e.args and self.kind(e.args[0]) is HOST:
+                form = _from_host(e.callee[1])  # torch.tensor(node.word_id): a batched number under vmap
+                if form is not None:
+                    e.callee = ("torch", form)
             for c in ir.children(e):
                 visit(c)
 
@@ -473,6 +478,13 @@ class _Lowerer:
 
 
 SEGMENT_SUM = SEGMENT_OPS["sum"]
+
+
+def _from_host(fn: object) -> Callable | None:
+    try:
+        return FROM_HOST.get(fn)  # type: ignore[arg-type]
+    except TypeError:  # unhashable
+        return None
 
 
 def _operands(e: ir.Expr) -> list[ir.Expr]:
