@@ -110,3 +110,9 @@ def flat_argmax(toks, p):
     """argmax without dim of 2-D rows flattens: an error at run time, not a per-column guess."""
     S = torch.stack(_embed(toks, p))
     return torch.argmax(S)  # M:flat
+
+
+@ab.program
+def concatenated(toks, p):
+    """torch.cat of a per-instance list: rejected with a pointer to torch.stack."""
+    return torch.cat(_embed(toks, p))  # M:cat

@@ -92,3 +92,9 @@ def test_argmax_without_dim_of_wide_rows_is_an_error():
     with pytest.raises(ShapeError) as err:
         _check(rp.flat_argmax, _batch(3, 0))
     assert "write dim=0" in str(err.value) and f"ragged_progs.py:{_line('flat')}" in str(err.value)
+
+
+def test_cat_of_a_list_points_at_stack():
+    with pytest.raises(CompileError) as err:
+        rp.concatenated.compile(1)
+    assert f"ragged_progs.py:{_line('cat')}" in str(err.value) and "torch.stack(xs)" in str(err.value)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST
-from acrobat.analysis.kinds import HOST, RAGGED, RaggedK, SharedK, Spec, TensorK, sdepth_of
+from acrobat.analysis.kinds import HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, sdepth_of
 from acrobat.analysis.ragged import SEGMENT_OPS, SegmentOp, row_matmul, row_operands, row_scale, segment_reference
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
@@ -368,7 +368,9 @@ class _Lowerer:
                     return
                 if isinstance(e, ir.Slice) or any(not isinstance(x, ir.Const) for x in ir.walk(e)):
                     if k is not HOST:
-                        raise self.error(e, f"a {k} value cannot be an operand of a tensor operator")
+                        hint = ("stack it with torch.stack(xs) (see README, lists of tensors as operands) or loop "
+                                "over it" if isinstance(k, ListK) else "pass its parts separately")
+                        raise self.error(e, f"a {k} value cannot be an operand of a tensor operator: {hint}")
                     self.subst[e.nid] = param(("h", e.nid), "host",
                                               lambda n: BlockParam(n, "host", expr=e)).name
                 return
