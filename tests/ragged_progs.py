@@ -116,3 +116,11 @@ def flat_argmax(toks, p):
 def concatenated(toks, p):
     """torch.cat of a per-instance list: rejected with a pointer to torch.stack."""
     return torch.cat(_embed(toks, p))  # M:cat
+
+
+@ab.program
+def mismatched_ranks(toks, p):
+    """(k, H) * (k,): PyTorch broadcasts the list axis of one against the rows of the other; never row scaling."""
+    S = torch.stack(_embed(toks, p))
+    w = S @ p.h0
+    return (S * w).sum(0)  # M:ranks

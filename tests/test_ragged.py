@@ -98,3 +98,9 @@ def test_cat_of_a_list_points_at_stack():
     with pytest.raises(CompileError) as err:
         rp.concatenated.compile(1)
     assert f"ragged_progs.py:{_line('cat')}" in str(err.value) and "torch.stack(xs)" in str(err.value)
+
+
+def test_stacks_with_rows_of_different_rank_are_an_error_not_a_guess():
+    with pytest.raises(ShapeError) as err:
+        _check(rp.mismatched_ranks, [[1, 2, 3, 4], [5, 6, 7, 8]])  # k == H: PyTorch would run, meaning other math
+    assert f"ragged_progs.py:{_line('ranks')}" in str(err.value) and "one rank" in str(err.value)

@@ -165,8 +165,9 @@ class _Lowerer:
             row_op.nid = ir.fresh_id()
             _set_operands(row_op, args)
             self.op_node(row_op)
-            row_names = [self.tensor_name(loc, r) for r, _ in rows]
-            value = ir.Call(loc, ("torch", row_operands), [row_op, *row_names, *dense], {})
+            row_names: list[ir.Expr] = [self.tensor_name(loc, r) for r, _ in rows]
+            value = ir.Call(loc, ("torch", row_operands),
+                            [row_op, ir.TupleExpr(loc, row_names), ir.TupleExpr(loc, list(dense))], {})
         return self.op_node(value)
 
     def op_node(self, e: ir.Expr) -> ir.Expr:

@@ -102,21 +102,26 @@ def is_stack(fn: Any) -> bool:
 # --------------------------------------------------- per-instance semantics
 
 
-def row_operands(value: torch.Tensor, row: torch.Tensor, *dense: Any) -> torch.Tensor:
-    """``value`` (an operator applied to ``row`` and ``dense``), once ``dense`` is checked to act row-wise.
+def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tuple[Any, ...]) -> torch.Tensor:
+    """``value`` (an operator applied to ``rows`` and ``dense``), once checked to equal the stacked operator's row.
 
-    Row by row equals the operator on the whole ragged tensor only when no
-    dense operand has as many dimensions as the ragged tensor (it would
-    broadcast against the list axis).
+    Row by row equals the operator on whole stacked lists only when every
+    stacked operand has rows of one rank (broadcasting then pairs their list
+    axes) and no dense operand has as many dimensions as a stacked one (it
+    would broadcast against the list axis).
 
     Raises:
-        ValueError: a dense operand reaches into the list axis.
+        ValueError: an operand would reach into a list axis.
     """
+    rank = rows[0].dim()
+    if any(r.dim() != rank for r in rows):
+        raise ValueError(f"stacked lists with rows of shapes {[tuple(r.shape) for r in rows]}: PyTorch would "
+                         "broadcast one's list axis against the other's rows; give their rows one rank")
     for d in dense:
-        if isinstance(d, torch.Tensor) and d.dim() > row.dim():
+        if isinstance(d, torch.Tensor) and d.dim() > rank:
             raise ValueError(f"an operand of shape {tuple(d.shape)} would broadcast against the list axis of a "
-                             f"stacked list (rows of shape {tuple(row.shape)}): acrobat applies operators to such "
-                             "a tensor row by row; reduce it first or use operands with fewer dimensions")
+                             f"stacked list (rows of shape {tuple(rows[0].shape)}): acrobat applies operators to "
+                             "such a tensor row by row; reduce it first or use operands with fewer dimensions")
     return value
 
 
@@ -138,9 +143,9 @@ def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     Raises:
         ValueError: ``a``'s rows are not scalars (``a`` is not 1-D).
     """
-    if a.dim() != 0:
-        raise ValueError(f"`a @ torch.stack(xs)` needs a 1-D `a` (one weight per list item); its rows have shape "
-                         f"{tuple(a.shape)}")
+    if a.dim() != 0 or s.dim() > 1:
+        raise ValueError(f"`a @ torch.stack(xs)` is batched for a 1-D `a` (one weight per list item) and a 1-D or "
+                         f"2-D stack; their rows have shapes {tuple(a.shape)} and {tuple(s.shape)}")
     return a * s
 
 
