@@ -83,8 +83,8 @@ class Function:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
-    def __call__(self, *args: Any) -> Any:
-        return self.fn(*args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
 
 
 def function(fn: Callable) -> Function:

@@ -38,11 +38,10 @@ class Params(nn.Module):
 
 # (program, marker key, key phrase of the message/advice)
 CASES = [
-    (bad_progs.bad_listcomp, "listcomp", "write a for loop that appends to a list"),
+    (bad_progs.bad_listcomp, "listcomp", "assign the comprehension to a variable first"),
     (bad_progs.bad_lambda, "lambda", "instead of a lambda"),
     (bad_progs.bad_try, "try", "exceptions cannot be batched"),
-    (bad_progs.bad_with, "with", "move the `with` block out of the model function"),
-    (bad_progs.bad_break, "break", "`break` is not supported"),
+    (bad_progs.bad_with, "with", "move other `with` blocks out of the model function"),
     (bad_progs.bad_while_else, "while_else", "`while ... else` is not supported"),
     (bad_progs.bad_import, "import", "import at module level"),
     (bad_progs.bad_global, "global", "pass the value in as an argument"),
@@ -51,7 +50,7 @@ CASES = [
     (bad_progs.bad_inplace, "inplace", "write the out-of-place `.add()`"),
     (bad_progs.bad_attr_assign, "attr_assign", "cannot assign to `tok.x`"),
     (bad_progs.bad_varargs, "varargs", "plain positional parameters only"),
-    (bad_progs.bad_default, "default", "plain positional parameters only"),
+    (bad_progs.bad_default, "default", "with literal defaults"),
     (bad_progs.bad_phase_in_helper, "phase_helper", "move it to the entry's top level"),
     (bad_progs.bad_concurrent, "concurrent", "takes calls of @acrobat.function functions"),
     (bad_progs.bad_nargs, "nargs", "`good_helper` takes 2 arguments, 1 given"),

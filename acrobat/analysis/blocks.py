@@ -19,7 +19,7 @@ import itertools
 from typing import Callable
 
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
-from acrobat.analysis.kinds import HOST, SharedK, Spec, TensorK, sdepth_of
+from acrobat.analysis.kinds import HOST, SharedK, Spec, TensorK, has_shared, has_tensor, sdepth_of
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
@@ -70,8 +70,8 @@ class _Lowerer:
             return name
         if isinstance(e, ir.BoolOp) and self.has_work(e):
             return self.lower_boolop(e, pre)
-        if isinstance(e, ir.IfExp) and self.has_work(e):
-            raise self.error(e, "a tensor operator or program call inside `a if c else b`: write an if statement")
+        if isinstance(e, ir.IfExp) and (self.has_work(e) or has_tensor(self.kind(e)) or has_shared(self.kind(e))):
+            return self.lower_ifexp(e, pre)
         if e.nid in self.spec.shared_ops or isinstance(self.kind(e), SharedK):
             return e  # computed once per run, outside the skeleton
         if self.is_op(e) and not in_op:
@@ -103,6 +103,19 @@ class _Lowerer:
             body = inner
         return ir.Name(e.loc, name.id)
 
+    def lower_ifexp(self, e: ir.IfExp, pre: list[ir.Stmt]) -> ir.Name:
+        """``a if c else b`` over tensors -> ``if c: t = a`` / ``else: t = b`` (each branch forms its own blocks;
+        a tensor ``c`` is a value read, as for ``if``, §4.2)."""
+        name = self.temp(e.loc, e, self.kind(e))
+        test = self.extract(e.test, pre, False)
+        branches: list[list[ir.Stmt]] = []
+        for value in (e.body, e.orelse):
+            inner: list[ir.Stmt] = []
+            inner.append(ir.Assign(value.loc, ir.Target(name=name.id), self.extract(value, inner, False)))
+            branches.append(inner)
+        pre.append(ir.If(e.loc, test, *branches))
+        return ir.Name(e.loc, name.id)
+
     def rebuild(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Apply ``extract`` to the children of ``e`` in place (keeps ``e``'s nid and kind)."""
         match e:
@@ -112,6 +125,8 @@ class _Lowerer:
                 e.obj, e.index = self.extract(e.obj, pre, in_op), self.extract(e.index, pre, in_op)
             case ir.TupleExpr() | ir.ListExpr():
                 e.items = [self.extract(x, pre, in_op) for x in e.items]
+            case ir.DictExpr():
+                e.values = [self.extract(x, pre, in_op) for x in e.values]
             case ir.BinOp():
                 e.left, e.right = self.extract(e.left, pre, in_op), self.extract(e.right, pre, in_op)
             case ir.UnaryOp():
@@ -173,6 +188,14 @@ class _Lowerer:
                     s.body = self.flatten(s.body)
                 case ir.While():
                     s.test = self.extract(s.test, pre, False)
+                    if pre and _continues(s.body):
+                        # `continue` would skip a re-evaluation at the end of the body: test at the top instead,
+                        # `while True: <condition's statements>; if not c: break; <body>`
+                        leave = ir.If(s.loc, ir.UnaryOp(s.loc, "not", s.test), [ir.Break(s.loc)], [])
+                        s.body = pre + [leave] + self.flatten(s.body)
+                        s.test = ir.Const(s.loc, True)
+                        out.append(s)
+                        continue
                     # the condition's statements run before the loop and again at the end of every iteration
                     s.body = self.flatten(s.body + copy.deepcopy(pre))
             out.extend(pre)
@@ -239,6 +262,22 @@ class _Lowerer:
                 out.append(self.make_block(stmts, is_static))
         return out
 
+    def shape_query(self, e: ir.Expr) -> bool:
+        """``x.shape``, ``x.shape[0]``, ``x.size(0)``, ``x.ndim``, ``len(x)`` of a per-instance tensor ``x``,
+        with constant indices: inside a block these are plain Python ints of the per-instance shape."""
+        def tensor(x: ir.Expr) -> bool:
+            return isinstance(self.kind(x), TensorK)
+        match e:
+            case ir.Attr(obj=o, attr="shape" | "ndim" | "dtype" | "device"):
+                return tensor(o)
+            case ir.Subscript(obj=o, index=ir.Const()):
+                return self.shape_query(o) and isinstance(o, ir.Attr) and o.attr == "shape"
+            case ir.Call(callee=("method", "size" | "dim" | "numel"), receiver=r, args=args, kwargs=kw):
+                return r is not None and tensor(r) and all(isinstance(a, ir.Const) for a in [*args, *kw.values()])
+            case ir.Call(callee=("builtin", "len"), args=[a]):
+                return tensor(a)
+        return False
+
     def make_block(self, stmts: list[ir.Assign], is_static: bool) -> BlockCall:
         params: list[BlockParam] = []
         by_key: dict[object, BlockParam] = {}
@@ -262,6 +301,12 @@ class _Lowerer:
                     self.subst[e.nid] = p.name
                     return
             if isinstance(e, ir.Const) or isinstance(e, ir.Name) and e.id in defined:
+                return
+            if self.shape_query(e):  # computed inside the block, where vmap shows the per-instance shape
+                for x in ir.walk(e):
+                    self.spec.reads.discard(x.nid)  # so the skeleton needs no value read for it
+                for c in ir.children(e):
+                    visit(c)
                 return
             if not self.is_op(e) and not isinstance(e, (ir.TupleExpr, ir.ListExpr, ir.Slice)):
                 if isinstance(k, TensorK):  # a per-instance value the skeleton holds, e.g. `states[t]`
@@ -343,6 +388,12 @@ class _Lowerer:
                 read = self.reads_outside(s.block.stmts, s)
                 s.block.outputs = list(dict.fromkeys(n for st in s.block.stmts for n in st.target.names() if n in read))
         return self.body
+
+
+def _continues(body: list[ir.Stmt]) -> bool:
+    """True when ``body`` holds a ``continue`` of its own loop (not of a nested loop)."""
+    return any(isinstance(s, ir.Continue) or isinstance(s, ir.If) and (_continues(s.body) or _continues(s.orelse))
+               for s in body)
 
 
 def lower_function(spec: Spec, body: list[ir.Stmt], slots: SharedSlots, block_ids: itertools.count,

@@ -10,7 +10,11 @@ Every expression of a program function gets a *kind*:
 - ``SharedK(ref)``: a value that is the same for every instance and every
   call (a model weight, or an op over weights and constants): passed to
   batched blocks once, unbatched (parameter reuse, §5.1);
-- ``ListK``/``TupleK``: containers of the above.
+- ``ListK``/``TupleK``/``DictK``: containers of the above (``DictK``: a dict
+  literal with constant string keys);
+- ``NoneK``: ``None``; joined with a tensor (``h = None`` ... ``h = cell(h)``)
+  it makes an ``OptionalK``, which host code tests with ``is None`` (the
+  handle/None test runs in the skeleton) and which ``if h is None`` narrows.
 
 This is a taint analysis (weights are the sources, per-instance data
 taints) made context-sensitive by *specializing* every function on the
@@ -93,7 +97,37 @@ class TupleK(Kind):
         return "(" + ", ".join(map(str, self.items)) + ")"
 
 
+@dataclass(frozen=True)
+class NoneK(HostK):
+    """``None`` (host data; joins with a tensor kind into an ``OptionalK``)."""
+
+    def __str__(self) -> str:
+        return "None"
+
+
+@dataclass(frozen=True)
+class OptionalK(Kind):
+    """``None`` or a value of kind ``inner`` (Optional state such as ``h = None``); tested by host code."""
+
+    inner: Kind
+
+    def __str__(self) -> str:
+        return f"optional[{self.inner}]"
+
+
+@dataclass(frozen=True)
+class DictK(Kind):
+    """A dict with constant string keys (``{"h": h, "c": c}``): per-key kinds, like a tuple."""
+
+    keys: tuple[str, ...]
+    items: tuple[Kind, ...]
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.keys, self.items)) + "}"
+
+
 BOTTOM = BottomK()
+NONE = NoneK()
 HOST = HostK()
 DYNAMIC = TensorK(None)
 LIFTED_DEPTH = -1  # a shared value turned per-instance is ready before every op
@@ -121,8 +155,10 @@ def contains(k: Kind, cls: type) -> bool:
         return True
     if isinstance(k, ListK):
         return contains(k.elem, cls)
-    if isinstance(k, TupleK):
+    if isinstance(k, (TupleK, DictK)):
         return any(contains(i, cls) for i in k.items)
+    if isinstance(k, OptionalK):
+        return contains(k.inner, cls)
     return False
 
 
@@ -142,9 +178,11 @@ def sdepth_of(k: Kind) -> int | None:
         return k.sdepth
     if isinstance(k, ListK):
         return sdepth_of(k.elem)
-    if isinstance(k, TupleK):
+    if isinstance(k, (TupleK, DictK)):
         depths = [sdepth_of(i) for i in k.items]
         return None if None in depths else max(depths, default=LIFTED_DEPTH)
+    if isinstance(k, OptionalK):
+        return sdepth_of(k.inner)
     return LIFTED_DEPTH
 
 
@@ -158,6 +196,13 @@ def join(a: Kind, b: Kind) -> Kind:
         return a
     if a is BOTTOM:
         return b
+    if isinstance(a, NoneK) or isinstance(b, NoneK):  # None meets something else
+        other = b if isinstance(a, NoneK) else a
+        if type(other) is HostK:
+            return HOST
+        return other if isinstance(other, OptionalK) else OptionalK(other)
+    if isinstance(a, OptionalK) or isinstance(b, OptionalK):
+        return OptionalK(join(a.inner if isinstance(a, OptionalK) else a, b.inner if isinstance(b, OptionalK) else b))
     tensorish = (TensorK, SharedK)
     if isinstance(a, tensorish) and isinstance(b, tensorish):
         da, db = sdepth_of(a), sdepth_of(b)
@@ -166,6 +211,8 @@ def join(a: Kind, b: Kind) -> Kind:
         return ListK(join(a.elem, b.elem))
     if isinstance(a, TupleK) and isinstance(b, TupleK) and len(a.items) == len(b.items):
         return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+    if isinstance(a, DictK) and isinstance(b, DictK) and a.keys == b.keys:
+        return DictK(a.keys, tuple(join(x, y) for x, y in zip(a.items, b.items)))
     raise KindConflict(f"{a} vs {b}")
 
 
@@ -203,7 +250,10 @@ _TENSOR_EXITS = {
     "backward": "call backward on the results, outside the model",
     "__bool__": "truth-testing a tensor makes control flow depend on its value",
 }
-_LIST_METHODS = {"append", "pop"}
+_LIST_METHODS = {"append", "pop", "insert", "__setitem__"}
+#: Shape queries: host code reading them reads the (per-instance) tensor, like ``.item()`` (§4.2).
+_SHAPE_ATTRS = {"shape", "ndim", "dtype", "device"}
+_SHAPE_METHODS = {"size", "dim", "numel"}
 
 
 class _Analyzer:
@@ -215,6 +265,7 @@ class _Analyzer:
         self.env: dict[str, Kind] = {}  # flow-sensitive kinds of the variables at the current point
         # per function: which parameters some call passes a per-instance tensor (see _key_kind)
         self.tensor_params: dict[Any, list[bool]] = {}
+        self.loop_exits: list[list[dict[str, Kind]]] = []  # per enclosing loop: environments at break/continue
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
@@ -265,7 +316,9 @@ class _Analyzer:
             self.env[target.name] = k
             return
         items = target.items or []
-        if isinstance(k, TupleK):
+        if any(t.starred for t in items):
+            parts = self.starred_parts(node, k, items)
+        elif isinstance(k, TupleK):
             if len(k.items) != len(items):
                 raise self.error(node, f"cannot unpack {len(k.items)} values into {len(items)} names")
             parts = list(k.items)
@@ -280,6 +333,25 @@ class _Analyzer:
         for t, p in zip(items, parts):
             self.bind(node, t, p)
 
+    def starred_parts(self, node: ir.Stmt, k: Kind, items: list[ir.Target]) -> list[Kind]:
+        """Kinds of ``a, *rest, z = value``: the starred name gets a list."""
+        star = next(i for i, t in enumerate(items) if t.starred)
+        if isinstance(k, ListK):
+            return [ListK(k.elem) if t.starred else k.elem for t in items]
+        if isinstance(k, TupleK):
+            n_rest = len(k.items) - (len(items) - 1)
+            if n_rest < 0:
+                raise self.error(node, f"cannot unpack {len(k.items)} values into {len(items) - 1}+ names")
+            rest: Kind = BOTTOM
+            for x in k.items[star:star + n_rest]:
+                rest = join(rest, x)
+            return [*k.items[:star], ListK(rest), *k.items[star + n_rest:]]
+        if k is BOTTOM:
+            return [BOTTOM] * len(items)
+        if type(k) is HostK:
+            return [k] * len(items)
+        raise self.error(node, f"cannot unpack a {k} with a starred name: unpack lists or tuples")
+
     def merge(self, envs: list[dict[str, Kind]]) -> None:
         """Join the environments of the control-flow paths that reach a point."""
         merged: dict[str, Kind] = {}
@@ -293,8 +365,14 @@ class _Analyzer:
         head = dict(before)
         while True:
             self.env = dict(head)
-            run_body()
-            self.merge([head, self.env])
+            self.loop_exits.append([])
+            try:
+                run_body()
+            finally:
+                exits = self.loop_exits.pop()
+            # the head (and the code after the loop) is reached from the end of the body and from every
+            # `break`/`continue`: joining all of them is sound for both (a break's kinds reach the exit)
+            self.merge([head, self.env, *exits])
             if self.env == head:
                 return
             head = self.env
@@ -316,12 +394,20 @@ class _Analyzer:
                     self.spec.ret = new
                     self.changed = True
                 return True
+            case ir.Break() | ir.Continue():
+                if not self.loop_exits:
+                    raise self.error(s, f"`{type(s).__name__.lower()}` outside a loop")
+                self.loop_exits[-1].append(dict(self.env))
+                return True  # the statements after it in this body are not reached
             case ir.If(test=t, body=b, orelse=o):
                 self.host_test(t, "if")
                 before = dict(self.env)
+                narrow_b, narrow_o = _none_test(t)
+                self.narrow(narrow_b)
                 ends_b = self.body(b, False)
                 env_b = self.env
                 self.env = dict(before)
+                self.narrow(narrow_o)
                 ends_o = self.body(o, False)
                 self.merge([e for e, ends in ((env_b, ends_b), (self.env, ends_o)) if not ends])
                 return ends_b and ends_o
@@ -336,6 +422,13 @@ class _Analyzer:
                     raise self.error(s, "acrobat.phase() marks a stage of the @acrobat.program entry function; "
                                         "move it to the entry's top level")
         return False
+
+    def narrow(self, name: str | None) -> None:
+        """In a branch where ``name is not None`` holds, it has the kind of its non-None values."""
+        if name is not None and isinstance(self.env.get(name), OptionalK):
+            self.env[name] = self.env[name].inner  # type: ignore[union-attr]
+        elif name is not None and isinstance(self.env.get(name), NoneK):
+            self.env[name] = BOTTOM  # it is always None here: the branch is not taken
 
     def host_test(self, t: ir.Expr, what: str) -> None:
         k = self.expr(t)
@@ -369,6 +462,10 @@ class _Analyzer:
         """
         if any(k is BOTTOM for k in kinds):
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
+        for x, k in zip(operands, kinds):
+            if isinstance(k, OptionalK):
+                raise self.error(x if x is not None else e, "this value may be None here: test it first "
+                                 "(`if h is None: h = ...`) so that the operator only sees a tensor")
         if any(has_tensor(k) for k in kinds):
             depths = [sdepth_of(k) for k in kinds]
             self.spec.ops.add(e.nid)
@@ -394,12 +491,19 @@ class _Analyzer:
 
     def compute(self, e: ir.Expr) -> Kind:
         match e:
+            case ir.Const(value=None):
+                return NONE
             case ir.Const():
                 return HOST
             case ir.Name(id=name):
                 k = self.env.get(name, BOTTOM)
-                if isinstance(k, SharedK) and isinstance(self.spec.var.get(name), TensorK):
+                var = self.spec.var.get(name)
+                if isinstance(var, OptionalK):
+                    var = var.inner
+                if isinstance(k, SharedK) and isinstance(var, TensorK):
                     return TensorK(LIFTED_DEPTH)  # stored lifted: the variable is per-instance elsewhere
+                if isinstance(k, OptionalK) and isinstance(k.inner, SharedK) and isinstance(var, TensorK):
+                    return OptionalK(TensorK(LIFTED_DEPTH))
                 return k
             case ir.Attr(obj=o, attr=a):
                 k = self.expr(o)
@@ -407,6 +511,9 @@ class _Analyzer:
                     return SharedK(k.ref + ((".", a),))
                 if isinstance(k, SharedK):
                     return self.op_kind(e, [o], [k], host_result=False)
+                if isinstance(k, TensorK) and a in _SHAPE_ATTRS:
+                    self.spec.reads.add(o.nid)  # host code reads the per-instance shape: wait for the tensor (§4.2)
+                    return HOST
                 if has_tensor(k):
                     raise self.error(e, f"tensor attribute `.{a}` is not supported inside a model: "
                                         "shapes are fixed per model; pass sizes in as parameters")
@@ -420,6 +527,8 @@ class _Analyzer:
                 return HOST
             case ir.TupleExpr(items=items):
                 return TupleK(tuple(self.expr(x) for x in items))
+            case ir.DictExpr(keys=keys, values=vs):
+                return DictK(tuple(keys), tuple(self.expr(x) for x in vs))
             case ir.ListExpr(items=items):
                 elem: Kind = BOTTOM
                 for x in items:
@@ -438,7 +547,13 @@ class _Analyzer:
                 return self.op_kind(e, [a], [k], host_result=True)
             case ir.Compare(operands=ops):
                 kinds = [self.expr(x) for x in ops]
-                if any(has_tensor(k) for k in kinds):
+                if any(k is BOTTOM for k in kinds):
+                    return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
+                if e.ops in (["is"], ["is not"]) and any(isinstance(x, ir.Const) and x.value is None for x in ops):
+                    return HOST  # `h is None`: host code tests the handle (a tensor is never None)
+                if any(isinstance(k, OptionalK) for k in kinds):
+                    raise self.error(e, "this value may be None: test it with `x is None` / `x is not None` first")
+                if any(has_tensor(k) or has_shared(k) for k in kinds):
                     if len(ops) > 2 or any(o in ("is", "is not", "in", "not in") for o in e.ops):
                         raise self.error(e, "compare a tensor with one `<`, `<=`, `>`, `>=`, `==` or `!=`")
                     return self.op_kind(e, ops, kinds, host_result=True)
@@ -448,9 +563,14 @@ class _Analyzer:
                     self.no_tensor(x, self.expr(x), f"`{e.op}`")
                 return HOST
             case ir.IfExp(test=t, body=b, orelse=o):
-                for x in (t, b, o):
-                    self.no_tensor(x, self.expr(x), "a conditional expression `a if c else b` (write an if statement)")
-                return join(self.spec.kinds[b.nid], self.spec.kinds[o.nid])
+                self.host_test(t, "conditional expression")  # a tensor test is a value read, as for `if` (§4.2)
+                before = dict(self.env)
+                kinds = []
+                for x, name in zip((b, o), _none_test(t)):
+                    self.narrow(name)
+                    kinds.append(self.expr(x))
+                    self.env = dict(before)
+                return self.join_at(e, *kinds)
             case ir.Concurrent(calls=calls):
                 return TupleK(tuple(self.expr(c) for c in calls))
             case ir.Call():
@@ -474,8 +594,12 @@ class _Analyzer:
             raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
             return SharedK(ko.ref + (("[", i.value),))
+        if isinstance(ko, DictK):
+            if not (isinstance(i, ir.Const) and i.value in ko.keys):
+                raise self.error(e, f"index a dict with one of its constant keys {list(ko.keys)}")
+            return ko.items[ko.keys.index(i.value)]
         if isinstance(ko, ListK):
-            return ko.elem
+            return ko if isinstance(i, ir.Slice) else ko.elem  # xs[1:] is a list
         if isinstance(ko, TupleK):
             if isinstance(i, ir.Const) and isinstance(i.value, int):
                 if not -len(ko.items) <= i.value < len(ko.items):
@@ -512,8 +636,24 @@ class _Analyzer:
         arg_kinds = [self.expr(a) for a in e.args]
         kw_kinds = [self.expr(v) for v in e.kwargs.values()]
         operands = list(e.args) + list(e.kwargs.values())
-        if kind == "builtin" and what in _VALUE_BUILTINS and len(e.args) == 1 and isinstance(arg_kinds[0], TensorK):
+        if kind == "builtin" and what in _VALUE_BUILTINS | {"len"} and len(e.args) == 1 and isinstance(
+                arg_kinds[0], TensorK):
             self.spec.reads.add(e.args[0].nid)
+            return HOST
+        if kind == "method" and what in _SHAPE_METHODS and isinstance(recv, TensorK):
+            if any(has_tensor(k) for k in arg_kinds + kw_kinds):
+                self.no_tensor(e, TensorK(None), f"`.{what}()`")
+            self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]  # a shape read, like `.item()` (§4.2)
+            return HOST
+        if kind == "host":
+            for x, k in zip(operands, arg_kinds + kw_kinds):
+                if has_tensor(k) or has_shared(k):
+                    fname = getattr(what, "__name__", "this function")
+                    if getattr(what, "__module__", None) == "builtins":
+                        raise self.error(x, f"`{fname}()` is plain Python run on host values; it cannot take the "
+                                            f"{k} passed here: use torch operators on tensors")
+                    raise self.error(x, f"`{fname}` is not an @acrobat.function, so it runs as plain host Python and "
+                                        f"cannot take the {k} passed here: decorate it with @acrobat.function")
             return HOST
         if kind == "method" and what in _VALUE_METHODS and isinstance(recv, TensorK):
             self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]
@@ -562,9 +702,12 @@ class _Analyzer:
         if name == "pop":
             return recv.elem
         if not isinstance(e.receiver, ir.Name):
-            raise self.error(e, "append to a list held in a variable")
-        self.set_var(e, e.receiver.id, ListK(kinds[0]))
-        self.env[e.receiver.id] = join(self.env.get(e.receiver.id, BOTTOM), ListK(kinds[0]))
+            raise self.error(e, f"{name.strip('_')} into a list held in a variable")
+        value = kinds[0] if name == "append" else kinds[1]  # insert(i, v) / xs[i] = v: like append (an element)
+        if name != "append" and has_tensor(kinds[0]):
+            self.no_tensor(e.args[0], kinds[0], "a list index")
+        self.set_var(e, e.receiver.id, ListK(value))
+        self.env[e.receiver.id] = join(self.env.get(e.receiver.id, BOTTOM), ListK(value))
         return HOST
 
 
@@ -585,7 +728,20 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
         return ListK(_key_kind(k.elem, tensor_somewhere))
     if isinstance(k, TupleK):
         return TupleK(tuple(_key_kind(i, tensor_somewhere) for i in k.items))
+    if isinstance(k, DictK):
+        return DictK(k.keys, tuple(_key_kind(i, tensor_somewhere) for i in k.items))
+    if isinstance(k, OptionalK):
+        return OptionalK(_key_kind(k.inner, tensor_somewhere))
     return k
+
+
+def _none_test(t: ir.Expr) -> tuple[str | None, str | None]:
+    """For ``x is None`` / ``x is not None``: the name known not None in the if branch and in the else branch."""
+    if isinstance(t, ir.Compare) and len(t.ops) == 1 and t.ops[0] in ("is", "is not"):
+        a, b = t.operands
+        if isinstance(b, ir.Const) and b.value is None and isinstance(a, ir.Name):
+            return (None, a.id) if t.ops[0] == "is" else (a.id, None)
+    return None, None
 
 
 def _is_const(x: ir.Expr | None) -> bool:

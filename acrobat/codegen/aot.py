@@ -9,7 +9,7 @@ control flow for one instance, adds a DFG node per block invocation
 
 from __future__ import annotations
 
-from acrobat.analysis.kinds import HOST, Kind, ListK, SharedK, Spec, TensorK, TupleK
+from acrobat.analysis.kinds import HOST, DictK, Kind, ListK, NoneK, OptionalK, SharedK, Spec, TensorK, TupleK
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import Globals, expr_source, target_source
@@ -21,6 +21,18 @@ def coerce(code: str, src: Kind, dst: Kind) -> str:
     """Code turning a value of kind ``src`` into kind ``dst`` (shared -> per-instance: ``_rt.lift``)."""
     if src == dst:
         return code
+    if isinstance(dst, OptionalK):  # None stays None; a value is coerced to the optional's kind
+        if isinstance(src, NoneK):
+            return code
+        if isinstance(src, OptionalK):
+            inner = coerce("_v", src.inner, dst.inner)
+            return code if inner == "_v" else f"(lambda _v: None if _v is None else {inner})({code})"
+        return coerce(code, src, dst.inner)
+    if isinstance(src, DictK) and isinstance(dst, DictK):
+        items = [coerce(f"_v[{k!r}]", s, d) for k, s, d in zip(src.keys, src.items, dst.items)]
+        if all(it == f"_v[{k!r}]" for k, it in zip(src.keys, items)):
+            return code
+        return f"(lambda _v: {{{', '.join(f'{k!r}: {i}' for k, i in zip(src.keys, items))}}})({code})"
     if isinstance(src, SharedK) and isinstance(dst, TensorK):
         return f"_rt.lift({code})"
     if isinstance(src, TupleK) and isinstance(dst, TupleK):
@@ -137,10 +149,16 @@ class SkeletonWriter:
             case ir.Assign(target=t, value=v):
                 self.emit(depth, f"{target_source(t)} = {coerce(self.expr(v), self.kind(v), target_kind(self.spec, t))}")
             case ir.ExprStmt(value=v):
-                if isinstance(v, ir.Call) and v.callee == ("method", "append") and isinstance(v.receiver, ir.Name):
+                if isinstance(v, ir.Call) and v.callee[0] == "method" and v.callee[1] in ("append", "insert", "__setitem__") \
+                        and isinstance(v.receiver, ir.Name) and v.args:
                     lst = self.spec.var.get(v.receiver.id)
                     elem = lst.elem if isinstance(lst, ListK) else HOST
-                    self.emit(depth, f"{v.receiver.id}.append({coerce(self.expr(v.args[0]), self.kind(v.args[0]), elem)})")
+                    value = coerce(self.expr(v.args[-1]), self.kind(v.args[-1]), elem)
+                    lead = "".join(self.expr(a) + ", " for a in v.args[:-1])
+                    if v.callee[1] == "__setitem__":
+                        self.emit(depth, f"{v.receiver.id}[{self.expr(v.args[0])}] = {value}")
+                    else:
+                        self.emit(depth, f"{v.receiver.id}.{v.callee[1]}({lead}{value})")
                 else:
                     self.emit(depth, self.expr(v))
             case ir.Return(value=v):
@@ -160,6 +178,10 @@ class SkeletonWriter:
                 self.body(b, depth + 1)
             case ir.For(target=t, iter=it, body=b):
                 self.for_loop(s, t, it, b, depth)
+            case ir.Break():
+                self.emit(depth, "break")
+            case ir.Continue():
+                self.emit(depth, "continue")
             case ir.PhaseMark():
                 self.phase += 1
                 self.emit(depth, f"_rt.enter_phase({self.phase})  # program phase boundary")
@@ -231,10 +253,11 @@ class SkeletonWriter:
 
 
 def _static_advance(body: list[ir.Stmt]) -> int | None:
-    """How far a branch advances the depth counter, when that is static (no loops, no calls)."""
+    """How far a branch advances the depth counter, when that is static (no loops, no calls, and no
+    ``break``/``continue``/``return`` part-way: a branch that leaves early has no single advance)."""
     total = 0
     for s in body:
-        if isinstance(s, (ir.For, ir.While, ProgramCall)):
+        if isinstance(s, (ir.For, ir.While, ProgramCall, ir.Break, ir.Continue, ir.Return)):
             return None
         if isinstance(s, BlockCall) and s.block.sdepth is None:
             total += 1

@@ -26,7 +26,7 @@ class Globals:
 def target_source(t: ir.Target) -> str:
     """``a`` or ``(a, (b, c))``."""
     if t.name is not None:
-        return t.name
+        return "*" + t.name if t.starred else t.name
     return "(" + "".join(target_source(i) + ", " for i in t.items or []) + ")"
 
 
@@ -42,8 +42,10 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
     match e:
         case ir.Name(id=name):
             return name
-        case ir.Const(value=v):
+        case ir.Const(value=v) if v is None or isinstance(v, (int, float, bool, str)):
             return repr(v)
+        case ir.Const(value=v):  # e.g. torch.float32: a global of the generated code
+            return g.alias(v, "const")
         case ir.Attr(obj=o, attr=a):
             return f"{p(o)}.{a}"
         case ir.Subscript(obj=o, index=i):
@@ -54,6 +56,8 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
             return "(" + "".join(p(x) + ", " for x in items) + ")"
         case ir.ListExpr(items=items):
             return "[" + ", ".join(p(x) for x in items) + "]"
+        case ir.DictExpr(keys=keys, values=vs):
+            return "{" + ", ".join(f"{k!r}: {p(v)}" for k, v in zip(keys, vs)) + "}"
         case ir.BinOp(op=op, left=a, right=b):
             return f"({p(a)} {op} {p(b)})"
         case ir.UnaryOp(op=op, operand=a):
@@ -73,6 +77,10 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
                 return f"{g.alias(what, getattr(what, '__name__', 'op'))}({arg_src})"
             if kind == "builtin":
                 return f"{what}({arg_src})"
+            if kind == "host":
+                return f"{g.alias(what, getattr(what, '__name__', 'fn'))}({arg_src})"
+            if kind == "method" and what == "__setitem__" and len(args) == 2 and not kw:
+                return f"{p(r)}.__setitem__({arg_src})"  # type: ignore[arg-type]
             if kind == "method":
                 return f"{p(r)}.{what}({arg_src})"  # type: ignore[arg-type]
             if kind == "value":

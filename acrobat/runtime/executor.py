@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from acrobat.analysis.kinds import Kind, ListK, TensorK, TupleK
+from acrobat.analysis.kinds import DictK, Kind, ListK, OptionalK, TensorK, TupleK
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.codegen.kernels import RowSpec
@@ -285,6 +285,12 @@ def _collect(x: Any, kind: Kind, handles: list[Handle]) -> None:
     """Append the handles in ``x`` (a result of kind ``kind``) to ``handles``, depth first."""
     if isinstance(kind, TensorK):
         handles.append(x)
+    elif isinstance(kind, OptionalK):
+        if x is not None:
+            _collect(x, kind.inner, handles)
+    elif isinstance(kind, DictK):
+        for key, k in zip(kind.keys, kind.items):
+            _collect(x[key], k, handles)
     elif isinstance(kind, TupleK):
         for i, k in zip(x, kind.items):
             _collect(i, k, handles)
@@ -297,6 +303,10 @@ def _rebuild(x: Any, kind: Kind, tensors: Iterator[torch.Tensor]) -> Any:
     """``x`` (a result of kind ``kind``) with its handles replaced by the next ``tensors``, depth first."""
     if isinstance(kind, TensorK):
         return next(tensors)
+    if isinstance(kind, OptionalK):
+        return None if x is None else _rebuild(x, kind.inner, tensors)
+    if isinstance(kind, DictK):
+        return {key: _rebuild(x[key], k, tensors) for key, k in zip(kind.keys, kind.items)}
     if isinstance(kind, TupleK):
         return tuple(_rebuild(i, k, tensors) for i, k in zip(x, kind.items))
     if isinstance(kind, ListK):

@@ -1,0 +1,392 @@
+"""Model functions written the way a researcher writes Python (issue 10, section 2): break/continue,
+early returns, keyword arguments and defaults, shapes, conditional expressions, Optional state,
+grad-mode blocks, list item assignment, starred unpacking, dicts, plain host helpers, comprehensions.
+
+They live in a real .py file because acrobat reads their source with ``inspect``. Every program
+takes ``(inst, p)`` with ``p`` a ``tests.progs.Small`` (H = 4) and ``inst`` a list of token ids
+(0..9) unless its docstring says otherwise. Lines the rejection tests look up carry ``# E:<key>``.
+"""
+
+# ruff: noqa
+from __future__ import annotations
+
+import math
+
+import torch
+
+import acrobat as ab
+
+
+@ab.function
+def step(h, x, p):
+    return torch.tanh(h @ p.U + x @ p.W + p.b)
+
+
+# ---------------------------------------------------------------- 1. break / continue / while True / early return
+
+
+@ab.program
+def break_continue(tokens, p):
+    """``continue`` on host data, ``break`` on a tensor value (a value read: runs on fibers)."""
+    h = p.h0
+    for tok in tokens:
+        if tok % 3 == 0:
+            continue
+        h = step(h, p.emb[tok], p)
+        if h.sum() > 1.0:
+            break
+    return h
+
+
+@ab.program
+def while_true(tokens, p):
+    """``while True`` left by ``break`` on host data."""
+    h = p.h0
+    i = 0
+    while True:
+        if i >= len(tokens):
+            break
+        h = torch.tanh(h @ p.U + p.emb[tokens[i]])
+        i = i + 1
+    return h
+
+
+@ab.program
+def while_continue_tensor_test(tokens, p):
+    """A ``while`` whose condition is a tensor operator, with ``continue`` in the body."""
+    h = p.h0
+    i = 0
+    while bool(torch.sum(h * h) < 50.0) and i < len(tokens):
+        i = i + 1
+        if tokens[i - 1] % 2 == 0:
+            continue
+        h = h + torch.relu(p.emb[tokens[i - 1]] @ p.W)
+    return h
+
+
+@ab.program
+def map_loop_with_break(tokens, p):
+    """A list built in a loop left early: not a map loop (its iterations' depths are not joined)."""
+    out = []
+    for tok in tokens:
+        out.append(torch.tanh(p.emb[tok] @ p.W))
+        if tok == 7:
+            break
+    return out
+
+
+@ab.function
+def stop_early(h, p):
+    """A helper that returns early after a tensor-dependent condition."""
+    if h.sum() > 0:
+        return h
+    return torch.tanh(h @ p.U)
+
+
+@ab.program
+def early_return(tokens, p):
+    """``return`` inside a loop after a tensor test, and after a call to a helper."""
+    h = p.h0
+    for tok in tokens:
+        h = stop_early(step(h, p.emb[tok], p), p)
+        if h.sum() > 0.8:
+            return h * 2.0
+    return h
+
+
+@ab.program
+def nested_break(tokens, p):
+    """``break`` in an inner loop leaves only the inner loop."""
+    h = p.h0
+    for tok in tokens:
+        for j in range(3):
+            if j == tok % 3:
+                break
+            h = torch.tanh(h @ p.U + p.emb[tok])
+    return h
+
+
+# ---------------------------------------------------------------- 2. keywords and defaults
+
+
+@ab.function
+def cell(x, h, p, scale=1.0):
+    return torch.tanh(x @ p.W + h @ p.U) * scale
+
+
+@ab.program
+def keywords(tokens, p):
+    """Keyword arguments on torch operators and on model functions, and defaults."""
+    h = p.h0
+    for tok in tokens:
+        h = cell(p.emb[tok], h=h, p=p)
+        h = cell(p.emb[tok], h, p, scale=0.5) + torch.softmax(h, dim=-1)
+    s = torch.sum(h, dim=-1, keepdim=True)
+    return (h / s).to(dtype=torch.float32), torch.mean(h.unsqueeze(0), dim=0, dtype=torch.float32)
+
+
+# ---------------------------------------------------------------- 3. shapes
+
+
+@ab.program
+def shapes(x, p):
+    """Shapes of per-instance tensors (instances: tensors of shape (n, 4), n varying): read by host code
+    (a value read, like ``.item()``) and inside tensor expressions (computed in the block)."""
+    h = torch.tanh(x @ p.W)
+    n = h.shape[0]
+    acc = p.h0
+    for i in range(n):
+        acc = torch.tanh(acc @ p.U + h[i])
+    k = len(h) + h.size(0) + h.ndim + h.size(-1)
+    z = torch.zeros(h.shape[1]) + torch.ones(h.size(1)) * h.shape[0] + h.sum(0) / len(h)
+    return acc * float(k) + z
+
+
+# ---------------------------------------------------------------- 4. conditional expressions
+
+
+@ab.program
+def cond_expr(tokens, p):
+    """``a if c else b``: a tensor test (a value read), tensor branches, a shared branch."""
+    h = p.h0
+    for tok in tokens:
+        x = p.emb[tok]
+        h = torch.tanh(h @ p.U + x) if x.sum() > 0 else torch.relu(h @ p.W)
+        g = p.b if tok % 2 == 0 else h * 0.5
+        h = h + g
+    return h
+
+
+# ---------------------------------------------------------------- 5. None and Optional state
+
+
+@ab.program
+def optional_state(tokens, p):
+    """``h = None`` ... ``if h is None: h = p.h0``."""
+    h = None
+    for tok in tokens:
+        if h is None:
+            h = p.h0
+        h = step(h, p.emb[tok], p)
+    if h is not None:
+        h = h * 2.0
+    return h
+
+
+@ab.function
+def maybe_add(h, extra, p):
+    if extra is not None:
+        return h + extra
+    return h @ p.U
+
+
+@ab.program
+def optional_arg(tokens, p):
+    """None passed to a model function, and an Optional result (None for empty instances)."""
+    h = None
+    for tok in tokens:
+        x = p.emb[tok]
+        h = maybe_add(x, None, p) if h is None else maybe_add(x, h, p)
+    return h
+
+
+# ---------------------------------------------------------------- 6. grad-mode blocks
+
+
+@ab.program
+def grad_blocks(tokens, p):
+    """``with torch.no_grad()`` / ``inference_mode`` / ``enable_grad``: the body runs inline."""
+    h = p.h0
+    for tok in tokens:
+        with torch.no_grad():
+            h = step(h, p.emb[tok], p)
+        with torch.enable_grad():
+            h = h * 0.9
+    with torch.inference_mode():
+        out = torch.tanh(h)
+    return out
+
+
+# ---------------------------------------------------------------- 7-9. lists, starred, dicts
+
+
+@ab.program
+def list_items(tokens, p):
+    """``hs[i] = h`` and ``hs.insert(0, h)`` on lists of tensors."""
+    hs = []
+    for tok in tokens:
+        hs.append(p.emb[tok])
+    for i in range(len(hs)):
+        hs[i] = torch.tanh(hs[i] @ p.W)
+    hs.insert(0, p.h0)
+    hs[len(hs) - 1] = hs[0] + hs[len(hs) - 1]
+    return hs
+
+
+@ab.program
+def starred(tokens, p):
+    """``first, *rest = xs`` on a list of tensors and on a tuple."""
+    xs = [p.emb[t] for t in tokens]
+    first, *rest = xs
+    h = first
+    for x in rest:
+        h = step(h, x, p)
+    a, *mid, z = (p.h0, h, h * 2.0, p.b)
+    for m in mid:
+        h = h + m
+    return h + a + z
+
+
+@ab.function
+def lstm_like(x, state, p):
+    h = torch.tanh(x @ p.W + state["h"] @ p.U)
+    return {"h": h, "c": state["c"] + h}
+
+
+@ab.program
+def dicts(tokens, p):
+    """Dict literals with constant string keys, passed to and returned by functions."""
+    state = {"h": p.h0, "c": p.b}
+    for tok in tokens:
+        state = lstm_like(p.emb[tok], state, p)
+    return state
+
+
+# ---------------------------------------------------------------- 10. host code
+
+
+def n_steps(tokens, factor):
+    """An undecorated helper on host data: runs as written."""
+    return max(1, int(math.ceil(len(tokens) * factor)))
+
+
+@ab.program
+def host_code(tokens, p):
+    """Undecorated helpers, ``math.*``, ``assert``/``isinstance``/``print``-free host code, comprehensions."""
+    assert isinstance(tokens, list), "instances are token lists"
+    steps = n_steps(tokens, 0.5)
+    ids = [t % 10 for t in tokens if t != 3]
+    scale = math.sqrt(len(ids) + 1) / math.pi
+    h = p.h0
+    for i in range(steps):
+        h = torch.tanh(h @ p.U + p.emb[ids[i % len(ids)] if ids else 0]) * scale
+    return h
+
+
+def plain_scale(h):
+    return h * 2.0
+
+
+@ab.program
+def helper_given_tensor(tok, p):
+    h = plain_scale(p.emb[tok])  # E:host_helper_tensor
+    return h
+
+
+@ab.function
+def fixed_scale(h):
+    return h * 2.0
+
+
+@ab.program
+def helper_given_tensor_fixed(tok, p):
+    """The fix of ``helper_given_tensor``: the helper is an @acrobat.function."""
+    h = fixed_scale(p.emb[tok])
+    return h
+
+
+@ab.program
+def builtin_given_tensor(tokens, p):
+    return sum([p.emb[t] for t in tokens])  # E:builtin_tensor
+
+
+# ---------------------------------------------------------------- 11. comprehensions
+
+
+@ab.program
+def comprehensions(tokens, p):
+    """List comprehensions and generator expressions over tensors, with filters and nesting."""
+    xs = [p.emb[t] for t in tokens]
+    hs = [step(p.h0, x, p) for x in xs if True]
+    gs = list(torch.tanh(h) for h in hs)
+    pairs = [x * y for x in gs for y in xs[:1]]
+    t = 5  # not overwritten by the comprehension's `t`
+    sums = [g + q for g, q in zip(gs, pairs)]
+    return sums, p.emb[t]
+
+
+@ab.program
+def comprehension_as_argument(tokens, p):
+    return torch.stack([p.emb[t] for t in tokens])  # E:comp_argument
+
+
+@ab.program
+def comprehension_as_argument_fixed(tokens, p):
+    """The fix: assign the comprehension first (one tensor per token; stacking is not supported yet)."""
+    xs = [p.emb[t] for t in tokens]
+    return xs
+
+
+# ---------------------------------------------------------------- 12. nested functions
+
+
+@ab.program
+def nested_def(tokens, p):
+    def inner(h):  # E:nested_def
+        return torch.tanh(h @ p.U)
+
+    return inner(p.emb[tokens[0]])
+
+
+@ab.function
+def inner_fixed(h, p):
+    return torch.tanh(h @ p.U)
+
+
+@ab.program
+def nested_def_fixed(tokens, p):
+    """The fix of ``nested_def``: a module-level @acrobat.function taking what it used as arguments."""
+    return inner_fixed(p.emb[tokens[0]], p)
+
+
+# ---------------------------------------------------------------- rejected constructs with fixes
+
+
+@ab.program
+def other_with(tokens, p):
+    with open("x") as f:  # E:other_with
+        pass
+    return p.h0
+
+
+@ab.program
+def optional_unchecked(tokens, p):
+    h = None
+    for tok in tokens:
+        h = p.emb[tok]
+    return torch.tanh(h)  # E:optional_unchecked
+
+
+@ab.program
+def optional_checked(tokens, p):
+    """The fix of ``optional_unchecked``: test for None first."""
+    h = None
+    for tok in tokens:
+        h = p.emb[tok]
+    if h is None:
+        h = p.h0
+    return torch.tanh(h)
+
+
+@ab.program
+def dict_variable_key(tokens, p):
+    d = {"a": p.h0, "b": p.b}
+    k = "a" if tokens else "b"
+    return d[k]  # E:dict_key
+
+
+@ab.program
+def dict_variable_key_fixed(tokens, p):
+    """The fix of ``dict_variable_key``: constant keys, choose with an if."""
+    d = {"a": p.h0, "b": p.b}
+    return d["a"] if tokens else d["b"]
