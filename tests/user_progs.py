@@ -142,6 +142,16 @@ def shapes(x, p):
     return acc * float(k) + z
 
 
+@ab.program
+def shape_in_block(tokens, p):
+    """Shapes read only inside tensor expressions: computed in the block, no value read (no fibers)."""
+    h = p.h0
+    for tok in tokens:
+        x = torch.tanh(p.emb[tok] @ p.W)
+        h = h + torch.ones(x.shape[0]) * x.size(-1) + x / x.ndim
+    return h
+
+
 # ---------------------------------------------------------------- 4. conditional expressions
 
 
@@ -278,8 +288,8 @@ def plain_scale(h):
 
 
 @ab.program
-def helper_given_tensor(tok, p):
-    h = plain_scale(p.emb[tok])  # E:host_helper_tensor
+def helper_given_tensor(tokens, p):
+    h = plain_scale(p.emb[tokens[0]])  # E:host_helper_tensor
     return h
 
 
@@ -289,15 +299,16 @@ def fixed_scale(h):
 
 
 @ab.program
-def helper_given_tensor_fixed(tok, p):
+def helper_given_tensor_fixed(tokens, p):
     """The fix of ``helper_given_tensor``: the helper is an @acrobat.function."""
-    h = fixed_scale(p.emb[tok])
+    h = fixed_scale(p.emb[tokens[0]])
     return h
 
 
 @ab.program
 def builtin_given_tensor(tokens, p):
-    return sum([p.emb[t] for t in tokens])  # E:builtin_tensor
+    xs = [p.emb[t] for t in tokens]
+    return sum(xs)  # E:builtin_tensor
 
 
 # ---------------------------------------------------------------- 11. comprehensions

@@ -430,8 +430,18 @@ class _Analyzer:
         elif name is not None and isinstance(self.env.get(name), NoneK):
             self.env[name] = BOTTOM  # it is always None here: the branch is not taken
 
+    def truth(self, t: ir.Expr) -> Kind:
+        """Kind of a truth-tested expression; ``and``/``or``/``not`` in a test read their tensor operands'
+        values (each a value read, §4.2) and are host data."""
+        if isinstance(t, ir.BoolOp) or isinstance(t, ir.UnaryOp) and t.op == "not":
+            for x in t.values if isinstance(t, ir.BoolOp) else [t.operand]:
+                if isinstance(self.truth(x), TensorK):
+                    self.spec.reads.add(x.nid)
+            return self.note(t, HOST)
+        return self.expr(t)
+
     def host_test(self, t: ir.Expr, what: str) -> None:
-        k = self.expr(t)
+        k = self.truth(t)
         if isinstance(k, TensorK):
             self.spec.reads.add(t.nid)  # tensor-dependent control flow: the test waits for its value (§4.2)
         elif has_tensor(k):

@@ -83,6 +83,12 @@ class SkeletonWriter:
         k = self.spec.kinds.get(e.nid)
         if isinstance(k, SharedK):
             return f"_S[{self.slots.slot(k.ref, self.spec)}]"
+        if isinstance(e, ir.BinOp) and e.op == "+" and isinstance(k, ListK) and (
+                self.kind(e.left) != k or self.kind(e.right) != k):  # list concatenation: lift shared elements
+            return f"({coerce(self.expr(e.left), self.kind(e.left), k)} + {coerce(self.expr(e.right), self.kind(e.right), k)})"
+        if isinstance(e, ir.ListExpr) and isinstance(k, ListK) and any(self.kind(x) != k.elem for x in e.items):
+            # `[p.h0, p.h0 + 1.0]`: different shared values make a list of per-instance tensors: lift them
+            return "[" + ", ".join(coerce(self.expr(x), self.kind(x), k.elem) for x in e.items) + "]"
         if e.nid in self.spec.reads:  # host code reads this tensor's value: wait for it (§4.2)
             return f"_rt.value({expr_source(e, self.g, lambda x: None if x is e else self.subst(x))})"
         return None
