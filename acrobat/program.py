@@ -28,7 +28,7 @@ from acrobat.codegen.blocks import compile_block
 from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError
 from acrobat.frontend import ir
-from acrobat.frontend.parser import parse_function
+from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.runtime.backend import Backend, BlockKernel, get_backend
 from acrobat.runtime.executor import Runtime
 from acrobat.runtime.stats import RunStats
@@ -238,7 +238,7 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
         f = todo.pop()
         if f in functions:
             continue
-        functions[f] = parse_function(f.fn, is_program_fn, markers)
+        functions[f] = f.ir if isinstance(f, NestedFunction) else parse_function(f.fn, is_program_fn, markers)
         for s in ir.walk_stmts(functions[f].body):
             for root in ir.stmt_exprs(s):
                 for e in ir.walk(root):

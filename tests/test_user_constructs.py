@@ -69,7 +69,7 @@ SUPPORTED = [
     # 7-9. list items, starred, dicts
     "list_items", "starred", "dicts", "dict_variable_key_fixed",
     # 10-12. host code, comprehensions, fixes of rejected programs
-    "host_code", "comprehensions", "comprehension_as_argument_fixed", "nested_def_fixed", "shape_in_block",
+    "host_code", "comprehensions", "comprehension_as_argument_fixed", "nested_def", "nested_def_fixed", "shape_in_block",
 ]
 
 
@@ -138,7 +138,8 @@ REJECTED = [
     (up.builtin_given_tensor, "builtin_tensor", "use torch operators on tensors", None),
     (up.comprehension_as_argument, "comp_argument", "assign the comprehension to a variable first",
      up.comprehension_as_argument_fixed),
-    (up.nested_def, "nested_def", "define the helper at module level with @acrobat.function", up.nested_def_fixed),
+    (up.nested_def_rebinds, "nested_def", "which `nested_def_rebinds` rebinds: define the helper at module level "
+     "with @acrobat.function", up.nested_def_fixed),
     (up.other_with, "other_with", "only `with torch.no_grad()`", None),
     (up.optional_unchecked, "optional_unchecked", "test it first", up.optional_checked),
     (up.dict_variable_key, "dict_key", "constant keys", up.dict_variable_key_fixed),

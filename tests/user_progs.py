@@ -343,21 +343,47 @@ def comprehension_as_argument_fixed(tokens, p):
 
 @ab.program
 def nested_def(tokens, p):
-    def inner(h):  # E:nested_def
-        return torch.tanh(h @ p.U)
+    """Nested defs capturing variables bound once (``p``, ``scale``): hoisted, captures passed as arguments."""
+    scale = 0.5
 
-    return inner(p.emb[tokens[0]])
+    def inner(h, x):
+        return torch.tanh(h @ p.U + x) * scale
+
+    def twice(h, x, n=2):
+        for _ in range(n):
+            h = inner(h, x)
+        return h
+
+    h = p.h0
+    for tok in tokens:
+        h = twice(h, x=p.emb[tok])
+    return h
+
+
+@ab.program
+def nested_def_rebinds(tokens, p):
+    h = p.h0
+
+    def inner(x):  # E:nested_def
+        return torch.tanh(x @ p.U + h)
+
+    for tok in tokens:
+        h = inner(p.emb[tok])
+    return h
 
 
 @ab.function
-def inner_fixed(h, p):
-    return torch.tanh(h @ p.U)
+def inner_fixed(x, h, p):
+    return torch.tanh(x @ p.U + h)
 
 
 @ab.program
 def nested_def_fixed(tokens, p):
-    """The fix of ``nested_def``: a module-level @acrobat.function taking what it used as arguments."""
-    return inner_fixed(p.emb[tokens[0]], p)
+    """The fix of ``nested_def_rebinds``: a module-level @acrobat.function taking what it used as arguments."""
+    h = p.h0
+    for tok in tokens:
+        h = inner_fixed(p.emb[tok], h, p)
+    return h
 
 
 # ---------------------------------------------------------------- rejected constructs with fixes

@@ -47,7 +47,8 @@ _UNSUPPORTED_STMT = {
     ast.Global: "pass the value in as an argument",
     ast.Nonlocal: "pass the value in as an argument",
     ast.ClassDef: "define classes at module level",
-    ast.FunctionDef: "define the helper at module level with @acrobat.function and pass what it uses as arguments",
+    ast.FunctionDef: "nested defs are hoisted only without decorators: define the helper at module level with "
+                     "@acrobat.function and pass what it uses as arguments",
     ast.AsyncFunctionDef: "acrobat models are synchronous; use a plain def",
     ast.Delete: "drop the `del`; values are freed automatically",
     ast.Match: "use if/elif/else",
@@ -102,6 +103,21 @@ def _is_torch_object(obj: Any) -> bool:
     return callable(obj) and (mod.split(".")[0] == "torch" or mod.startswith("torch"))
 
 
+class NestedFunction:
+    """A ``def`` nested in a model function, hoisted to a program function of its own.
+
+    Its captured variables (read from the enclosing function) become leading parameters, passed at
+    every call: the same objects the closure would see, since they are never rebound. ``fn`` is a stub
+    with the hoisted signature (for keyword arguments); ``ir`` the parsed body.
+    """
+
+    def __init__(self, name: str, captured: list[str], fn: Callable, ir_function: ir.Function):
+        self.__name__ = name
+        self.captured = captured
+        self.fn = fn
+        self.ir = ir_function
+
+
 class _Translator:
     """Translate one function's ``ast`` into IR, resolving names in its globals."""
 
@@ -113,6 +129,8 @@ class _Translator:
         self.lines = lines
         self.is_program_fn = is_program_fn
         self.markers = markers
+        self.nested: dict[str, NestedFunction] = {}  # nested defs seen so far (hoisted, see `nested_def`)
+        self.outer: ast.FunctionDef | None = None
         closure = inspect.getclosurevars(fn)
         self.scope: dict[str, Any] = {**fn.__globals__, **closure.nonlocals}
         self.locals: set[str] = set()
@@ -158,10 +176,13 @@ class _Translator:
                 raise self.error(d, "model functions take plain positional parameters only, with literal "
                                     "defaults (numbers, strings, True/False/None): pass other values as arguments")
         params = [x.arg for x in a.args]
+        self.outer = node
         self.locals = set(params)
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                 self.locals.add(sub.id)
+            if isinstance(sub, ast.FunctionDef) and sub is not node:
+                self.locals.discard(sub.name)
         body = self.body(node.body)
         return ir.Function(node.name, params, body, self.loc(node), self.lines)
 
@@ -223,6 +244,45 @@ class _Translator:
                 if not hasattr(sub, "lineno") and isinstance(sub, (ast.stmt, ast.expr)):
                     ast.copy_location(sub, comp)
         return out
+
+    def nested_def(self, node: ast.FunctionDef) -> None:
+        """Hoist a nested ``def`` when every variable it captures is bound once in the enclosing function
+        (a parameter never reassigned, or one top-level assignment): closure conversion by extra parameters."""
+        outer = self.outer
+        assert outer is not None
+        inner_params = {a.arg for a in node.args.args}
+        inner_stores = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        loads = [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+        # what it reads of the enclosing function, and what the nested functions it calls capture
+        via_calls = [c for n in loads if n in self.nested for c in self.nested[n].captured]
+        captured = list(dict.fromkeys(n for n in loads + via_calls if n in self.locals
+                                      and n not in inner_params | inner_stores and n not in self.nested))
+        outer_params = {a.arg for a in outer.args.args}
+        inner_nodes = {id(n) for n in ast.walk(node)}
+        for name in captured:
+            stores = [n for n in ast.walk(outer) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                      and n.id == name and id(n) not in inner_nodes]
+            top = [st for st in outer.body if isinstance(st, ast.Assign) and len(st.targets) == 1
+                   and isinstance(st.targets[0], ast.Name) and st.targets[0].id == name]
+            once = (name in outer_params and not stores) or (name not in outer_params and len(stores) == 1 and top)
+            if not once:
+                raise self.error(node, f"nested function `{node.name}` captures `{name}`, which `{outer.name}` "
+                                       "rebinds: define the helper at module level with @acrobat.function and pass "
+                                       f"`{name}` as an argument")
+        hoisted = ast.FunctionDef(node.name, ast.arguments([], [ast.arg(c) for c in captured] + node.args.args,
+                                                           node.args.vararg, node.args.kwonlyargs, node.args.kw_defaults,
+                                                           node.args.kwarg, node.args.defaults),
+                                  node.body, [], None, None, type_params=[])
+        ast.copy_location(hoisted, node)
+        stub = ast.Module([ast.FunctionDef(node.name, hoisted.args, [ast.Pass()], [], None, None, type_params=[])], [])
+        namespace: dict[str, Any] = {}
+        exec(compile(ast.fix_missing_locations(stub), self.filename, "exec"), namespace)
+        sub = _Translator(self.fn, self.filename, self.line_offset, self.lines, self.is_program_fn, self.markers)
+        sub.nested = self.nested
+        key = NestedFunction(node.name, captured, namespace[node.name], None)  # type: ignore[arg-type]
+        self.nested[node.name] = key  # before the body: the helper may call itself
+        key.ir = sub.function(hoisted)
+        key.ir.name = f"{outer.name}__{node.name}"  # unique among the program's functions (names generated code)
 
     def with_stmt(self, s: ast.With) -> list[ir.Stmt]:
         """``with torch.no_grad():`` (or ``inference_mode``/``enable_grad``/``set_grad_enabled``): the body runs
@@ -291,6 +351,9 @@ class _Translator:
                 return ir.Continue(loc)
             case ast.With():
                 return self.with_stmt(s)
+            case ast.FunctionDef() if not s.decorator_list and self.outer is not None:
+                self.nested_def(s)
+                return None
             case ast.Assert(test=test, msg=msg):
                 fail = ir.Call(loc, ("host", _assert_failed), [self.expr(msg)] if msg is not None else [], {})
                 return ir.If(loc, ir.UnaryOp(loc, "not", self.expr(test)), [ir.ExprStmt(loc, fail)], [])
@@ -361,6 +424,10 @@ class _Translator:
         args = [self.expr(a) for a in e.args]
         kwargs = {k.arg: self.expr(k.value) for k in e.keywords if k.arg is not None}
         func = e.func
+        if isinstance(func, ast.Name) and func.id in self.nested:
+            key = self.nested[func.id]
+            captured = [ir.Name(loc, c) for c in key.captured]
+            return ir.Call(loc, ("program", key), self.bind_call(e, key, captured + args, kwargs), {})
         found, obj = (self.resolve_global(func) if isinstance(func, (ast.Name, ast.Attribute)) else (False, None))
         if found:
             if obj is self.markers["concurrent"]:
