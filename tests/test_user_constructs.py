@@ -177,6 +177,9 @@ _STMTS = [
     "hs[0] = h * 0.5",
     "first, *rest = hs\nh = h + first",
     "if tok > {k} and h.sum() > {c}:\n    continue",
+    "h = torch.tanh((h if tok > {k} else p.b) @ p.U)",
+    "assert not h.sum() > 1000.0, 'diverged'",
+    "if g is not None and g.sum() > {c}:\n    g = None",
 ]
 
 

@@ -114,7 +114,7 @@ class _Lowerer:
             inner.append(ir.Assign(value.loc, ir.Target(name=name.id), self.extract(value, inner, False)))
             branches.append(inner)
         pre.append(ir.If(e.loc, test, *branches))
-        return ir.Name(e.loc, name.id)
+        return name  # carries the kind (a fresh Name would read as host data)
 
     def rebuild(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Apply ``extract`` to the children of ``e`` in place (keeps ``e``'s nid and kind)."""

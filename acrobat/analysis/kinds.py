@@ -423,20 +423,25 @@ class _Analyzer:
                                         "move it to the entry's top level")
         return False
 
-    def narrow(self, name: str | None) -> None:
+    def narrow(self, names: set[str]) -> None:
         """In a branch where ``name is not None`` holds, it has the kind of its non-None values."""
-        if name is not None and isinstance(self.env.get(name), OptionalK):
-            self.env[name] = self.env[name].inner  # type: ignore[union-attr]
-        elif name is not None and isinstance(self.env.get(name), NoneK):
-            self.env[name] = BOTTOM  # it is always None here: the branch is not taken
+        for name in names:
+            if isinstance(self.env.get(name), OptionalK):
+                self.env[name] = self.env[name].inner  # type: ignore[union-attr]
+            elif isinstance(self.env.get(name), NoneK):
+                self.env[name] = BOTTOM  # it is always None here: the branch is not taken
 
     def truth(self, t: ir.Expr) -> Kind:
         """Kind of a truth-tested expression; ``and``/``or``/``not`` in a test read their tensor operands'
         values (each a value read, §4.2) and are host data."""
         if isinstance(t, ir.BoolOp) or isinstance(t, ir.UnaryOp) and t.op == "not":
+            before = dict(self.env)
             for x in t.values if isinstance(t, ir.BoolOp) else [t.operand]:
                 if isinstance(self.truth(x), TensorK):
                     self.spec.reads.add(x.nid)
+                if isinstance(t, ir.BoolOp):  # `h is not None and h.sum() > 0`: later operands see h narrowed
+                    self.narrow(_none_test(x)[0 if t.op == "and" else 1])
+            self.env = before
             return self.note(t, HOST)
         return self.expr(t)
 
@@ -745,13 +750,22 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
     return k
 
 
-def _none_test(t: ir.Expr) -> tuple[str | None, str | None]:
-    """For ``x is None`` / ``x is not None``: the name known not None in the if branch and in the else branch."""
+def _none_test(t: ir.Expr) -> tuple[set[str], set[str]]:
+    """The names a test proves not None where it holds, and where it fails (``x is None``, ``x is not None``,
+    and ``and``/``or``/``not`` of such tests)."""
     if isinstance(t, ir.Compare) and len(t.ops) == 1 and t.ops[0] in ("is", "is not"):
         a, b = t.operands
         if isinstance(b, ir.Const) and b.value is None and isinstance(a, ir.Name):
-            return (None, a.id) if t.ops[0] == "is" else (a.id, None)
-    return None, None
+            return (set(), {a.id}) if t.ops[0] == "is" else ({a.id}, set())
+    if isinstance(t, ir.UnaryOp) and t.op == "not":
+        holds, fails = _none_test(t.operand)
+        return fails, holds
+    if isinstance(t, ir.BoolOp):
+        parts = [_none_test(v) for v in t.values]
+        if t.op == "and":  # all hold where it holds
+            return set().union(*(h for h, _ in parts)), set()
+        return set(), set().union(*(f for _, f in parts))  # or: all fail where it fails
+    return set(), set()
 
 
 def _is_const(x: ir.Expr | None) -> bool:
