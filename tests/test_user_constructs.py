@@ -120,6 +120,12 @@ def test_keywords_normalized_to_positional():
     assert calls and all(len(c.args) == 4 and not c.kwargs for c in calls)
 
 
+def test_print_runs_per_instance(capsys):
+    check(up.printing, [[1, 2], [3]])
+    out = capsys.readouterr().out.splitlines()
+    assert out.count("tokens: 2 [2, 4]") == 2 and out.count("tokens: 1 [6]") == 2  # plain, then batched
+
+
 def test_dtype_constant_in_generated_code():
     assert "_const_" in up.keywords.source()  # torch.float32 is a global of the generated code
     check(up.keywords, token_batches(3))
@@ -143,6 +149,8 @@ REJECTED = [
     (up.other_with, "other_with", "only `with torch.no_grad()`", None),
     (up.optional_unchecked, "optional_unchecked", "test it first", up.optional_checked),
     (up.dict_variable_key, "dict_key", "constant keys", up.dict_variable_key_fixed),
+    (up.stack_list, "stack_list", "combine its items in a loop", up.stack_list_fixed),
+    (up.tensor_item_assign, "tensor_setitem", "build a new tensor", up.tensor_item_assign_fixed),
 ]
 
 

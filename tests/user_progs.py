@@ -311,6 +311,46 @@ def builtin_given_tensor(tokens, p):
     return sum(xs)  # E:builtin_tensor
 
 
+@ab.program
+def printing(tokens, p):
+    """``print`` of host values runs in the skeleton, once per instance (host code is plain Python)."""
+    doubled = [t * 2 for t in tokens]
+    print("tokens:", len(tokens), doubled[:2])
+    h = torch.tanh(p.emb[tokens[0]] @ p.W)
+    return h
+
+
+@ab.program
+def stack_list(tokens, p):
+    xs = [p.emb[t] for t in tokens]
+    return torch.stack(xs)  # E:stack_list
+
+
+@ab.program
+def stack_list_fixed(tokens, p):
+    """The fix of ``stack_list``: combine the items in a loop."""
+    xs = [p.emb[t] for t in tokens]
+    acc = p.b
+    for x in xs:
+        acc = acc + x
+    return acc
+
+
+@ab.program
+def tensor_item_assign(tokens, p):
+    h = torch.tanh(p.emb[tokens[0]] @ p.W)
+    h[0] = 1.0  # E:tensor_setitem
+    return h
+
+
+@ab.program
+def tensor_item_assign_fixed(tokens, p):
+    """The fix of ``tensor_item_assign``: build a new tensor."""
+    h = torch.tanh(p.emb[tokens[0]] @ p.W)
+    h = torch.cat([torch.ones(1), h[1:]])
+    return h
+
+
 # ---------------------------------------------------------------- 11. comprehensions
 
 

@@ -19,7 +19,7 @@ import itertools
 from typing import Callable
 
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
-from acrobat.analysis.kinds import HOST, SharedK, Spec, TensorK, has_shared, has_tensor, sdepth_of
+from acrobat.analysis.kinds import HOST, ListK, SharedK, Spec, TensorK, has_shared, has_tensor, sdepth_of
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
@@ -313,6 +313,10 @@ class _Lowerer:
                     self.subst[e.nid] = param(("x", e.nid), "tensor", lambda n: BlockParam(n, "tensor", expr=e)).name
                     return
                 if isinstance(e, ir.Slice) or any(not isinstance(x, ir.Const) for x in ir.walk(e)):
+                    if isinstance(k, ListK) and has_tensor(k):
+                        raise self.error(e, f"a {k} held in a variable cannot be an operand of a tensor operator "
+                                            "(its length is per-instance host data): combine its items in a loop, "
+                                            "e.g. `acc = acc + x` for x in the list")
                     if k is not HOST:
                         raise self.error(e, f"a {k} value cannot be an operand of a tensor operator")
                     self.subst[e.nid] = param(("h", e.nid), "host",

@@ -680,6 +680,12 @@ class _Analyzer:
             return self.builtin(e, what, arg_kinds)
         if kind == "method" and isinstance(recv, ListK):
             return self.list_method(e, what, recv, arg_kinds)
+        if kind == "method" and what == "__setitem__" and recv is not None and not isinstance(recv, HostK):
+            if isinstance(recv, DictK):
+                raise self.error(e, "assigning a dict item changes the dict: build a new one, "
+                                    "e.g. `d = {\"h\": h, \"c\": d[\"c\"]}`")
+            raise self.error(e, f"item assignment on a {recv} writes into it in place: build a new tensor "
+                                "instead (e.g. `torch.where(mask, v, x)` or `torch.cat`)")
         if kind == "method" and what in _TENSOR_EXITS and recv is not None and (has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"{_TENSOR_EXITS[what]}: read tensor values with `.item()`, `.tolist()`, "
                                 "`bool()`, `int()` or `float()`")
