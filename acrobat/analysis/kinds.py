@@ -568,7 +568,9 @@ class _Analyzer:
                     return HOST  # `h is None`: host code tests the handle (a tensor is never None)
                 if any(isinstance(k, OptionalK) for k in kinds):
                     raise self.error(e, "this value may be None: test it with `x is None` / `x is not None` first")
-                if any(has_tensor(k) or has_shared(k) for k in kinds):
+                over_shared = any(has_shared(k) for k in kinds) and all(
+                    has_shared(k) or _is_const(x) for k, x in zip(kinds, ops))  # e.g. `torch.sum(p.h0) < 5.0`
+                if any(has_tensor(k) for k in kinds) or over_shared:
                     if len(ops) > 2 or any(o in ("is", "is not", "in", "not in") for o in e.ops):
                         raise self.error(e, "compare a tensor with one `<`, `<=`, `>`, `>=`, `==` or `!=`")
                     return self.op_kind(e, ops, kinds, host_result=True)
