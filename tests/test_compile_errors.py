@@ -17,13 +17,13 @@ from tests import bad_progs
 import acrobat
 
 BAD_FILE = os.path.abspath(bad_progs.__file__)
-with open(BAD_FILE, encoding="utf-8") as _f:
-    _LINES = _f.read().splitlines()
 
 
-def marker_line(key: str) -> int:
-    """1-based line of the unique ``# E:<key>`` marker in bad_progs.py."""
-    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# E:{key}")]
+def marker_line(key: str, path: str = BAD_FILE) -> int:
+    """1-based line of the unique ``# E:<key>`` marker in ``path`` (bad_progs.py by default)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    hits = [i + 1 for i, text in enumerate(lines) if text.rstrip().endswith(f"# E:{key}")]
     assert len(hits) == 1, f"marker E:{key} found {len(hits)} times"
     return hits[0]
 

@@ -22,18 +22,11 @@ from hypothesis import strategies as st
 import acrobat
 from acrobat.frontend import ir
 from tests import user_progs as up
+from tests.test_compile_errors import marker_line
 from tests.progs import Small
 
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 USER_FILE = os.path.abspath(up.__file__)
-with open(USER_FILE, encoding="utf-8") as _f:
-    _LINES = _f.read().splitlines()
-
-
-def marker_line(key: str) -> int:
-    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# E:{key}")]
-    assert len(hits) == 1, f"marker E:{key} found {len(hits)} times"
-    return hits[0]
 
 
 def token_batches(seed: int, min_len: int = 1, n: int = 7) -> list[list[int]]:
@@ -159,7 +152,7 @@ def test_rejected_with_location_and_fix(prog, key, phrase, fixed):
     with pytest.raises(acrobat.CompileError) as info:
         prog.compile(1)
     msg = str(info.value)
-    assert f"{USER_FILE}:{marker_line(key)}:" in msg, msg
+    assert f"{USER_FILE}:{marker_line(key, USER_FILE)}:" in msg, msg
     assert phrase in msg, msg
     if fixed is not None:
         fixed.compile(1)
