@@ -63,6 +63,7 @@ SUPPORTED = [
     "list_items", "starred", "dicts", "dict_variable_key_fixed",
     # 10-12. host code, comprehensions, fixes of rejected programs
     "host_code", "comprehensions", "comprehension_as_argument_fixed", "nested_def", "nested_def_fixed", "shape_in_block",
+    "transpose_and_dict_unpack", "printing", "stack_list_fixed", "tensor_item_assign_fixed",
 ]
 
 
@@ -142,6 +143,7 @@ REJECTED = [
     (up.other_with, "other_with", "only `with torch.no_grad()`", None),
     (up.optional_unchecked, "optional_unchecked", "test it first", up.optional_checked),
     (up.dict_variable_key, "dict_key", "constant keys", up.dict_variable_key_fixed),
+    (up.dict_method, "dict_method", "read them with `d[\"key\"]`", up.dict_variable_key_fixed),
     (up.stack_list, "stack_list", "combine its items in a loop", up.stack_list_fixed),
     (up.tensor_item_assign, "tensor_setitem", "build a new tensor", up.tensor_item_assign_fixed),
 ]

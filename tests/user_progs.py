@@ -152,6 +152,23 @@ def shape_in_block(tokens, p):
     return h
 
 
+@ab.program
+def transpose_and_dict_unpack(tokens, p):
+    """``x.T`` is an operator; unpacking a dict gives its keys (host strings)."""
+    d = {"h": p.h0, "c": p.b}
+    first, second = d
+    m = torch.outer(p.emb[tokens[0]], p.h0).T
+    if first == "h" and second == "c":
+        m = m * 2.0
+    return m @ d["h"] + d["c"]
+
+
+@ab.program
+def dict_method(tokens, p):
+    d = {"h": p.h0, "c": p.b}
+    return d.get("h")  # E:dict_method
+
+
 # ---------------------------------------------------------------- 4. conditional expressions
 
 

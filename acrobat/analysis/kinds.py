@@ -254,6 +254,7 @@ _LIST_METHODS = {"append", "pop", "insert", "__setitem__"}
 #: Shape queries: host code reading them reads the (per-instance) tensor, like ``.item()`` (§4.2).
 _SHAPE_ATTRS = {"shape", "ndim", "dtype", "device"}
 _SHAPE_METHODS = {"size", "dim", "numel"}
+_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}  # tensor attributes that are operators
 
 
 class _Analyzer:
@@ -322,6 +323,8 @@ class _Analyzer:
             if len(k.items) != len(items):
                 raise self.error(node, f"cannot unpack {len(k.items)} values into {len(items)} names")
             parts = list(k.items)
+        elif isinstance(k, DictK):
+            parts = [HOST] * len(items)  # unpacking a dict gives its keys
         elif isinstance(k, ListK):
             parts = [k.elem] * len(items)
         elif isinstance(k, SharedK):
@@ -529,9 +532,14 @@ class _Analyzer:
                 if isinstance(k, TensorK) and a in _SHAPE_ATTRS:
                     self.spec.reads.add(o.nid)  # host code reads the per-instance shape: wait for the tensor (§4.2)
                     return HOST
+                if isinstance(k, TensorK) and a in _VIEW_ATTRS:
+                    return self.op_kind(e, [o], [k], host_result=False)  # `x.T`: an operator on the tensor
+                if isinstance(k, OptionalK):
+                    self.op_kind(e, [o], [k], host_result=False)  # raises: test `is None` first
                 if has_tensor(k):
-                    raise self.error(e, f"tensor attribute `.{a}` is not supported inside a model: "
-                                        "shapes are fixed per model; pass sizes in as parameters")
+                    raise self.error(e, f"attribute `.{a}` of a {k} is not supported inside a model: read shapes "
+                                        "with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute "
+                                        "other tensor properties with torch operators")
                 return HOST if k is not BOTTOM else BOTTOM
             case ir.Subscript(obj=o, index=i):
                 return self.subscript(e, o, i)
@@ -682,6 +690,9 @@ class _Analyzer:
             return self.builtin(e, what, arg_kinds)
         if kind == "method" and isinstance(recv, ListK):
             return self.list_method(e, what, recv, arg_kinds)
+        if kind == "method" and isinstance(recv, DictK):
+            raise self.error(e, f"dict method `.{what}()` is not supported: dicts in models are records with "
+                                "constant keys; read them with `d[\"key\"]`")
         if kind == "method" and what == "__setitem__" and recv is not None and not isinstance(recv, HostK):
             if isinstance(recv, DictK):
                 raise self.error(e, "assigning a dict item changes the dict: build a new one, "
