@@ -34,13 +34,13 @@ def token_batches(seed: int, min_len: int = 1, n: int = 7) -> list[list[int]]:
     return [[rng.randint(0, 9) for _ in range(rng.randint(min_len, 7))] for _ in range(n)]
 
 
-def check(prog, batch, p=None, backend: str = "eager") -> None:
+def check(prog, batch, p=None, backend: str = "eager", options: acrobat.Options | None = None) -> None:
     p = p if p is not None else Small()
     with torch.no_grad():
         expected = [prog(x, p) for x in batch]
     if backend == "eager":
         with torch.no_grad():
-            got = prog.run(batch, p)
+            got = prog.run(batch, p, options=options)
     else:
         with torch.inference_mode():
             got = prog.run(batch, p, backend=backend)
@@ -202,14 +202,17 @@ def _program_source(name: str, stmts: list[tuple[int, int, float]]) -> str:
 
 
 _DIR = tempfile.mkdtemp(prefix="acrobat_user_progs_")
+_OPTIONS = [acrobat.Options(), acrobat.Options(coarsening=False), acrobat.Options(hoisting=False, ghosts=False),
+            acrobat.Options(fibers=False, concurrency=False, phases=False)]
 _count = [0]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, len(_STMTS) - 1), st.integers(1, 5), st.floats(0.2, 2.0)),
                 min_size=1, max_size=6),
-       st.lists(st.lists(st.integers(0, 9), min_size=0, max_size=6), min_size=1, max_size=6))
-def test_random_programs_batched_equal_plain(stmts, batch):
+       st.lists(st.lists(st.integers(0, 9), min_size=0, max_size=6), min_size=1, max_size=6),
+       st.sampled_from(_OPTIONS))
+def test_random_programs_batched_equal_plain(stmts, batch, options):
     _count[0] += 1
     name = f"rand_prog_{_count[0]}"
     path = os.path.join(_DIR, f"{name}.py")
@@ -219,4 +222,4 @@ def test_random_programs_batched_equal_plain(stmts, batch):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    check(getattr(mod, name), batch)
+    check(getattr(mod, name), batch, options=options)
