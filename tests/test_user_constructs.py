@@ -125,7 +125,8 @@ def test_dtype_constant_in_generated_code():
     check(up.keywords, token_batches(3))
 
 
-@pytest.mark.parametrize("name", ["break_continue", "cond_expr", "optional_state", "comprehensions", "dicts"])
+@pytest.mark.parametrize("name", ["break_continue", "cond_expr", "optional_state", "comprehensions", "dicts",
+                                  "shape_in_block", "keywords", "transpose_and_dict_unpack"])
 def test_compiled_backend(name):
     check(getattr(up, name), token_batches(5), backend="compiled")
 
@@ -143,6 +144,7 @@ REJECTED = [
     (up.other_with, "other_with", "only `with torch.no_grad()`", None),
     (up.optional_unchecked, "optional_unchecked", "test it first", up.optional_checked),
     (up.dict_variable_key, "dict_key", "constant keys", up.dict_variable_key_fixed),
+    (up.nested_def_mutates, "nested_mutates", "changes the captured `hs`", up.nested_def_mutates_fixed),
     (up.dict_method, "dict_method", "read them with `d[\"key\"]`", up.dict_variable_key_fixed),
     (up.stack_list, "stack_list", "combine its items in a loop", up.stack_list_fixed),
     (up.tensor_item_assign, "tensor_setitem", "build a new tensor", up.tensor_item_assign_fixed),

@@ -148,7 +148,7 @@ def shape_in_block(tokens, p):
     h = p.h0
     for tok in tokens:
         x = torch.tanh(p.emb[tok] @ p.W)
-        h = h + torch.ones(x.shape[0]) * x.size(-1) + x / x.ndim
+        h = h + torch.ones(x.shape[0]) * x.size(-1) + x / x.ndim - len(x) + x.numel()
     return h
 
 
@@ -261,7 +261,10 @@ def starred(tokens, p):
     a, *mid, z = (p.h0, h, h * 2.0, p.b)
     for m in mid:
         h = h + m
-    return h + a + z
+    b, *shared = (h, p.h0, p.b)  # the rest: different weights, a list of per-instance tensors
+    for s in shared:
+        b = b * s
+    return h + a + z + b
 
 
 @ab.function
@@ -427,6 +430,32 @@ def nested_def_rebinds(tokens, p):
     for tok in tokens:
         h = inner(p.emb[tok])
     return h
+
+
+@ab.program
+def nested_def_mutates(tokens, p):
+    hs = []
+
+    def add(x):
+        hs.append(torch.tanh(x @ p.U))  # E:nested_mutates
+
+    for tok in tokens:
+        add(p.emb[tok])
+    return hs
+
+
+@ab.function
+def add_fixed(x, p):
+    return torch.tanh(x @ p.U)
+
+
+@ab.program
+def nested_def_mutates_fixed(tokens, p):
+    """The fix of ``nested_def_mutates``: the helper returns the new item."""
+    hs = []
+    for tok in tokens:
+        hs.append(add_fixed(p.emb[tok], p))
+    return hs
 
 
 @ab.function

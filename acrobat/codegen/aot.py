@@ -152,6 +152,10 @@ class SkeletonWriter:
                 self.node(b, depth)
             case ProgramCall(target=t, calls=calls, concurrent=conc):
                 self.program_call(s, t, calls, conc, depth)
+            case ir.Assign(target=t, value=v) if t.items and any(i.starred for i in t.items):
+                self.emit(depth, f"{target_source(t)} = {self.expr(v)}")
+                for line in self.starred_coercions(t, self.kind(v)):
+                    self.emit(depth, line)
             case ir.Assign(target=t, value=v):
                 self.emit(depth, f"{target_source(t)} = {coerce(self.expr(v), self.kind(v), target_kind(self.spec, t))}")
             case ir.ExprStmt(value=v):
@@ -194,6 +198,33 @@ class SkeletonWriter:
                 self.emit(depth, f"_d = {self.base}")
             case ir.Pass():
                 self.emit(depth, "pass")
+
+    def starred_coercions(self, t: ir.Target, vk: Kind) -> list[str]:
+        """After ``a, *rest = value``: statements giving each name its variable's kind (shared values lifted)."""
+        items = t.items or []
+        n, star = len(items), next(i for i, x in enumerate(items) if x.starred)
+        out = []
+        for i, it in enumerate(items):
+            if it.name is None:
+                continue
+            dst = self.spec.var.get(it.name, HOST)
+            if it.starred and isinstance(vk, TupleK):
+                elem = dst.elem if isinstance(dst, ListK) else dst
+                parts = [coerce(f"{it.name}[{j}]", vk.items[star + j], elem) for j in range(len(vk.items) - (n - 1))]
+                code = "[" + ", ".join(parts) + "]"
+                if any(p != f"{it.name}[{j}]" for j, p in enumerate(parts)):
+                    out.append(f"{it.name} = {code}")
+                continue
+            if it.starred:
+                src = vk
+            elif isinstance(vk, TupleK):
+                src = vk.items[i] if i < star else vk.items[len(vk.items) - (n - i)]
+            else:
+                src = vk.elem if isinstance(vk, ListK) else vk
+            code = coerce(it.name, src, dst)
+            if code != it.name:
+                out.append(f"{it.name} = {code}")
+        return out
 
     def ghost_padding(self, b: list[ir.Stmt], o: list[ir.Stmt]) -> tuple[int, int]:
         """Ghost operators (§4.1, App. A.3): depth padding that makes both branches advance ``_d`` equally.

@@ -259,6 +259,14 @@ class _Translator:
                                       and n not in inner_params | inner_stores and n not in self.nested))
         outer_params = {a.arg for a in outer.args.args}
         inner_nodes = {id(n) for n in ast.walk(node)}
+        for sub in ast.walk(node):  # a hoisted helper gets its captures as arguments: it may not mutate them
+            target = sub.func.value if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr in ("append", "insert", "pop", "extend", "remove", "clear") else \
+                sub.value if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) else None
+            if isinstance(target, ast.Name) and target.id in captured:
+                raise self.error(sub, f"nested function `{node.name}` changes the captured `{target.id}`: define the "
+                                      "helper at module level with @acrobat.function, pass the list in and return "
+                                      "the new items")
         for name in captured:
             stores = [n for n in ast.walk(outer) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
                       and n.id == name and id(n) not in inner_nodes]
