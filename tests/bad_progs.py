@@ -29,7 +29,7 @@ def good_helper(tok, p):
 
 @ab.program
 def bad_listcomp(tok, p):
-    return torch.tanh([p.emb[t] for t in range(tok)][0])  # E:listcomp
+    return torch.tanh([p.emb[t] for t in range(tok)][0]) if tok > 0 else p.b  # E:listcomp
 
 
 @ab.program

@@ -38,7 +38,7 @@ class Params(nn.Module):
 
 # (program, marker key, key phrase of the message/advice)
 CASES = [
-    (bad_progs.bad_listcomp, "listcomp", "assign the comprehension to a variable first"),
+    (bad_progs.bad_listcomp, "listcomp", "comprehensions are accepted where they always run"),
     (bad_progs.bad_lambda, "lambda", "instead of a lambda"),
     (bad_progs.bad_try, "try", "exceptions cannot be batched"),
     (bad_progs.bad_with, "with", "move other `with` blocks out of the model function"),

@@ -62,7 +62,7 @@ SUPPORTED = [
     # 7-9. list items, starred, dicts
     "list_items", "starred", "dicts", "dict_variable_key_fixed",
     # 10-12. host code, comprehensions, fixes of rejected programs
-    "host_code", "comprehensions", "comprehension_as_argument_fixed", "nested_def", "nested_def_fixed", "shape_in_block",
+    "host_code", "comprehensions", "comprehension_arguments", "conditional_comprehension_fixed", "nested_def", "nested_def_fixed", "shape_in_block",
     "transpose_and_dict_unpack", "printing", "stack_list_fixed", "tensor_item_assign_fixed",
 ]
 
@@ -137,8 +137,8 @@ REJECTED = [
     # (program, marker, phrase of the hint, the fixed program)
     (up.helper_given_tensor, "host_helper_tensor", "decorate it with @acrobat.function", up.helper_given_tensor_fixed),
     (up.builtin_given_tensor, "builtin_tensor", "use torch operators on tensors", None),
-    (up.comprehension_as_argument, "comp_argument", "assign the comprehension to a variable first",
-     up.comprehension_as_argument_fixed),
+    (up.conditional_comprehension, "comp_conditional", "comprehensions are accepted where they always run",
+     up.conditional_comprehension_fixed),
     (up.nested_def_rebinds, "nested_def", "which `nested_def_rebinds` rebinds: define the helper at module level "
      "with @acrobat.function", up.nested_def_fixed),
     (up.other_with, "other_with", "only `with torch.no_grad()`", None),

@@ -385,14 +385,28 @@ def comprehensions(tokens, p):
 
 
 @ab.program
-def comprehension_as_argument(tokens, p):
-    return torch.stack([p.emb[t] for t in tokens])  # E:comp_argument
+def comprehension_arguments(tokens, p):
+    """Comprehensions as arguments and operands: built just before their statement."""
+    n = max([t for t in tokens]) + sum(t * 2 for t in tokens if t > 3)
+    h = torch.tanh([p.emb[t] for t in tokens][0] * n)
+    for x in [torch.relu(p.emb[t]) for t in tokens[1:]]:
+        h = step(h, x, p)
+    return h
 
 
 @ab.program
-def comprehension_as_argument_fixed(tokens, p):
-    """The fix: assign the comprehension first (one tensor per token; stacking is not supported yet)."""
-    xs = [p.emb[t] for t in tokens]
+def conditional_comprehension(tokens, p):
+    xs = [p.emb[t] for t in tokens] if len(tokens) > 2 else [p.b]  # E:comp_conditional
+    return xs
+
+
+@ab.program
+def conditional_comprehension_fixed(tokens, p):
+    """The fix of ``conditional_comprehension``: an if statement, each branch assigning."""
+    if len(tokens) > 2:
+        xs = [p.emb[t] for t in tokens]
+    else:
+        xs = [p.b]
     return xs
 
 

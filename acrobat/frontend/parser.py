@@ -58,12 +58,12 @@ _UNSUPPORTED_STMT = {
 }
 _UNSUPPORTED_EXPR = {
     ast.Lambda: "define a module-level @acrobat.function instead of a lambda",
-    ast.ListComp: "assign the comprehension to a variable first (`xs = [f(x) for x in items]`), "
-                  "or write a for loop that appends to a list",
+    ast.ListComp: "comprehensions are accepted where they always run; assign the comprehension to a variable "
+                  "first (`xs = [f(x) for x in items]`), or write a for loop that appends to a list",
     ast.SetComp: "write a for loop",
     ast.DictComp: "write a for loop",
-    ast.GeneratorExp: "assign it as a list first (`xs = [f(x) for x in items]`), "
-                      "or write a for loop that appends to a list",
+    ast.GeneratorExp: "comprehensions are accepted where they always run; assign it as a list first "
+                      "(`xs = [f(x) for x in items]`), or write a for loop that appends to a list",
     ast.Dict: "use constant string keys (`{\"h\": h}`), a tuple, or an object with attributes",
     ast.Set: "use a tuple or a list",
     ast.JoinedStr: "build strings outside the model",
@@ -305,20 +305,45 @@ class _Translator:
                                     + _UNSUPPORTED_STMT[ast.With])
         return self.body(s.body)
 
+    def hoist_comprehensions(self, s: ast.stmt) -> list[ast.stmt]:
+        """Move the comprehensions a statement always evaluates (not those under ``a if c else b``, the later
+        operands of ``and``/``or``, or a ``while`` test) into loops that run just before it; the statement
+        reads the built lists instead. Returns the loops; rewrites ``s`` in place. (They run before the
+        statement's other sub-expressions: model code is expected not to depend on that order.)"""
+        fields = {ast.Assign: "value", ast.Return: "value", ast.Expr: "value", ast.If: "test", ast.For: "iter"}
+        field = fields.get(type(s))
+        if field is None or getattr(s, field) is None:
+            return []
+        pre: list[ast.stmt] = []
+        translator = self
+
+        class Hoist(ast.NodeTransformer):
+            def hoist(self, node: ast.ListComp | ast.GeneratorExp) -> ast.Name:
+                res = translator.fresh_name("comp")
+                pre.extend(translator.comprehension(node, res))
+                return ast.copy_location(ast.Name(res, ast.Load()), node)
+
+            visit_ListComp = visit_GeneratorExp = hoist
+
+            def keep(self, node: ast.AST) -> ast.AST:
+                return node  # evaluated conditionally, or a scope of its own: left as it is (rejected)
+
+            visit_IfExp = visit_Lambda = visit_SetComp = visit_DictComp = keep
+
+            def visit_BoolOp(self, node: ast.BoolOp) -> ast.BoolOp:
+                node.values[0] = self.visit(node.values[0])  # only the first operand always runs
+                return node
+
+        setattr(s, field, Hoist().visit(getattr(s, field)))
+        return pre
+
     def stmt(self, s: ast.stmt) -> ir.Stmt | list[ir.Stmt] | None:
         loc = self.loc(s)
+        pre = self.hoist_comprehensions(s)
+        if pre:  # `hs = [cell(x, p) for x in xs]`: desugared into a loop that appends
+            rest = self.stmt(s)
+            return self.body(pre) + (rest if isinstance(rest, list) else [rest] if rest is not None else [])
         match s:
-            case ast.Assign(targets=[ast.Name(id=name)], value=ast.ListComp() | ast.GeneratorExp() as comp):
-                res = self.fresh_name("comp")
-                return self.body(self.comprehension(comp, res)) + [ir.Assign(loc, ir.Target(name=name), ir.Name(loc, res))]
-            case ast.Assign(targets=[ast.Name(id=name)], value=ast.Call(
-                    func=ast.Name(id="list"), args=[ast.ListComp() | ast.GeneratorExp() as comp], keywords=[])) if (
-                    self.resolve_global(s.value.func)[1] is list):
-                res = self.fresh_name("comp")
-                return self.body(self.comprehension(comp, res)) + [ir.Assign(loc, ir.Target(name=name), ir.Name(loc, res))]
-            case ast.Return(value=ast.ListComp() | ast.GeneratorExp() as comp):
-                res = self.fresh_name("comp")
-                return self.body(self.comprehension(comp, res)) + [ir.Return(loc, ir.Name(loc, res))]
             case ast.Assign(targets=[ast.Subscript(value=ast.Name(id=lst), slice=idx)], value=value) if lst in self.locals:
                 if isinstance(idx, ast.Slice):
                     raise self.error(s, "slice assignment is not supported: build a new list (`xs = xs[:i] + [v]`)")
