@@ -8,9 +8,11 @@ fixed program compiles and matches.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import random
+import shutil
 import sys
 import tempfile
 
@@ -131,6 +133,20 @@ def test_compiled_backend(name):
     check(getattr(up, name), token_batches(5), backend="compiled")
 
 
+def test_kind_lattice_none_optional_dict():
+    from acrobat.analysis.kinds import (DYNAMIC, HOST, NONE, DictK, KindConflict, OptionalK, SharedK, TensorK,
+                                        has_tensor, join)
+    w = SharedK(("arg", 1, (".", "h0")))
+    assert join(NONE, HOST) == HOST and join(HOST, NONE) == HOST
+    assert join(NONE, w) == OptionalK(w) and join(OptionalK(w), NONE) == OptionalK(w)
+    assert join(OptionalK(w), TensorK(2)) == OptionalK(TensorK(2))
+    assert join(OptionalK(TensorK(1)), DYNAMIC) == OptionalK(DYNAMIC)
+    assert has_tensor(OptionalK(DYNAMIC)) and has_tensor(DictK(("h",), (DYNAMIC,)))
+    assert join(DictK(("h",), (w,)), DictK(("h",), (DYNAMIC,))) == DictK(("h",), (DYNAMIC,))
+    with pytest.raises(KindConflict):
+        join(DictK(("h",), (w,)), DictK(("c",), (w,)))
+
+
 # ---------------------------------------------------------------- rejections and their fixes
 
 REJECTED = [
@@ -204,6 +220,7 @@ def _program_source(name: str, stmts: list[tuple[int, int, float]]) -> str:
 
 
 _DIR = tempfile.mkdtemp(prefix="acrobat_user_progs_")
+atexit.register(shutil.rmtree, _DIR, True)
 _OPTIONS = [acrobat.Options(), acrobat.Options(coarsening=False), acrobat.Options(hoisting=False, ghosts=False),
             acrobat.Options(fibers=False, concurrency=False, phases=False)]
 _count = [0]
