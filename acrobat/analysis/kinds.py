@@ -416,7 +416,9 @@ class _Analyzer:
                 return ends_b and ends_o
             case ir.While(test=t, body=b):
                 self.host_test(t, "while")
-                self.loop(self.env, lambda: (self.body(b, False), self.host_test(t, "while")))
+                # the body starts where the test holds: `while h is not None:` narrows h there
+                self.loop(self.env, lambda: (self.narrow(_none_test(t)[0]), self.body(b, False),
+                                             self.host_test(t, "while")))
             case ir.For(target=tg, iter=it, body=b):
                 elem = self.iter_elem(it)
                 self.loop(self.env, lambda: (self.bind(s, tg, elem), self.body(b, False)))
@@ -676,7 +678,8 @@ class _Analyzer:
                     fname = getattr(what, "__name__", "this function")
                     if getattr(what, "__module__", None) == "builtins":
                         raise self.error(x, f"`{fname}()` is plain Python run on host values; it cannot take the "
-                                            f"{k} passed here: use torch operators on tensors")
+                                            f"{k} passed here: use torch operators on tensors, or read "
+                                            "its value first (`x.item()`, `x.tolist()`)")
                     raise self.error(x, f"`{fname}` is not an @acrobat.function, so it runs as plain host Python and "
                                         f"cannot take the {k} passed here: decorate it with @acrobat.function")
             return HOST

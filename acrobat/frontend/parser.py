@@ -421,6 +421,8 @@ class _Translator:
                 return ir.ListExpr(loc, [self.expr(x) for x in elts])
             case ast.Dict(keys=keys, values=values) if all(
                     isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
+                if len({k.value for k in keys}) < len(keys):  # type: ignore[union-attr]
+                    raise self.error(e, "a dict literal repeats a key: write each key once")
                 return ir.DictExpr(loc, [k.value for k in keys], [self.expr(v) for v in values])  # type: ignore[union-attr]
             case ast.BinOp(left=a, op=op, right=b):
                 return ir.BinOp(loc, _BINOPS[type(op)], self.expr(a), self.expr(b))
