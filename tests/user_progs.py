@@ -299,7 +299,8 @@ def host_code(tokens, p):
     """Undecorated helpers, ``math.*``, ``assert``/``isinstance``/``print``-free host code, comprehensions."""
     assert isinstance(tokens, list), "instances are token lists"
     steps = n_steps(tokens, 0.5)
-    ids = [t % 10 for t in tokens if t != 3]
+    ids = list(tuple(sorted(t % 10 for t in tokens if t != 3)))
+    assert str(len(ids)) == repr(len(ids))
     scale = math.sqrt(len(ids) + 1) / math.pi
     h = p.h0
     for i in range(steps):

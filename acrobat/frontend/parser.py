@@ -172,7 +172,7 @@ class _Translator:
             raise self.error(node, "model functions take plain positional parameters only "
                                    "(no *args, **kwargs or keyword-only parameters; defaults are fine)")
         for d in a.defaults:
-            if not _literal_default(self.fn, d):
+            if not _literal_default(d):
                 raise self.error(d, "model functions take plain positional parameters only, with literal "
                                     "defaults (numbers, strings, True/False/None): pass other values as arguments")
         params = [x.arg for x in a.args]
@@ -181,8 +181,6 @@ class _Translator:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                 self.locals.add(sub.id)
-            if isinstance(sub, ast.FunctionDef) and sub is not node:
-                self.locals.discard(sub.name)
         body = self.body(node.body)
         return ir.Function(node.name, params, body, self.loc(node), self.lines)
 
@@ -479,16 +477,15 @@ class _Translator:
                 return ir.Call(loc, ("builtin", func.id), args, kwargs)
             if _is_torch_object(obj) and not isinstance(obj, types.ModuleType):
                 return ir.Call(loc, ("torch", obj), args, kwargs)
-            if callable(obj) and not isinstance(obj, type | types.ModuleType):
-                # plain Python (an undecorated helper, math.*, print): host code, run as written; the kind
-                # analysis rejects it when it is given a tensor (it could not be batched)
+            if callable(obj) and not isinstance(obj, types.ModuleType):
+                # plain Python (an undecorated helper, math.*, print, a class): host code, run as written; the
+                # kind analysis rejects it when it is given a tensor (it could not be batched)
                 return ir.Call(loc, ("host", obj), args, kwargs)
             raise self.error(e, f"`{ast.unparse(func)}` is neither a torch operator nor an @acrobat.function: "
                                 "decorate it with @acrobat.function, or compute its result before the model runs")
         if isinstance(func, ast.Attribute):
             return ir.Call(loc, ("method", func.attr), args, kwargs, receiver=self.expr(func.value))
         return ir.Call(loc, ("value", None), args, kwargs, receiver=self.expr(func))
-
 
     def bind_call(self, e: ast.Call, callee: Any, args: list[ir.Expr], kwargs: dict[str, ir.Expr]) -> list[ir.Expr]:
         """The arguments of a program call in parameter order: keywords placed by the callee's signature,
@@ -516,7 +513,7 @@ class _Translator:
         return out
 
 
-def _literal_default(fn: Callable, node: ast.expr) -> bool:
+def _literal_default(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) or (
         isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant))
 
