@@ -79,8 +79,6 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
                 return f"{what}({arg_src})"
             if kind == "host":
                 return f"{g.alias(what, getattr(what, '__name__', 'fn'))}({arg_src})"
-            if kind == "method" and what == "__setitem__" and len(args) == 2 and not kw:
-                return f"{p(r)}.__setitem__({arg_src})"  # type: ignore[arg-type]
             if kind == "method":
                 return f"{p(r)}.{what}({arg_src})"  # type: ignore[arg-type]
             if kind == "value":
