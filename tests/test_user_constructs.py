@@ -152,15 +152,16 @@ def test_kind_lattice_none_optional_dict():
 REJECTED = [
     # (program, marker, phrase of the hint, the fixed program)
     (up.helper_given_tensor, "host_helper_tensor", "decorate it with @acrobat.function", up.helper_given_tensor_fixed),
-    (up.builtin_given_tensor, "builtin_tensor", "use torch operators on tensors", None),
+    (up.builtin_given_tensor, "builtin_tensor", "use torch operators on tensors", up.stack_list_fixed),
     (up.conditional_comprehension, "comp_conditional", "comprehensions are accepted where they always run",
      up.conditional_comprehension_fixed),
     (up.nested_def_rebinds, "nested_def", "which `nested_def_rebinds` rebinds: define the helper at module level "
      "with @acrobat.function", up.nested_def_fixed),
-    (up.other_with, "other_with", "only `with torch.no_grad()`", None),
+    (up.other_with, "other_with", "only `with torch.no_grad()`", up.other_with_fixed),
     (up.optional_unchecked, "optional_unchecked", "test it first", up.optional_checked),
     (up.dict_variable_key, "dict_key", "constant keys", up.dict_variable_key_fixed),
     (up.nested_def_mutates, "nested_mutates", "changes the captured `hs`", up.nested_def_mutates_fixed),
+    (up.nested_def_as_value, "nested_value", "only calls of them are supported", up.nested_def_fixed),
     (up.dict_method, "dict_method", "read them with `d[\"key\"]`", up.dict_variable_key_fixed),
     (up.stack_list, "stack_list", "combine its items in a loop", up.stack_list_fixed),
     (up.tensor_item_assign, "tensor_setitem", "build a new tensor", up.tensor_item_assign_fixed),
@@ -174,9 +175,8 @@ def test_rejected_with_location_and_fix(prog, key, phrase, fixed):
     msg = str(info.value)
     assert f"{USER_FILE}:{marker_line(key, USER_FILE)}:" in msg, msg
     assert phrase in msg, msg
-    if fixed is not None:
-        fixed.compile(1)
-        check(fixed, [[1, 2], [3], [4, 5, 6]])
+    fixed.compile(1)
+    check(fixed, [[1, 2], [3], [4, 5, 6]])
 
 
 # ---------------------------------------------------------------- random programs

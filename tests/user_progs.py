@@ -474,6 +474,15 @@ def nested_def_mutates_fixed(tokens, p):
     return hs
 
 
+@ab.program
+def nested_def_as_value(tokens, p):
+    def inner(x):
+        return torch.tanh(x @ p.U)
+
+    f = inner  # E:nested_value
+    return f(p.emb[tokens[0]])
+
+
 @ab.function
 def inner_fixed(x, h, p):
     return torch.tanh(x @ p.U + h)
@@ -495,6 +504,12 @@ def nested_def_fixed(tokens, p):
 def other_with(tokens, p):
     with open("x") as f:  # E:other_with
         pass
+    return p.h0
+
+
+@ab.program
+def other_with_fixed(tokens, p):
+    """The fix of ``other_with``: the file is read before the model runs (nothing of it is needed here)."""
     return p.h0
 
 

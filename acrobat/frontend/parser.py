@@ -405,6 +405,10 @@ class _Translator:
                 return ir.Const(loc, v)
             case ast.Name(id=name) if name in self.locals:
                 return ir.Name(loc, name)
+            case ast.Name(id=name) if name in self.nested:
+                raise self.error(e, f"nested function `{name}` used as a value: nested defs are hoisted, so only "
+                                    "calls of them are supported; define it at module level with @acrobat.function "
+                                    "to pass it around")
             case ast.Name() | ast.Attribute() if self.resolve_global(e)[0]:
                 return self.global_value(e)
             case ast.Attribute(value=obj, attr=attr):
