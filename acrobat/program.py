@@ -34,7 +34,7 @@ from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ParamError, ShapeError
 from acrobat.frontend import ir
-from acrobat.frontend.parser import parse_function
+from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.runtime.backend import Backend, BlockKernel, get_backend
 from acrobat.runtime.executor import Runtime
 from acrobat.runtime.segments import SegmentKernel
@@ -95,8 +95,8 @@ class Function:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
-    def __call__(self, *args: Any) -> Any:
-        return self.fn(*args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         """Accessed on an instance: a bound method (``self`` first); on the class: the function itself."""
@@ -343,7 +343,7 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
         f = todo.pop()
         if f in functions:
             continue
-        functions[f] = parse_function(f.fn, is_program_fn, markers)
+        functions[f] = f.ir if isinstance(f, NestedFunction) else parse_function(f.fn, is_program_fn, markers)
         for s in ir.walk_stmts(functions[f].body):
             for root in ir.stmt_exprs(s):
                 for e in ir.walk(root):
@@ -515,7 +515,7 @@ def _write_prologue(slots: SharedSlots, g: Globals) -> tuple[str, dict[int, int]
             loc = d.loc or ir.Loc("<unknown>", 0)
             path = expr_source(d.expr, g, lambda e: None) if d.expr is not None else describe_ref(d.ref[1])
             code = (f"{g.alias(call_form, 'call_form')}(_S[{d.parent}], {d.method!r}, {path!r}, {loc.file!r}, "
-                    f"{loc.line}, {loc.col})")
+                    f"{loc.line}, {loc.col}{', rowwise=True' if d.rowwise else ''})")
         elif d.parent is not None:
             emit(d.parent)
             step = f".{d.step[1]}" if d.step[0] == "." else f"[{d.step[1]!r}]"  # type: ignore[index]

@@ -7,6 +7,7 @@ with ``emb`` (V, H), ``W`` (H, H), ``b`` (H,).
 """
 
 # ruff: noqa
+import contextlib
 import math
 
 import torch
@@ -28,8 +29,7 @@ def good_helper(tok, p):
 
 @ab.program
 def bad_listcomp(tok, p):
-    xs = [p.emb[t] for t in range(tok)]  # E:listcomp
-    return xs
+    return torch.tanh([p.emb[t] for t in range(tok)][0]) if tok > 0 else p.b  # E:listcomp
 
 
 @ab.program
@@ -49,17 +49,8 @@ def bad_try(tok, p):
 
 @ab.program
 def bad_with(tok, p):
-    with torch.no_grad():  # E:with
+    with contextlib.nullcontext():  # E:with
         h = p.emb[tok]
-    return h
-
-
-@ab.program
-def bad_break(tok, p):
-    h = p.b
-    for i in range(tok):
-        h = torch.tanh(h @ p.W)
-        break  # E:break
     return h
 
 
@@ -115,7 +106,7 @@ def bad_varargs(tok, *rest):  # E:varargs
 
 
 @ab.program
-def bad_default(tok, p=None):  # E:default
+def bad_default(tok, p=GLOBAL_T):  # E:default
     return p.emb[tok]
 
 

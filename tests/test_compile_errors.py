@@ -17,13 +17,13 @@ from tests import bad_progs
 import acrobat
 
 BAD_FILE = os.path.abspath(bad_progs.__file__)
-with open(BAD_FILE, encoding="utf-8") as _f:
-    _LINES = _f.read().splitlines()
 
 
-def marker_line(key: str) -> int:
-    """1-based line of the unique ``# E:<key>`` marker in bad_progs.py."""
-    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# E:{key}")]
+def marker_line(key: str, path: str = BAD_FILE) -> int:
+    """1-based line of the unique ``# E:<key>`` marker in ``path`` (bad_progs.py by default)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    hits = [i + 1 for i, text in enumerate(lines) if text.rstrip().endswith(f"# E:{key}")]
     assert len(hits) == 1, f"marker E:{key} found {len(hits)} times"
     return hits[0]
 
@@ -38,11 +38,10 @@ class Params(nn.Module):
 
 # (program, marker key, key phrase of the message/advice)
 CASES = [
-    (bad_progs.bad_listcomp, "listcomp", "write a for loop that appends to a list"),
+    (bad_progs.bad_listcomp, "listcomp", "comprehensions are accepted where they always run"),
     (bad_progs.bad_lambda, "lambda", "instead of a lambda"),
     (bad_progs.bad_try, "try", "exceptions cannot be batched"),
-    (bad_progs.bad_with, "with", "move the `with` block out of the model function"),
-    (bad_progs.bad_break, "break", "`break` is not supported"),
+    (bad_progs.bad_with, "with", "move other `with` blocks out of the model function"),
     (bad_progs.bad_while_else, "while_else", "`while ... else` is not supported"),
     (bad_progs.bad_import, "import", "import at module level"),
     (bad_progs.bad_global, "global", "pass the value in as an argument"),
@@ -51,7 +50,7 @@ CASES = [
     (bad_progs.bad_inplace, "inplace", "write the out-of-place `.add()`"),
     (bad_progs.bad_attr_assign, "attr_assign", "cannot assign to `tok.x`"),
     (bad_progs.bad_varargs, "varargs", "plain positional parameters only"),
-    (bad_progs.bad_default, "default", "plain positional parameters only"),
+    (bad_progs.bad_default, "default", "with literal defaults"),
     (bad_progs.bad_phase_in_helper, "phase_helper", "move it to the entry's top level"),
     (bad_progs.bad_concurrent, "concurrent", "takes calls of @acrobat.function functions"),
     (bad_progs.bad_nargs, "nargs", "`good_helper` takes 2 arguments, 1 given"),

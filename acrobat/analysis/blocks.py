@@ -23,8 +23,10 @@ import torch.nn.functional as F
 
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST
-from acrobat.analysis.kinds import HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, sdepth_of
-from acrobat.analysis.ragged import SEGMENT_OPS, SegmentOp, row_matmul, row_operands, row_scale, segment_reference
+from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, has_shared, has_tensor,
+                                    sdepth_of)
+from acrobat.analysis.ragged import (SEGMENT_OPS, SegmentOp, row_matmul, row_operands, row_scale, row_squeeze,
+                                     segment_reference)
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
@@ -77,8 +79,8 @@ class _Lowerer:
             return self.lower_ragged(e, pre)
         if isinstance(e, ir.BoolOp) and self.has_work(e):
             return self.lower_boolop(e, pre)
-        if isinstance(e, ir.IfExp) and self.has_work(e):
-            raise self.error(e, "a tensor operator or program call inside `a if c else b`: write an if statement")
+        if isinstance(e, ir.IfExp) and (self.has_work(e) or has_tensor(self.kind(e)) or has_shared(self.kind(e))):
+            return self.lower_ifexp(e, pre)
         if e.nid in self.spec.shared_ops or isinstance(self.kind(e), SharedK):
             return e  # computed once per run, outside the skeleton
         if self.is_op(e) and not in_op:
@@ -156,10 +158,15 @@ class _Lowerer:
             value: ir.Expr = ir.Call(loc, ("torch", row_scale), args, {})
         elif isinstance(e, ir.BinOp) and e.op == "@" or isinstance(e, ir.Call) and e.callee == ("torch", torch.matmul):
             value = ir.Call(loc, ("torch", row_matmul), args, {})
-        elif isinstance(e, ir.Call) and e.callee == ("torch", F.linear):  # acts on the last dim only: row-wise
-            value = copy.copy(e)
+        elif isinstance(e, ir.Call) and e.callee == ("method", "squeeze"):
+            value = ir.Call(loc, ("torch", row_squeeze), [args[0], e.args[0]], {})
+        elif isinstance(e, ir.Call) and (e.callee in (("torch", F.linear), ("method", "unsqueeze"))
+                                         or self.callee_is_shared(e)):
+            value = copy.copy(e)  # F.linear acts on the last dim only; a module is checked to act row-wise
             value.nid = ir.fresh_id()
             _set_operands(value, args)
+            if e.receiver is not None:
+                self.row_calls.add(value.nid)
         else:
             row_op = copy.copy(e)
             row_op.nid = ir.fresh_id()
@@ -198,6 +205,19 @@ class _Lowerer:
             body = inner
         return ir.Name(e.loc, name.id)
 
+    def lower_ifexp(self, e: ir.IfExp, pre: list[ir.Stmt]) -> ir.Name:
+        """``a if c else b`` over tensors -> ``if c: t = a`` / ``else: t = b`` (each branch forms its own blocks;
+        a tensor ``c`` is a value read, as for ``if``, §4.2)."""
+        name = self.temp(e.loc, e, self.kind(e))
+        test = self.extract(e.test, pre, False)
+        branches: list[list[ir.Stmt]] = []
+        for value in (e.body, e.orelse):
+            inner: list[ir.Stmt] = []
+            inner.append(ir.Assign(value.loc, ir.Target(name=name.id), self.extract(value, inner, False)))
+            branches.append(inner)
+        pre.append(ir.If(e.loc, test, *branches))
+        return name  # carries the kind (a fresh Name would read as host data)
+
     def rebuild(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Apply ``extract`` to the children of ``e`` in place (keeps ``e``'s nid and kind)."""
         match e:
@@ -207,6 +227,8 @@ class _Lowerer:
                 e.obj, e.index = self.extract(e.obj, pre, in_op), self.extract(e.index, pre, in_op)
             case ir.TupleExpr() | ir.ListExpr():
                 e.items = [self.extract(x, pre, in_op) for x in e.items]
+            case ir.DictExpr():
+                e.values = [self.extract(x, pre, in_op) for x in e.values]
             case ir.BinOp():
                 e.left, e.right = self.extract(e.left, pre, in_op), self.extract(e.right, pre, in_op)
             case ir.UnaryOp():
@@ -268,6 +290,14 @@ class _Lowerer:
                     s.body = self.flatten(s.body)
                 case ir.While():
                     s.test = self.extract(s.test, pre, False)
+                    if pre and _continues(s.body):
+                        # `continue` would skip a re-evaluation at the end of the body: test at the top instead,
+                        # `while True: <condition's statements>; if not c: break; <body>`
+                        leave = ir.If(s.loc, ir.UnaryOp(s.loc, "not", s.test), [ir.Break(s.loc)], [])
+                        s.body = pre + [leave] + self.flatten(s.body)
+                        s.test = ir.Const(s.loc, True)
+                        out.append(s)
+                        continue
                     # the condition's statements run before the loop and again at the end of every iteration
                     s.body = self.flatten(s.body + copy.deepcopy(pre))
             out.extend(pre)
@@ -334,6 +364,22 @@ class _Lowerer:
                 out.append(self.make_block(stmts, is_static))
         return out
 
+    def shape_query(self, e: ir.Expr) -> bool:
+        """``x.shape``, ``x.shape[0]``, ``x.size(0)``, ``x.ndim``, ``len(x)`` of a per-instance tensor ``x``,
+        with constant indices: inside a block these are plain Python ints of the per-instance shape."""
+        def tensor(x: ir.Expr) -> bool:
+            return isinstance(self.kind(x), TensorK)
+        match e:
+            case ir.Attr(obj=o, attr="shape" | "ndim" | "dtype" | "device"):
+                return tensor(o)
+            case ir.Subscript(obj=o, index=ir.Const()):
+                return self.shape_query(o) and isinstance(o, ir.Attr) and o.attr == "shape"
+            case ir.Call(callee=("method", "size" | "dim" | "numel"), receiver=r, args=args, kwargs=kw):
+                return r is not None and tensor(r) and all(isinstance(a, ir.Const) for a in [*args, *kw.values()])
+            case ir.Call(callee=("builtin", "len"), args=[a]):
+                return tensor(a)
+        return False
+
     def make_block(self, stmts: list[ir.Assign], is_static: bool) -> BlockCall:
         params: list[BlockParam] = []
         by_key: dict[object, BlockParam] = {}
@@ -363,15 +409,25 @@ class _Lowerer:
                     return
             if isinstance(e, ir.Const) or isinstance(e, ir.Name) and e.id in defined:
                 return
+            if self.shape_query(e):  # computed inside the block, where vmap shows the per-instance shape
+                for x in ir.walk(e):
+                    self.spec.reads.discard(x.nid)  # so the skeleton needs no value read for it
+                for c in ir.children(e):
+                    visit(c)
+                return
             if not self.is_op(e) and not isinstance(e, (ir.TupleExpr, ir.ListExpr, ir.Slice)):
                 if isinstance(k, TensorK):  # a per-instance value the skeleton holds, e.g. `states[t]`
                     self.subst[e.nid] = param(("x", e.nid), "tensor", lambda n: BlockParam(n, "tensor", expr=e)).name
                     return
                 if isinstance(e, ir.Slice) or any(not isinstance(x, ir.Const) for x in ir.walk(e)):
+                    if isinstance(k, ListK) and has_tensor(k):
+                        raise self.error(e, f"a {k} held in a variable cannot be an operand of a tensor operator "
+                                            "(its length is per-instance host data): stack it with torch.stack(xs) "
+                                            "and reduce it over dim=0 (README: lists of tensors as operands), or "
+                                            "combine its items in a loop, e.g. `acc = acc + x` for x in the list")
                     if k is not HOST:
-                        hint = ("stack it with torch.stack(xs) (see README, lists of tensors as operands) or loop "
-                                "over it" if isinstance(k, ListK) else "pass its parts separately")
-                        raise self.error(e, f"a {k} value cannot be an operand of a tensor operator: {hint}")
+                        raise self.error(e, f"a {k} value cannot be an operand of a tensor operator: pass its parts "
+                                            "separately")
                     self.subst[e.nid] = param(("h", e.nid), "host",
                                               lambda n: BlockParam(n, "host", expr=e)).name
                 return
@@ -419,7 +475,8 @@ class _Lowerer:
         recv = e.receiver
         assert recv is not None
         method = e.callee[1] if e.callee[0] == "method" else None
-        slot = self.slots.slot(("call", self.kind(recv).ref, method), self.spec, loc=e.loc, receiver=recv)
+        ref = ("call", self.kind(recv).ref, method) + (("rows",) if e.nid in self.row_calls else ())
+        slot = self.slots.slot(ref, self.spec, loc=e.loc, receiver=recv)
         name = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
         e.callee = ("value", None)
         e.receiver = ir.Name(recv.loc, name)
@@ -465,6 +522,7 @@ class _Lowerer:
 
     def lower(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
         self.subst: dict[int, str] = {}
+        self.row_calls: set[int] = set()  # nids of shared callees applied to the rows of a stacked list
         self.body = self.flatten(body)
         self.body = self.form(self.body)
         # outputs of blocks read by later blocks are only known once all blocks exist; a block in a
@@ -509,6 +567,12 @@ def _set_operands(e: ir.Expr, values: list[ir.Expr]) -> None:
         e.receiver = next(it)
     e.args = [next(it) for _ in e.args]
     e.kwargs = {k: next(it) for k in e.kwargs}
+
+
+def _continues(body: list[ir.Stmt]) -> bool:
+    """True when ``body`` holds a ``continue`` of its own loop (not of a nested loop)."""
+    return any(isinstance(s, ir.Continue) or isinstance(s, ir.If) and (_continues(s.body) or _continues(s.orelse))
+               for s in body)
 
 
 def lower_function(spec: Spec, body: list[ir.Stmt], slots: SharedSlots, block_ids: itertools.count,

@@ -48,7 +48,8 @@ def stmt_writes(s: ir.Stmt) -> set[str]:
             names |= set(t.target.names())
         for e in ir.stmt_exprs(t):
             for sub in ir.walk(e):
-                if isinstance(sub, ir.Call) and sub.callee[0] == "method" and sub.callee[1] in ("append", "pop") \
+                if isinstance(sub, ir.Call) and sub.callee[0] == "method" and sub.callee[1] in (
+                        "append", "pop", "insert", "__setitem__") \
                         and isinstance(sub.receiver, ir.Name):
                     names.add(sub.receiver.id)
     return names
@@ -77,11 +78,26 @@ def loop_carried(body: list[ir.Stmt]) -> set[str]:
     return exposed & written
 
 
+def leaves_early(body: list[ir.Stmt]) -> bool:
+    """True when a loop body holds a ``return``, or a ``break``/``continue`` of this loop (not of a nested one)."""
+    for s in body:
+        if isinstance(s, (ir.Break, ir.Continue)) or any(isinstance(t, ir.Return) for t in ir.walk_stmts([s])):
+            return True
+        if isinstance(s, ir.If) and (leaves_early(s.body) or leaves_early(s.orelse)):
+            return True
+    return False
+
+
 def parallel_loops(spec: Spec, body: list[ir.Stmt]) -> set[int]:
-    """The nids of the ``for`` loops of ``body`` whose iterations are independent (maps)."""
+    """The nids of the ``for`` loops of ``body`` whose iterations are independent (maps).
+
+    A loop that can leave an iteration early (``break``, ``continue``,
+    ``return``) is never a map: the generated map loop joins each
+    iteration's depth at its end, which an early exit skips.
+    """
     out: set[int] = set()
     for s in ir.walk_stmts(body):
-        if isinstance(s, ir.For) and contains_work(s):
+        if isinstance(s, ir.For) and contains_work(s) and not leaves_early(s.body):
             carried = loop_carried(s.body)
             if not any(has_tensor(spec.var.get(n)) for n in carried if n in spec.var):
                 out.add(s.nid)

@@ -10,7 +10,11 @@ Every expression of a program function gets a *kind*:
 - ``SharedK(ref)``: a value that is the same for every instance and every
   call (a model weight, or an op over weights and constants): passed to
   batched blocks once, unbatched (parameter reuse, §5.1);
-- ``ListK``/``TupleK``: containers of the above.
+- ``ListK``/``TupleK``/``DictK``: containers of the above (``DictK``: a dict
+  literal with constant string keys);
+- ``NoneK``: ``None``; joined with a tensor (``h = None`` ... ``h = cell(h)``)
+  it makes an ``OptionalK``, which host code tests with ``is None`` (the
+  handle/None test runs in the skeleton) and which ``if h is None`` narrows.
 
 This is a taint analysis (weights are the sources, per-instance data
 taints) made context-sensitive by *specializing* every function on the
@@ -102,14 +106,53 @@ class RaggedK(Kind):
     """``torch.stack(xs)`` of a per-instance list of tensors: dim 0 differs per instance (``analysis.ragged``).
 
     Held at run time as the list of its rows' handles; only row-wise
-    operators and segment operators over dim 0 apply to it.
+    operators and segment operators over dim 0 apply to it. ``depth`` 2 is a
+    stack of such stacks (a list of lists): it can be indexed, iterated and
+    returned, nothing more.
     """
 
+    depth: int = 1
+
     def __str__(self) -> str:
-        return "ragged tensor"
+        return "ragged tensor" if self.depth == 1 else f"{self.depth}-level ragged tensor"
+
+    @property
+    def rows(self) -> Kind:
+        """The kind of one row: a per-instance tensor, or a stack one level down."""
+        return DYNAMIC if self.depth == 1 else RaggedK(self.depth - 1)
+
+
+@dataclass(frozen=True)
+class NoneK(HostK):
+    """``None`` (host data; joins with a tensor kind into an ``OptionalK``)."""
+
+    def __str__(self) -> str:
+        return "None"
+
+
+@dataclass(frozen=True)
+class OptionalK(Kind):
+    """``None`` or a value of kind ``inner`` (Optional state such as ``h = None``); tested by host code."""
+
+    inner: Kind
+
+    def __str__(self) -> str:
+        return f"optional[{self.inner}]"
+
+
+@dataclass(frozen=True)
+class DictK(Kind):
+    """A dict with constant string keys (``{"h": h, "c": c}``): per-key kinds, like a tuple."""
+
+    keys: tuple[str, ...]
+    items: tuple[Kind, ...]
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.keys, self.items)) + "}"
 
 
 BOTTOM = BottomK()
+NONE = NoneK()
 RAGGED = RaggedK()
 HOST = HostK()
 DYNAMIC = TensorK(None)
@@ -140,8 +183,10 @@ def contains(k: Kind, cls: type | tuple[type, ...]) -> bool:
         return True
     if isinstance(k, ListK):
         return contains(k.elem, cls)
-    if isinstance(k, TupleK):
+    if isinstance(k, (TupleK, DictK)):
         return any(contains(i, cls) for i in k.items)
+    if isinstance(k, OptionalK):
+        return contains(k.inner, cls)
     return False
 
 
@@ -163,9 +208,11 @@ def sdepth_of(k: Kind) -> int | None:
         return None
     if isinstance(k, ListK):
         return sdepth_of(k.elem)
-    if isinstance(k, TupleK):
+    if isinstance(k, (TupleK, DictK)):
         depths = [sdepth_of(i) for i in k.items]
         return None if None in depths else max(depths, default=LIFTED_DEPTH)
+    if isinstance(k, OptionalK):
+        return sdepth_of(k.inner)
     return LIFTED_DEPTH
 
 
@@ -179,6 +226,13 @@ def join(a: Kind, b: Kind) -> Kind:
         return a
     if a is BOTTOM:
         return b
+    if isinstance(a, NoneK) or isinstance(b, NoneK):  # None meets something else
+        other = b if isinstance(a, NoneK) else a
+        if type(other) is HostK:
+            return HOST
+        return other if isinstance(other, OptionalK) else OptionalK(other)
+    if isinstance(a, OptionalK) or isinstance(b, OptionalK):
+        return OptionalK(join(a.inner if isinstance(a, OptionalK) else a, b.inner if isinstance(b, OptionalK) else b))
     tensorish = (TensorK, SharedK)
     if isinstance(a, tensorish) and isinstance(b, tensorish):
         da, db = sdepth_of(a), sdepth_of(b)
@@ -187,6 +241,8 @@ def join(a: Kind, b: Kind) -> Kind:
         return ListK(join(a.elem, b.elem))
     if isinstance(a, TupleK) and isinstance(b, TupleK) and len(a.items) == len(b.items):
         return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+    if isinstance(a, DictK) and isinstance(b, DictK) and a.keys == b.keys:
+        return DictK(a.keys, tuple(join(x, y) for x, y in zip(a.items, b.items)))
     raise KindConflict(f"{a} vs {b}")
 
 
@@ -250,7 +306,11 @@ _TENSOR_EXITS = {
     "backward": "call backward on the results, outside the model",
     "__bool__": "truth-testing a tensor makes control flow depend on its value",
 }
-_LIST_METHODS = {"append", "pop"}
+_LIST_METHODS = {"append", "pop", "insert", "__setitem__"}
+#: Shape queries: host code reading them reads the (per-instance) tensor, like ``.item()`` (§4.2).
+_SHAPE_ATTRS = {"shape", "ndim", "dtype", "device"}
+_SHAPE_METHODS = {"size", "dim", "numel"}
+_VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}  # tensor attributes that are operators
 #: Methods of Python's containers that change them in place.
 _MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
                                "add", "discard", "setdefault", "popitem", "__setitem__", "__delitem__"})
@@ -265,6 +325,7 @@ class _Analyzer:
         self.env: dict[str, Kind] = {}  # flow-sensitive kinds of the variables at the current point
         # per function: which parameters some call passes a per-instance tensor (see _key_kind)
         self.tensor_params: dict[Any, list[bool]] = {}
+        self.loop_exits: list[list[dict[str, Kind]]] = []  # per enclosing loop: environments at break/continue
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
@@ -315,10 +376,14 @@ class _Analyzer:
             self.env[target.name] = k
             return
         items = target.items or []
-        if isinstance(k, TupleK):
+        if any(t.starred for t in items):
+            parts = self.starred_parts(node, k, items)
+        elif isinstance(k, TupleK):
             if len(k.items) != len(items):
                 raise self.error(node, f"cannot unpack {len(k.items)} values into {len(items)} names")
             parts = list(k.items)
+        elif isinstance(k, DictK):
+            parts = [HOST] * len(items)  # unpacking a dict gives its keys
         elif isinstance(k, ListK):
             parts = [k.elem] * len(items)
         elif isinstance(k, SharedK):
@@ -329,6 +394,25 @@ class _Analyzer:
             parts = [k] * len(items)
         for t, p in zip(items, parts):
             self.bind(node, t, p)
+
+    def starred_parts(self, node: ir.Stmt, k: Kind, items: list[ir.Target]) -> list[Kind]:
+        """Kinds of ``a, *rest, z = value``: the starred name gets a list."""
+        star = next(i for i, t in enumerate(items) if t.starred)
+        if isinstance(k, ListK):
+            return [ListK(k.elem) if t.starred else k.elem for t in items]
+        if isinstance(k, TupleK):
+            n_rest = len(k.items) - (len(items) - 1)
+            if n_rest < 0:
+                raise self.error(node, f"cannot unpack {len(k.items)} values into {len(items) - 1}+ names")
+            rest: Kind = BOTTOM
+            for x in k.items[star:star + n_rest]:
+                rest = join(rest, x)
+            return [*k.items[:star], ListK(rest), *k.items[star + n_rest:]]
+        if k is BOTTOM:
+            return [BOTTOM] * len(items)
+        if type(k) is HostK:
+            return [k] * len(items)
+        raise self.error(node, f"cannot unpack a {k} with a starred name: unpack lists or tuples")
 
     def merge(self, envs: list[dict[str, Kind]]) -> None:
         """Join the environments of the control-flow paths that reach a point."""
@@ -343,8 +427,14 @@ class _Analyzer:
         head = dict(before)
         while True:
             self.env = dict(head)
-            run_body()
-            self.merge([head, self.env])
+            self.loop_exits.append([])
+            try:
+                run_body()
+            finally:
+                exits = self.loop_exits.pop()
+            # the head (and the code after the loop) is reached from the end of the body and from every
+            # `break`/`continue`: joining all of them is sound for both (a break's kinds reach the exit)
+            self.merge([head, self.env, *exits])
             if self.env == head:
                 return
             head = self.env
@@ -368,18 +458,28 @@ class _Analyzer:
                     self.spec.ret = new
                     self.changed = True
                 return True
+            case ir.Break() | ir.Continue():
+                if not self.loop_exits:
+                    raise self.error(s, f"`{type(s).__name__.lower()}` outside a loop")
+                self.loop_exits[-1].append(dict(self.env))
+                return True  # the statements after it in this body are not reached
             case ir.If(test=t, body=b, orelse=o):
                 self.host_test(t, "if")
                 before = dict(self.env)
+                narrow_b, narrow_o = _none_test(t)
+                self.narrow(narrow_b)
                 ends_b = self.body(b, False)
                 env_b = self.env
                 self.env = dict(before)
+                self.narrow(narrow_o)
                 ends_o = self.body(o, False)
                 self.merge([e for e, ends in ((env_b, ends_b), (self.env, ends_o)) if not ends])
                 return ends_b and ends_o
             case ir.While(test=t, body=b):
                 self.host_test(t, "while")
-                self.loop(self.env, lambda: (self.body(b, False), self.host_test(t, "while")))
+                # the body starts where the test holds: `while h is not None:` narrows h there
+                self.loop(self.env, lambda: (self.narrow(_none_test(t)[0]), self.body(b, False),
+                                             self.host_test(t, "while")))
             case ir.For(target=tg, iter=it, body=b):
                 elem = self.iter_elem(it)
                 src = _path_of(it)
@@ -505,8 +605,30 @@ class _Analyzer:
                 self.set_var(e, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k2))
                 self.env[name] = self.spec.var[name]
 
+    def narrow(self, names: set[str]) -> None:
+        """In a branch where ``name is not None`` holds, it has the kind of its non-None values."""
+        for name in names:
+            if isinstance(self.env.get(name), OptionalK):
+                self.env[name] = self.env[name].inner  # type: ignore[union-attr]
+            elif isinstance(self.env.get(name), NoneK):
+                self.env[name] = BOTTOM  # it is always None here: the branch is not taken
+
+    def truth(self, t: ir.Expr) -> Kind:
+        """Kind of a truth-tested expression; ``and``/``or``/``not`` in a test read their tensor operands'
+        values (each a value read, §4.2) and are host data."""
+        if isinstance(t, ir.BoolOp) or isinstance(t, ir.UnaryOp) and t.op == "not":
+            before = dict(self.env)
+            for x in t.values if isinstance(t, ir.BoolOp) else [t.operand]:
+                if isinstance(self.truth(x), TensorK):
+                    self.spec.reads.add(x.nid)
+                if isinstance(t, ir.BoolOp):  # `h is not None and h.sum() > 0`: later operands see h narrowed
+                    self.narrow(_none_test(x)[0 if t.op == "and" else 1])
+            self.env = before
+            return self.note(t, HOST)
+        return self.expr(t)
+
     def host_test(self, t: ir.Expr, what: str) -> None:
-        k = self.expr(t)
+        k = self.truth(t)
         if isinstance(k, TensorK):
             self.spec.reads.add(t.nid)  # tensor-dependent control flow: the test waits for its value (§4.2)
         elif has_tensor(k):
@@ -518,7 +640,7 @@ class _Analyzer:
         if isinstance(k, ListK):
             return k.elem
         if isinstance(k, RaggedK):
-            return DYNAMIC  # the rows
+            return k.rows
         if k is HOST or k is BOTTOM:
             return k
         raise self.error(it, f"cannot iterate over a {k}: loops run over host data (lists, ranges) "
@@ -543,6 +665,9 @@ class _Analyzer:
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         for x, k in zip(operands, kinds):
             self.no_ragged(x if x is not None else e, k, "an operand of this operator")
+            if isinstance(k, OptionalK):
+                raise self.error(x if x is not None else e, "this value may be None here: test it first "
+                                 "(`if h is None: h = ...`) so that the operator only sees a tensor")
         if any(has_tensor(k) for k in kinds):
             depths = [sdepth_of(k) for k in kinds]
             self.spec.ops.add(e.nid)
@@ -571,15 +696,21 @@ class _Analyzer:
 
     def compute(self, e: ir.Expr) -> Kind:
         match e:
+            case ir.Const(value=None):
+                return NONE
             case ir.Const():
                 return HOST
             case ir.Name(id=name):
                 k = self.env.get(name, BOTTOM)
-                stored = self.spec.var.get(name)
-                if isinstance(k, SharedK) and isinstance(stored, TensorK):
+                var = self.spec.var.get(name)
+                if isinstance(var, OptionalK):
+                    var = var.inner
+                if isinstance(k, SharedK) and isinstance(var, TensorK):
                     return TensorK(LIFTED_DEPTH)  # stored lifted: the variable is per-instance elsewhere
-                if isinstance(stored, ListK) and k is not BOTTOM:
-                    return stored  # one list, wherever it is changed: its kind is the same at every read
+                if isinstance(k, OptionalK) and isinstance(k.inner, SharedK) and isinstance(var, TensorK):
+                    return OptionalK(TensorK(LIFTED_DEPTH))
+                if isinstance(self.spec.var.get(name), ListK) and k is not BOTTOM:
+                    return self.spec.var[name]  # one list, wherever it is changed: its kind is the same at every read
                 return k
             case ir.Attr(obj=o, attr=a):
                 k = self.expr(o)
@@ -589,9 +720,17 @@ class _Analyzer:
                     return SharedK(k.ref + ((".", a),))
                 if isinstance(k, SharedK):
                     return self.op_kind(e, [o], [k], host_result=False)
+                if isinstance(k, TensorK) and a in _SHAPE_ATTRS:
+                    self.spec.reads.add(o.nid)  # host code reads the per-instance shape: wait for the tensor (§4.2)
+                    return HOST
+                if isinstance(k, TensorK) and a in _VIEW_ATTRS:
+                    return self.op_kind(e, [o], [k], host_result=False)  # `x.T`: an operator on the tensor
+                if isinstance(k, OptionalK):
+                    self.op_kind(e, [o], [k], host_result=False)  # raises: test `is None` first
                 if has_tensor(k):
-                    raise self.error(e, f"tensor attribute `.{a}` is not supported inside a model: "
-                                        "shapes are fixed per model; pass sizes in as parameters")
+                    raise self.error(e, f"attribute `.{a}` of a {k} is not supported inside a model: read shapes "
+                                        "with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute "
+                                        "other tensor properties with torch operators")
                 return HOST if k is not BOTTOM else BOTTOM
             case ir.Subscript(obj=o, index=i):
                 return self.subscript(e, o, i)
@@ -602,6 +741,8 @@ class _Analyzer:
                 return HOST
             case ir.TupleExpr(items=items):
                 return TupleK(tuple(self.expr(x) for x in items))
+            case ir.DictExpr(keys=keys, values=vs):
+                return DictK(tuple(keys), tuple(self.expr(x) for x in vs))
             case ir.ListExpr(items=items):
                 elem: Kind = BOTTOM
                 for x in items:
@@ -633,7 +774,15 @@ class _Analyzer:
                 return self.op_kind(e, [a], [k], host_result=True)
             case ir.Compare(operands=ops):
                 kinds = [self.expr(x) for x in ops]
-                if any(has_tensor(k) for k in kinds):
+                if any(k is BOTTOM for k in kinds):
+                    return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
+                if e.ops in (["is"], ["is not"]) and any(isinstance(x, ir.Const) and x.value is None for x in ops):
+                    return HOST  # `h is None`: host code tests the handle (a tensor is never None)
+                if any(isinstance(k, OptionalK) for k in kinds):
+                    raise self.error(e, "this value may be None: test it with `x is None` / `x is not None` first")
+                over_shared = any(has_shared(k) for k in kinds) and all(
+                    has_shared(k) or _is_const(x) for k, x in zip(kinds, ops))  # e.g. `torch.sum(p.h0) < 5.0`
+                if any(has_tensor(k) for k in kinds) or over_shared:
                     if len(ops) > 2 or any(o in ("is", "is not", "in", "not in") for o in e.ops):
                         raise self.error(e, "compare a tensor with one `<`, `<=`, `>`, `>=`, `==` or `!=`")
                     return self.op_kind(e, ops, kinds, host_result=True)
@@ -643,9 +792,14 @@ class _Analyzer:
                     self.no_tensor(x, self.expr(x), f"`{e.op}`")
                 return HOST
             case ir.IfExp(test=t, body=b, orelse=o):
-                for x in (t, b, o):
-                    self.no_tensor(x, self.expr(x), "a conditional expression `a if c else b` (write an if statement)")
-                return join(self.spec.kinds[b.nid], self.spec.kinds[o.nid])
+                self.host_test(t, "conditional expression")  # a tensor test is a value read, as for `if` (§4.2)
+                before = dict(self.env)
+                kinds = []
+                for x, name in zip((b, o), _none_test(t)):
+                    self.narrow(name)
+                    kinds.append(self.expr(x))
+                    self.env = dict(before)
+                return self.join_at(e, *kinds)
             case ir.Concurrent(calls=calls):
                 return TupleK(tuple(self.expr(c) for c in calls))
             case ir.Call():
@@ -665,9 +819,14 @@ class _Analyzer:
         if is_list and args[0].elem is BOTTOM and (kind == "builtin" and what == "sum" or kind == "torch" and
                                                    ragged.is_stack(what)):
             return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
-        if kind == "torch" and ragged.is_stack(what) and is_list and isinstance(args[0].elem, TensorK):
+        if kind == "torch" and ragged.is_stack(what) and is_list and isinstance(args[0].elem, (TensorK, RaggedK)):
             self.dim_zero(e, e.args[1:], "torch.stack")
-            return self.ragged_node(e, "stack", None, RAGGED)
+            elem = args[0].elem
+            return self.ragged_node(e, "stack", None, RaggedK(elem.depth + 1) if isinstance(elem, RaggedK) else RAGGED)
+        for k in ([recv] if recv is not None else []) + args + kws:
+            if isinstance(k, RaggedK) and k.depth > 1:
+                raise self.error(e, "a stack of stacked lists can be indexed, iterated and returned; to compute "
+                                    "with it, loop over it")
         if kind == "builtin" and what == "sum" and args and (isinstance(args[0], RaggedK) or is_list and isinstance(
                 args[0].elem, TensorK)):
             if len(e.args) != 1 or e.kwargs:
@@ -678,7 +837,13 @@ class _Analyzer:
                 return self.segment(e, ragged.SEGMENT_OPS[what], self.dim_zero(e, e.args, f".{what}()"))
             if ragged.is_rowwise_method(what) and not e.args and not e.kwargs:
                 return self.ragged_node(e, "rows", None, RAGGED)
+            if what in ("squeeze", "unsqueeze") and len(e.args) == 1 and not e.kwargs and isinstance(
+                    _const(e.args[0]), int) and _const(e.args[0]) < 0:  # a trailing axis: row by row
+                return self.ragged_node(e, "rows", None, RAGGED)
             raise self.error(e, f"`.{what}()` of a stacked list: {_RAGGED_HINT}")
+        if kind in ("method", "value") and isinstance(recv, SharedK) and any(
+                isinstance(k, RaggedK) for k in args + kws):  # p.lin(S): a module, checked at run time to act row-wise
+            return self.ragged_node(e, "rows", None, RAGGED)
         if kind == "torch" and args and isinstance(args[0], RaggedK):
             op = ragged.segment_function(what)
             if op is not None:
@@ -692,6 +857,9 @@ class _Analyzer:
 
     def ragged_binop(self, e: ir.BinOp, ka: Kind, kb: Kind) -> Kind:
         """``a op b`` with a ragged operand: row by row, or (``a @ S`` of two) a weighted sum over the list."""
+        if any(isinstance(k, RaggedK) and k.depth > 1 for k in (ka, kb)):
+            raise self.error(e, "a stack of stacked lists can be indexed, iterated and returned; to compute with "
+                                "it, loop over it")
         both = isinstance(ka, RaggedK) and isinstance(kb, RaggedK)
         if e.op == "@" and both:
             return self.ragged_node(e, "contract", ragged.SEGMENT_OPS["sum"], DYNAMIC)
@@ -742,13 +910,17 @@ class _Analyzer:
         if isinstance(ko, RaggedK):  # a row, or some rows, of a stacked list: the list's items
             if ki is not HOST:
                 raise self.error(i, "index a stacked list (`torch.stack(xs)[i]`) with a host number or slice")
-            return RAGGED if isinstance(i, ir.Slice) else DYNAMIC
+            return ko if isinstance(i, ir.Slice) else ko.rows
         if has_tensor(ki) and not has_tensor(ko):
             raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
             return SharedK(ko.ref + (("[", i.value),))
+        if isinstance(ko, DictK):
+            if not (isinstance(i, ir.Const) and i.value in ko.keys):
+                raise self.error(e, f"index a dict with one of its constant keys {list(ko.keys)}")
+            return ko.items[ko.keys.index(i.value)]
         if isinstance(ko, ListK):
-            return ko.elem
+            return ko if isinstance(i, ir.Slice) else ko.elem  # xs[1:] is a list
         if isinstance(ko, TupleK):
             if isinstance(i, ir.Const) and isinstance(i.value, int):
                 if not -len(ko.items) <= i.value < len(ko.items):
@@ -790,8 +962,25 @@ class _Analyzer:
         ragged_kind = self.ragged_call(e, recv, arg_kinds, kw_kinds)
         if ragged_kind is not None:
             return ragged_kind
-        if kind == "builtin" and what in _VALUE_BUILTINS and len(e.args) == 1 and isinstance(arg_kinds[0], TensorK):
+        if kind == "builtin" and what in _VALUE_BUILTINS | {"len"} and len(e.args) == 1 and isinstance(
+                arg_kinds[0], TensorK):
             self.spec.reads.add(e.args[0].nid)
+            return HOST
+        if kind == "method" and what in _SHAPE_METHODS and isinstance(recv, TensorK):
+            if any(has_tensor(k) for k in arg_kinds + kw_kinds):
+                self.no_tensor(e, TensorK(None), f"`.{what}()`")
+            self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]  # a shape read, like `.item()` (§4.2)
+            return HOST
+        if kind == "host":
+            for x, k in zip(operands, arg_kinds + kw_kinds):
+                if has_tensor(k) or has_shared(k):
+                    fname = getattr(what, "__name__", "this function")
+                    if getattr(what, "__module__", None) == "builtins":
+                        raise self.error(x, f"`{fname}()` is plain Python run on host values; it cannot take the "
+                                            f"{k} passed here: use torch operators on tensors, or read "
+                                            "its value first (`x.item()`, `x.tolist()`)")
+                    raise self.error(x, f"`{fname}` is not an @acrobat.function, so it runs as plain host Python and "
+                                        f"cannot take the {k} passed here: decorate it with @acrobat.function")
             return HOST
         if kind == "method" and what in _VALUE_METHODS and isinstance(recv, TensorK):
             self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]
@@ -808,6 +997,15 @@ class _Analyzer:
                                 "per-instance state in variables of the model function")
         if kind in ("method", "value") and recv is HOST and (kind == "value" or what in _MUTATING_METHODS):
             self.spec.lists.host_effects[e.nid] = e  # may change host state: keeps Python's order on fibers
+        if kind == "method" and isinstance(recv, DictK):
+            raise self.error(e, f"dict method `.{what}()` is not supported: dicts in models are records with "
+                                "constant keys; read them with `d[\"key\"]`")
+        if kind == "method" and what == "__setitem__" and recv is not None and not isinstance(recv, HostK):
+            if isinstance(recv, DictK):
+                raise self.error(e, "assigning a dict item changes the dict: build a new one, "
+                                    "e.g. `d = {\"h\": h, \"c\": d[\"c\"]}`")
+            raise self.error(e, f"item assignment on a {recv} writes into it in place: build a new tensor "
+                                "instead (e.g. `torch.where(mask, v, x)` or `torch.cat`)")
         if kind == "method" and what in _TENSOR_EXITS and recv is not None and (has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"{_TENSOR_EXITS[what]}: read tensor values with `.item()`, `.tolist()`, "
                                 "`bool()`, `int()` or `float()`")
@@ -827,7 +1025,7 @@ class _Analyzer:
         return self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False, random=is_random(e))
 
     def builtin(self, e: ir.Call, name: str, kinds: list[Kind]) -> Kind:
-        kinds = [ListK(DYNAMIC) if isinstance(k, RaggedK) else k for k in kinds]  # a stacked list's rows
+        kinds = [ListK(k.rows) if isinstance(k, RaggedK) else k for k in kinds]  # a stacked list's rows
 
         def elem(k: Kind) -> Kind:
             return k.elem if isinstance(k, ListK) else k
@@ -848,9 +1046,12 @@ class _Analyzer:
         if name == "pop":
             self.mutate(e, e.receiver, None)
             return recv.elem
-        path = self.mutate(e, e.receiver, kinds[0])
-        if contains(kinds[0], ListK):
-            self.flow(e, (path[0], path[1] + 1), e.args[0])
+        value = kinds[0] if name == "append" else kinds[1]  # insert(i, v) / xs[i] = v: like append (an element)
+        if name != "append" and has_tensor(kinds[0]):
+            self.no_tensor(e.args[0], kinds[0], "a list index")
+        path = self.mutate(e, e.receiver, value)
+        if contains(value, ListK):
+            self.flow(e, (path[0], path[1] + 1), e.args[0 if name == "append" else 1])
         return HOST
 
 
@@ -904,6 +1105,10 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
         return ListK(_key_kind(k.elem, tensor_somewhere))
     if isinstance(k, TupleK):
         return TupleK(tuple(_key_kind(i, tensor_somewhere) for i in k.items))
+    if isinstance(k, DictK):
+        return DictK(k.keys, tuple(_key_kind(i, tensor_somewhere) for i in k.items))
+    if isinstance(k, OptionalK):
+        return OptionalK(_key_kind(k.inner, tensor_somewhere))
     return k
 
 
@@ -916,6 +1121,24 @@ _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0
 def _const(x: ir.Expr | None) -> Any:
     """The value of a constant expression, else a sentinel that equals nothing."""
     return x.value if isinstance(x, ir.Const) else object()
+
+
+def _none_test(t: ir.Expr) -> tuple[set[str], set[str]]:
+    """The names a test proves not None where it holds, and where it fails (``x is None``, ``x is not None``,
+    and ``and``/``or``/``not`` of such tests)."""
+    if isinstance(t, ir.Compare) and len(t.ops) == 1 and t.ops[0] in ("is", "is not"):
+        a, b = t.operands
+        if isinstance(b, ir.Const) and b.value is None and isinstance(a, ir.Name):
+            return (set(), {a.id}) if t.ops[0] == "is" else ({a.id}, set())
+    if isinstance(t, ir.UnaryOp) and t.op == "not":
+        holds, fails = _none_test(t.operand)
+        return fails, holds
+    if isinstance(t, ir.BoolOp):
+        parts = [_none_test(v) for v in t.values]
+        if t.op == "and":  # all hold where it holds
+            return set().union(*(h for h, _ in parts)), set()
+        return set(), set().union(*(f for _, f in parts))  # or: all fail where it fails
+    return set(), set()
 
 
 def _is_const(x: ir.Expr | None) -> bool:

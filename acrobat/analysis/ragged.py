@@ -137,6 +137,18 @@ def row_matmul(row: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return row @ w
 
 
+def row_squeeze(row: torch.Tensor, dim: int) -> torch.Tensor:
+    """One row of ``torch.stack(xs).squeeze(dim)`` for a negative ``dim`` (a trailing axis).
+
+    Raises:
+        ValueError: ``dim`` reaches the list axis (the rows have fewer than ``-dim`` dimensions).
+    """
+    if row.dim() < -dim:
+        raise ValueError(f"squeeze({dim}) of a stacked list with rows of shape {tuple(row.shape)} would reach its "
+                         "list axis, whose length differs per instance")
+    return row.squeeze(dim)
+
+
 def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """One term of ``a @ torch.stack(xs)`` for a 1-D ragged ``a``: ``a_j * s_j`` (then summed over j).
 

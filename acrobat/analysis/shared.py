@@ -30,6 +30,7 @@ class SlotDef:
     parts: tuple[int, ...] = ()  # for ("hfuse", slots): the weights fused horizontally
     method: str | None = None  # for ("call", receiver, method): the method called (None: the receiver itself)
     loc: ir.Loc | None = None  # for ("call", ...): the model's (first) call site
+    rowwise: bool = False  # for ("call", receiver, method, "rows"): applied row by row to a stacked list
 
 
 @dataclass
@@ -44,14 +45,16 @@ class SharedSlots:
         """The slot of ``ref``, creating it (and its parents) on first use.
 
         ``("call", receiver_ref, method)`` is the callee a block calls for
-        ``receiver.method(...)`` (``method`` None: ``receiver(...)``), made by
+        ``receiver.method(...)`` (``method`` None: ``receiver(...)``; a fourth
+        item ``"rows"`` when it is applied to the rows of a stacked list), made by
         ``acrobat.codegen.modules.call_form`` (a module's batchable form);
         ``loc`` and ``receiver`` (the expression called, e.g. ``p``) name the call site in its errors.
         """
         if ref in self.index:
             return self.index[ref]
         if ref[0] == "call":
-            d = SlotDef(ref, None, expr=receiver, parent=self.slot(ref[1], spec), method=ref[2], loc=loc)
+            d = SlotDef(ref, None, expr=receiver, parent=self.slot(ref[1], spec), method=ref[2], loc=loc,
+                        rowwise=ref[3:] == ("rows",))
         elif ref[0] == "arg" and len(ref) > 2:
             parent = self.slot(ref[:-1], spec)
             d = SlotDef(ref, None, parent=parent, step=ref[-1])

@@ -9,10 +9,10 @@ control flow for one instance, adds a DFG node per block invocation
 
 from __future__ import annotations
 
-from acrobat.analysis.kinds import HOST, Kind, ListK, SharedK, Spec, TensorK, TupleK
+from acrobat.analysis.kinds import HOST, DictK, Kind, ListK, NoneK, OptionalK, SharedK, Spec, TensorK, TupleK
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
-from acrobat.codegen.printer import Globals, expr_source, target_source
+from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
 from acrobat.frontend import ir
 from acrobat.runtime.dfg import OUTPUT_STEP
 
@@ -21,6 +21,18 @@ def coerce(code: str, src: Kind, dst: Kind) -> str:
     """Code turning a value of kind ``src`` into kind ``dst`` (shared -> per-instance: ``_rt.lift``)."""
     if src == dst:
         return code
+    if isinstance(dst, OptionalK):  # None stays None; a value is coerced to the optional's kind
+        if isinstance(src, NoneK):
+            return code
+        if isinstance(src, OptionalK):
+            inner = coerce("_v", src.inner, dst.inner)
+            return code if inner == "_v" else f"(lambda _v: None if _v is None else {inner})({code})"
+        return coerce(code, src, dst.inner)
+    if isinstance(src, DictK) and isinstance(dst, DictK):
+        items = [coerce(f"_v[{k!r}]", s, d) for k, s, d in zip(src.keys, src.items, dst.items)]
+        if all(it == f"_v[{k!r}]" for k, it in zip(src.keys, items)):
+            return code
+        return f"(lambda _v: {{{', '.join(f'{k!r}: {i}' for k, i in zip(src.keys, items))}}})({code})"
     if isinstance(src, SharedK) and isinstance(dst, TensorK):
         return f"_rt.lift({code})"
     if isinstance(src, TupleK) and isinstance(dst, TupleK):
@@ -71,6 +83,15 @@ class SkeletonWriter:
         k = self.spec.kinds.get(e.nid)
         if isinstance(k, SharedK):
             return f"_S[{self.slots.slot(k.ref, self.spec)}]"
+        if isinstance(e, ir.BinOp) and e.op == "+" and isinstance(k, ListK) and (
+                self.kind(e.left) != k or self.kind(e.right) != k):  # list concatenation: lift shared elements
+            right = coerce(self.expr(e.right), self.kind(e.right), k)
+            if e.inplace:  # `xs += ys` extends xs itself, as in Python
+                return f"{self.g.alias(INPLACE['+'], 'iadd')}({self.expr(e.left)}, {right})"
+            return f"({coerce(self.expr(e.left), self.kind(e.left), k)} + {right})"
+        if isinstance(e, ir.ListExpr) and isinstance(k, ListK) and any(self.kind(x) != k.elem for x in e.items):
+            # `[p.h0, p.h0 + 1.0]`: different shared values make a list of per-instance tensors: lift them
+            return "[" + ", ".join(coerce(self.expr(x), self.kind(x), k.elem) for x in e.items) + "]"
         if e.nid in self.spec.reads:  # host code reads this tensor's value: wait for it (§4.2)
             return f"_rt.value({expr_source(e, self.g, lambda x: None if x is e else self.subst(x))})"
         return None
@@ -140,13 +161,23 @@ class SkeletonWriter:
                 self.node(b, depth)
             case ProgramCall(target=t, calls=calls, concurrent=conc):
                 self.program_call(s, t, calls, conc, depth)
+            case ir.Assign(target=t, value=v) if t.items and any(i.starred for i in t.items):
+                self.emit(depth, f"{target_source(t)} = {self.expr(v)}")
+                for line in self.starred_coercions(t, self.kind(v)):
+                    self.emit(depth, line)
             case ir.Assign(target=t, value=v):
                 self.emit(depth, f"{target_source(t)} = {coerce(self.expr(v), self.kind(v), target_kind(self.spec, t))}")
             case ir.ExprStmt(value=v):
-                if isinstance(v, ir.Call) and v.callee == ("method", "append") and isinstance(v.receiver, ir.Name):
+                if isinstance(v, ir.Call) and v.callee[0] == "method" and v.callee[1] in ("append", "insert", "__setitem__") \
+                        and isinstance(v.receiver, ir.Name) and v.args:
                     lst = self.spec.var.get(v.receiver.id)
                     elem = lst.elem if isinstance(lst, ListK) else HOST
-                    self.emit(depth, f"{v.receiver.id}.append({coerce(self.expr(v.args[0]), self.kind(v.args[0]), elem)})")
+                    value = coerce(self.expr(v.args[-1]), self.kind(v.args[-1]), elem)
+                    lead = "".join(self.expr(a) + ", " for a in v.args[:-1])
+                    if v.callee[1] == "__setitem__":
+                        self.emit(depth, f"{v.receiver.id}[{self.expr(v.args[0])}] = {value}")
+                    else:
+                        self.emit(depth, f"{v.receiver.id}.{v.callee[1]}({lead}{value})")
                 else:
                     self.emit(depth, self.expr(v))
             case ir.Return(value=v):
@@ -166,12 +197,43 @@ class SkeletonWriter:
                 self.body(b, depth + 1)
             case ir.For(target=t, iter=it, body=b):
                 self.for_loop(s, t, it, b, depth)
+            case ir.Break():
+                self.emit(depth, "break")
+            case ir.Continue():
+                self.emit(depth, "continue")
             case ir.PhaseMark():
                 self.phase += 1
                 self.emit(depth, f"_rt.enter_phase({self.phase})  # program phase boundary")
                 self.emit(depth, f"_d = {self.base}")
             case ir.Pass():
                 self.emit(depth, "pass")
+
+    def starred_coercions(self, t: ir.Target, vk: Kind) -> list[str]:
+        """After ``a, *rest = value``: statements giving each name its variable's kind (shared values lifted)."""
+        items = t.items or []
+        n, star = len(items), next(i for i, x in enumerate(items) if x.starred)
+        out = []
+        for i, it in enumerate(items):
+            if it.name is None:
+                continue
+            dst = self.spec.var.get(it.name, HOST)
+            if it.starred and isinstance(vk, TupleK):
+                elem = dst.elem if isinstance(dst, ListK) else dst
+                parts = [coerce(f"{it.name}[{j}]", vk.items[star + j], elem) for j in range(len(vk.items) - (n - 1))]
+                code = "[" + ", ".join(parts) + "]"
+                if any(p != f"{it.name}[{j}]" for j, p in enumerate(parts)):
+                    out.append(f"{it.name} = {code}")
+                continue
+            if it.starred:
+                src = vk
+            elif isinstance(vk, TupleK):
+                src = vk.items[i] if i < star else vk.items[len(vk.items) - (n - i)]
+            else:
+                src = vk.elem if isinstance(vk, ListK) else vk
+            code = coerce(it.name, src, dst)
+            if code != it.name:
+                out.append(f"{it.name} = {code}")
+        return out
 
     def ghost_padding(self, b: list[ir.Stmt], o: list[ir.Stmt]) -> tuple[int, int]:
         """Ghost operators (§4.1, App. A.3): depth padding that makes both branches advance ``_d`` equally.
@@ -238,10 +300,11 @@ class SkeletonWriter:
 
 
 def _static_advance(body: list[ir.Stmt]) -> int | None:
-    """How far a branch advances the depth counter, when that is static (no loops, no calls)."""
+    """How far a branch advances the depth counter, when that is static (no loops, no calls, and no
+    ``break``/``continue``/``return`` part-way: a branch that leaves early has no single advance)."""
     total = 0
     for s in body:
-        if isinstance(s, (ir.For, ir.While, ProgramCall)):
+        if isinstance(s, (ir.For, ir.While, ProgramCall, ir.Break, ir.Continue, ir.Return)):
             return None
         if isinstance(s, BlockCall) and s.block.sdepth is None:
             total += 1

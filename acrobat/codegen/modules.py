@@ -238,7 +238,18 @@ pytree.register_pytree_node(
     serialized_type_name="acrobat.TensorMethod")
 
 
-def call_form(receiver: Any, method: str | None, path: str, file: str, line: int, col: int) -> Any:
+#: Modules that act on each row of their input alone (the last dimensions): applied to a stacked list
+#: (``acrobat.analysis.ragged``), row by row is the same as the whole.
+ROWWISE: tuple[type, ...] = (
+    nn.Linear, nn.Identity, nn.Embedding, nn.LayerNorm, nn.RMSNorm, nn.Sequential, nn.Dropout,
+    *(c for c in vars(nn.modules.activation).values()
+      if isinstance(c, type) and c.__module__ == nn.modules.activation.__name__
+      and c not in (nn.MultiheadAttention, nn.Softmax, nn.LogSoftmax, nn.Softmin, nn.Softmax2d, nn.GLU)),
+)
+
+
+def call_form(receiver: Any, method: str | None, path: str, file: str, line: int, col: int,
+              rowwise: bool = False) -> Any:
     """What a block calls for ``receiver.<method>(...)`` (or ``receiver(...)`` when ``method`` is None).
 
     Called by the generated prologue once per run, with the run's shared
@@ -249,10 +260,24 @@ def call_form(receiver: Any, method: str | None, path: str, file: str, line: int
     - a method of a tensor: a ``TensorMethod``;
     - anything else: the callable itself, as before (it must batch as written).
 
+    With ``rowwise`` (the call is applied to the rows of a stacked list) the
+    callee must be a module that acts row by row (``ROWWISE``, and containers
+    of those).
+
     Raises:
-        CompileError: a module with no batchable form (see ``batchable``).
+        CompileError: a module with no batchable form (see ``batchable``), or
+            one not known to act row by row where ``rowwise``.
     """
     loc = Loc(file, line, col)
+    if rowwise:
+        callee = receiver if method is None else getattr(receiver, method, None)
+        odd = [m for m in callee.modules() if not isinstance(m, ROWWISE)] if isinstance(callee, nn.Module) else [callee]
+        if odd:
+            what = type(odd[0]).__name__
+            raise _error(loc, f"`{path}{'.' + method if method else ''}` is applied to a stacked list (its length "
+                              f"differs per instance), but {what} is not known to act on each row alone "
+                              "(nn.Linear, activations, LayerNorm, Embedding, Dropout and nn.Sequential of them "
+                              "are): loop over the list and call it on each item")
     if isinstance(receiver, nn.Module):
         if method is None:
             return ModuleForm.of(receiver, "forward", path, loc)

@@ -35,7 +35,7 @@ class Globals:
 def target_source(t: ir.Target) -> str:
     """``a`` or ``(a, (b, c))``."""
     if t.name is not None:
-        return t.name
+        return "*" + t.name if t.starred else t.name
     return "(" + "".join(target_source(i) + ", " for i in t.items or []) + ")"
 
 
@@ -51,8 +51,10 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
     match e:
         case ir.Name(id=name):
             return name
-        case ir.Const(value=v):
+        case ir.Const(value=v) if v is None or isinstance(v, (int, float, bool, str)):
             return repr(v)
+        case ir.Const(value=v):  # e.g. torch.float32: a global of the generated code
+            return g.alias(v, "const")
         case ir.Attr(obj=o, attr=a):
             return f"{p(o)}.{a}"
         case ir.Subscript(obj=o, index=i):
@@ -65,6 +67,8 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
             return "[" + ", ".join(p(x) for x in items) + "]"
         case ir.BinOp(op=op, left=a, right=b, inplace=True):  # a list's `+=` extends it in place
             return f"{g.alias(INPLACE[op], INPLACE[op].__name__)}({p(a)}, {p(b)})"
+        case ir.DictExpr(keys=keys, values=vs):
+            return "{" + ", ".join(f"{k!r}: {p(v)}" for k, v in zip(keys, vs)) + "}"
         case ir.BinOp(op=op, left=a, right=b):
             return f"({p(a)} {op} {p(b)})"
         case ir.UnaryOp(op=op, operand=a):
@@ -84,6 +88,8 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
                 return f"{g.alias(what, getattr(what, '__name__', 'op'))}({arg_src})"
             if kind == "builtin":
                 return f"{what}({arg_src})"
+            if kind == "host":
+                return f"{g.alias(what, getattr(what, '__name__', 'fn'))}({arg_src})"
             if kind == "method":
                 return f"{p(r)}.{what}({arg_src})"  # type: ignore[arg-type]
             if kind == "value":

@@ -148,13 +148,23 @@ class Call(Expr):
     - ``("torch", obj)``: a torch operator (``obj`` the Python callable);
     - ``("builtin", name)``: len/range/reversed/... on host values;
     - ``("method", name)``: method ``name`` of ``receiver``;
-    - ``("value", None)``: calling the value ``receiver`` (e.g. an ``nn.Module`` parameter).
+    - ``("value", None)``: calling the value ``receiver`` (e.g. an ``nn.Module`` parameter);
+    - ``("host", obj)``: a plain Python function (undecorated helper, ``math.*``, ``print``)
+      run as written on host values.
     """
 
     callee: tuple[str, Any]
     args: list[Expr]
     kwargs: dict[str, Expr]
     receiver: Expr | None = None
+
+
+@dataclass(eq=False)
+class DictExpr(Expr):
+    """``{"h": h, "c": c}``: a dict with constant string keys (a record of values)."""
+
+    keys: list[str]
+    values: list[Expr]
 
 
 @dataclass(eq=False)
@@ -181,6 +191,7 @@ class Target:
 
     name: str | None = None
     items: list["Target"] | None = None
+    starred: bool = False  # ``*rest`` inside a tuple target: takes the remaining items as a list
 
     def names(self) -> list[str]:
         if self.name is not None:
@@ -237,6 +248,16 @@ class While(Stmt):
 
 
 @dataclass(eq=False)
+class Break(Stmt):
+    """``break``: leave the innermost loop."""
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    """``continue``: go on with the innermost loop's next iteration."""
+
+
+@dataclass(eq=False)
 class PhaseMark(Stmt):
     """``acrobat.phase()``: an explicit program-phase boundary (§4.1)."""
 
@@ -273,6 +294,8 @@ def children(node: Expr) -> list[Expr]:
             return [e for e in (a, b, c) if e is not None]
         case TupleExpr(items=items) | ListExpr(items=items):
             return list(items)
+        case DictExpr(values=vs):
+            return list(vs)
         case BinOp(left=a, right=b):
             return [a, b]
         case UnaryOp(operand=a):

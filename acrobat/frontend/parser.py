@@ -15,6 +15,7 @@ import textwrap
 import types
 from typing import Any, Callable
 
+import torch
 
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -38,7 +39,8 @@ _UNOPS = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
 
 #: What to write instead, for statements outside the subset.
 _UNSUPPORTED_STMT = {
-    ast.With: "move the `with` block out of the model function",
+    ast.With: "only `with torch.no_grad()` / `torch.inference_mode()` / `torch.enable_grad()` are accepted "
+              "inside a model; move other `with` blocks out of the model function",
     ast.Try: "validate inputs before calling the model; exceptions cannot be batched",
     ast.Raise: "validate inputs before calling the model",
     ast.Import: "import at module level",
@@ -46,10 +48,10 @@ _UNSUPPORTED_STMT = {
     ast.Global: "pass the value in as an argument",
     ast.Nonlocal: "pass the value in as an argument",
     ast.ClassDef: "define classes at module level",
-    ast.FunctionDef: "define helper functions at module level with @acrobat.function",
+    ast.FunctionDef: "nested defs are hoisted only without decorators: define the helper at module level with "
+                     "@acrobat.function and pass what it uses as arguments",
     ast.AsyncFunctionDef: "acrobat models are synchronous; use a plain def",
     ast.Delete: "drop the `del`; values are freed automatically",
-    ast.Assert: "check inputs before calling the model",
     ast.Match: "use if/elif/else",
     ast.AsyncFor: "use a plain for loop",
     ast.AsyncWith: "move the block out of the model function",
@@ -57,19 +59,42 @@ _UNSUPPORTED_STMT = {
 }
 _UNSUPPORTED_EXPR = {
     ast.Lambda: "define a module-level @acrobat.function instead of a lambda",
-    ast.ListComp: "write a for loop that appends to a list",
+    ast.ListComp: "comprehensions are accepted where they always run; assign the comprehension to a variable "
+                  "first (`xs = [f(x) for x in items]`), or write a for loop that appends to a list",
     ast.SetComp: "write a for loop",
     ast.DictComp: "write a for loop",
-    ast.GeneratorExp: "write a for loop that appends to a list",
-    ast.Dict: "use a tuple or an object with attributes",
+    ast.GeneratorExp: "comprehensions are accepted where they always run; assign it as a list first "
+                      "(`xs = [f(x) for x in items]`), or write a for loop that appends to a list",
+    ast.Dict: "use constant string keys (`{\"h\": h}`), a tuple, or an object with attributes",
     ast.Set: "use a tuple or a list",
     ast.JoinedStr: "build strings outside the model",
     ast.Await: "acrobat models are synchronous",
     ast.Yield: "return a list instead of yielding",
     ast.YieldFrom: "return a list instead of yielding",
     ast.NamedExpr: "assign in a separate statement",
-    ast.Starred: "pass arguments explicitly",
+    ast.Starred: "pass arguments explicitly (starred names are accepted only as assignment targets: `a, *rest = xs`)",
 }
+
+
+#: Context managers whose ``with`` body runs inline (grad-mode switches; see ``_Translator.with_stmt``).
+_GRAD_MODES = ("no_grad", "inference_mode", "enable_grad", "set_grad_enabled")
+
+
+def _assert_failed(message: Any = None) -> None:
+    """What a failing ``assert`` in a model's host code runs (host code, per instance)."""
+    raise AssertionError(message) if message is not None else AssertionError
+
+
+class _Rename(ast.NodeTransformer):
+    """Rename variables (a comprehension's targets become fresh locals of the desugared loop)."""
+
+    def __init__(self, mapping: dict[str, str]):
+        self.mapping = mapping
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        if node.id in self.mapping:
+            return ast.copy_location(ast.Name(self.mapping[node.id], node.ctx), node)
+        return node
 
 
 def _is_torch_object(obj: Any) -> bool:
@@ -77,6 +102,21 @@ def _is_torch_object(obj: Any) -> bool:
     if isinstance(obj, types.ModuleType):
         return obj.__name__.split(".")[0] == "torch"
     return callable(obj) and (mod.split(".")[0] == "torch" or mod.startswith("torch"))
+
+
+class NestedFunction:
+    """A ``def`` nested in a model function, hoisted to a program function of its own.
+
+    Its captured variables (read from the enclosing function) become leading parameters, passed at
+    every call: the same objects the closure would see, since they are never rebound. ``fn`` is a stub
+    with the hoisted signature (for keyword arguments); ``ir`` the parsed body.
+    """
+
+    def __init__(self, name: str, captured: list[str], fn: Callable, ir_function: ir.Function):
+        self.__name__ = name
+        self.captured = captured
+        self.fn = fn
+        self.ir = ir_function
 
 
 class _Translator:
@@ -90,9 +130,12 @@ class _Translator:
         self.lines = lines
         self.is_program_fn = is_program_fn
         self.markers = markers
+        self.nested: dict[str, NestedFunction] = {}  # nested defs seen so far (hoisted, see `nested_def`)
+        self.outer: ast.FunctionDef | None = None
         closure = inspect.getclosurevars(fn)
         self.scope: dict[str, Any] = {**fn.__globals__, **closure.nonlocals}
         self.locals: set[str] = set()
+        self.fresh = 0
 
     # -- helpers ---------------------------------------------------------
     def loc(self, node: ast.AST) -> ir.Loc:
@@ -126,10 +169,15 @@ class _Translator:
     # -- statements ------------------------------------------------------
     def function(self, node: ast.FunctionDef) -> ir.Function:
         a = node.args
-        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.kw_defaults or a.posonlyargs:
+        if a.vararg or a.kwarg or a.kwonlyargs or a.kw_defaults or a.posonlyargs:
             raise self.error(node, "model functions take plain positional parameters only "
-                                   "(no *args, **kwargs, keyword-only parameters or defaults)")
+                                   "(no *args, **kwargs or keyword-only parameters; defaults are fine)")
+        for d in a.defaults:
+            if not _literal_default(d):
+                raise self.error(d, "model functions take plain positional parameters only, with literal "
+                                    "defaults (numbers, strings, True/False/None): pass other values as arguments")
         params = [x.arg for x in a.args]
+        self.outer = node
         self.locals = set(params)
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
@@ -141,7 +189,9 @@ class _Translator:
         out: list[ir.Stmt] = []
         for s in stmts:
             t = self.stmt(s)
-            if t is not None:
+            if isinstance(t, list):
+                out.extend(t)
+            elif t is not None:
                 out.append(t)
         return out
 
@@ -149,13 +199,155 @@ class _Translator:
         if isinstance(node, ast.Name):
             return ir.Target(name=node.id)
         if isinstance(node, (ast.Tuple, ast.List)):
-            return ir.Target(items=[self.target(e) for e in node.elts])
+            items = [self.target(e.value) if isinstance(e, ast.Starred) else self.target(e) for e in node.elts]
+            for e, t in zip(node.elts, items):
+                if isinstance(e, ast.Starred):
+                    if t.name is None:
+                        raise self.error(e, "a starred target must be a plain name: `a, *rest = xs`")
+                    t.starred = True
+            if sum(t.starred for t in items) > 1:
+                raise self.error(node, "at most one starred name in an assignment")
+            return ir.Target(items=items)
         raise self.error(node, f"cannot assign to `{ast.unparse(node)}`: only names and tuples of names can be "
                                "assigned (tensors and model data are immutable; build a new value instead)")
 
-    def stmt(self, s: ast.stmt) -> ir.Stmt | None:
+    def fresh_name(self, hint: str) -> str:
+        name = f"_{hint}{self.fresh}"
+        self.fresh += 1
+        self.locals.add(name)
+        return name
+
+    def comprehension(self, comp: ast.ListComp | ast.GeneratorExp, result: str) -> list[ast.stmt]:
+        """``result = [elt for t in it if c ...]`` as the loop that appends (a generator expression: the same,
+        it is consumed into a list). The targets are renamed to fresh locals, so, as in Python, they do not
+        overwrite the function's own variables."""
+        mapping: dict[str, str] = {}
+        for gen in comp.generators:
+            if gen.is_async:
+                raise self.error(comp, "async comprehensions are not supported")
+            for n in ast.walk(gen.target):
+                if isinstance(n, ast.Name):
+                    mapping[n.id] = self.fresh_name(f"c_{n.id}_")
+        ren = _Rename(mapping)
+        inner: list[ast.stmt] = [ast.Expr(ast.Call(ast.Attribute(ast.Name(result, ast.Load()), "append", ast.Load()),
+                                                   [ren.visit(comp.elt)], []))]
+        for i, gen in reversed(list(enumerate(comp.generators))):
+            for cond in reversed(gen.ifs):
+                inner = [ast.If(ren.visit(cond), inner, [])]
+            it = gen.iter if i == 0 else ren.visit(gen.iter)
+            inner = [ast.For(ren.visit(gen.target), it, inner, [])]
+        out = [ast.Assign([ast.Name(result, ast.Store())], ast.List([], ast.Load())), *inner]
+        for node in out:
+            ast.copy_location(node, comp)
+            for sub in ast.walk(node):
+                if not hasattr(sub, "lineno") and isinstance(sub, (ast.stmt, ast.expr)):
+                    ast.copy_location(sub, comp)
+        return out
+
+    def nested_def(self, node: ast.FunctionDef) -> None:
+        """Hoist a nested ``def`` when every variable it captures is bound once in the enclosing function
+        (a parameter never reassigned, or one top-level assignment): closure conversion by extra parameters."""
+        outer = self.outer
+        assert outer is not None
+        inner_params = {a.arg for a in node.args.args}
+        inner_stores = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        loads = [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+        # what it reads of the enclosing function, and what the nested functions it calls capture
+        via_calls = [c for n in loads if n in self.nested for c in self.nested[n].captured]
+        captured = list(dict.fromkeys(n for n in loads + via_calls if n in self.locals
+                                      and n not in inner_params | inner_stores and n not in self.nested))
+        outer_params = {a.arg for a in outer.args.args}
+        inner_nodes = {id(n) for n in ast.walk(node)}
+        for sub in ast.walk(node):  # a hoisted helper gets its captures as arguments: it may not mutate them
+            target = sub.func.value if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr in ("append", "insert", "pop", "extend", "remove", "clear") else \
+                sub.value if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) else None
+            if isinstance(target, ast.Name) and target.id in captured:
+                raise self.error(sub, f"nested function `{node.name}` changes the captured `{target.id}`: define the "
+                                      "helper at module level with @acrobat.function, pass the list in and return "
+                                      "the new items")
+        for name in captured:
+            stores = [n for n in ast.walk(outer) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                      and n.id == name and id(n) not in inner_nodes]
+            top = [st for st in outer.body if isinstance(st, ast.Assign) and len(st.targets) == 1
+                   and isinstance(st.targets[0], ast.Name) and st.targets[0].id == name]
+            once = (name in outer_params and not stores) or (name not in outer_params and len(stores) == 1 and top)
+            if not once:
+                raise self.error(node, f"nested function `{node.name}` captures `{name}`, which `{outer.name}` "
+                                       "rebinds: define the helper at module level with @acrobat.function and pass "
+                                       f"`{name}` as an argument")
+        hoisted = ast.FunctionDef(node.name, ast.arguments([], [ast.arg(c) for c in captured] + node.args.args,
+                                                           node.args.vararg, node.args.kwonlyargs, node.args.kw_defaults,
+                                                           node.args.kwarg, node.args.defaults),
+                                  node.body, [], None, None, type_params=[])
+        ast.copy_location(hoisted, node)
+        stub = ast.Module([ast.FunctionDef(node.name, hoisted.args, [ast.Pass()], [], None, None, type_params=[])], [])
+        namespace: dict[str, Any] = {}
+        exec(compile(ast.fix_missing_locations(stub), self.filename, "exec"), namespace)
+        sub = _Translator(self.fn, self.filename, self.line_offset, self.lines, self.is_program_fn, self.markers)
+        sub.nested = self.nested
+        key = NestedFunction(node.name, captured, namespace[node.name], None)  # type: ignore[arg-type]
+        self.nested[node.name] = key  # before the body: the helper may call itself
+        key.ir = sub.function(hoisted)
+        key.ir.name = f"{outer.name}__{node.name}"  # unique among the program's functions (names generated code)
+
+    def with_stmt(self, s: ast.With) -> list[ir.Stmt]:
+        """``with torch.no_grad():`` (or ``inference_mode``/``enable_grad``/``set_grad_enabled``): the body runs
+        inline. Gradient mode is a property of the whole batched run, not of model lines: ``model.run`` computes
+        every operator in the caller's grad mode (wrap the call in ``torch.no_grad()`` for inference)."""
+        for item in s.items:
+            ctx = item.context_expr
+            func = ctx.func if isinstance(ctx, ast.Call) else ctx
+            found, obj = self.resolve_global(func) if isinstance(func, (ast.Name, ast.Attribute)) else (False, None)
+            if not (found and any(obj is getattr(torch, m, None) for m in _GRAD_MODES)) or item.optional_vars:
+                raise self.error(s, "`With` statement is not supported in an acrobat model: "
+                                    + _UNSUPPORTED_STMT[ast.With])
+        return self.body(s.body)
+
+    def hoist_comprehensions(self, s: ast.stmt) -> list[ast.stmt]:
+        """Move the comprehensions a statement always evaluates (not those under ``a if c else b``, the later
+        operands of ``and``/``or``, or a ``while`` test) into loops that run just before it; the statement
+        reads the built lists instead. Returns the loops; rewrites ``s`` in place. (They run before the
+        statement's other sub-expressions: model code is expected not to depend on that order.)"""
+        fields = {ast.Assign: "value", ast.Return: "value", ast.Expr: "value", ast.If: "test", ast.For: "iter"}
+        field = fields.get(type(s))
+        if field is None or getattr(s, field) is None:
+            return []
+        pre: list[ast.stmt] = []
+        translator = self
+
+        class Hoist(ast.NodeTransformer):
+            def hoist(self, node: ast.ListComp | ast.GeneratorExp) -> ast.Name:
+                res = translator.fresh_name("comp")
+                pre.extend(translator.comprehension(node, res))
+                return ast.copy_location(ast.Name(res, ast.Load()), node)
+
+            visit_ListComp = visit_GeneratorExp = hoist
+
+            def keep(self, node: ast.AST) -> ast.AST:
+                return node  # evaluated conditionally, or a scope of its own: left as it is (rejected)
+
+            visit_IfExp = visit_Lambda = visit_SetComp = visit_DictComp = keep
+
+            def visit_BoolOp(self, node: ast.BoolOp) -> ast.BoolOp:
+                node.values[0] = self.visit(node.values[0])  # only the first operand always runs
+                return node
+
+        setattr(s, field, Hoist().visit(getattr(s, field)))
+        return pre
+
+    def stmt(self, s: ast.stmt) -> ir.Stmt | list[ir.Stmt] | None:
         loc = self.loc(s)
+        pre = self.hoist_comprehensions(s)
+        if pre:  # `hs = [cell(x, p) for x in xs]`: desugared into a loop that appends
+            rest = self.stmt(s)
+            return self.body(pre) + (rest if isinstance(rest, list) else [rest] if rest is not None else [])
         match s:
+            case ast.Assign(targets=[ast.Subscript(value=ast.Name(id=lst), slice=idx)], value=value) if lst in self.locals:
+                if isinstance(idx, ast.Slice):
+                    raise self.error(s, "slice assignment is not supported: build a new list (`xs = xs[:i] + [v]`)")
+                return ir.ExprStmt(loc, ir.Call(loc, ("method", "__setitem__"), [self.expr(idx), self.expr(value)], {},
+                                                receiver=ir.Name(loc, lst)))
             case ast.Assign(targets=[tgt], value=value):
                 return ir.Assign(loc, self.target(tgt), self.expr(value))
             case ast.Assign():
@@ -185,9 +377,18 @@ class _Translator:
                 return ir.PhaseMark(loc)
             case ast.Expr(value=value):
                 return ir.ExprStmt(loc, self.expr(value))
-            case ast.Break() | ast.Continue():
-                raise self.error(s, f"`{type(s).__name__.lower()}` is not supported: "
-                                    "use a while loop whose condition covers the early exit")
+            case ast.Break():
+                return ir.Break(loc)
+            case ast.Continue():
+                return ir.Continue(loc)
+            case ast.With():
+                return self.with_stmt(s)
+            case ast.FunctionDef() if not s.decorator_list and self.outer is not None:
+                self.nested_def(s)
+                return None
+            case ast.Assert(test=test, msg=msg):
+                fail = ir.Call(loc, ("host", _assert_failed), [self.expr(msg)] if msg is not None else [], {})
+                return ir.If(loc, ir.UnaryOp(loc, "not", self.expr(test)), [ir.ExprStmt(loc, fail)], [])
         hint = _UNSUPPORTED_STMT.get(type(s), "rewrite it with assignments, if/else, for, while and return")
         raise self.error(s, f"`{type(s).__name__}` statement is not supported in an acrobat model: {hint}")
 
@@ -205,6 +406,10 @@ class _Translator:
                 return ir.Const(loc, v)
             case ast.Name(id=name) if name in self.locals:
                 return ir.Name(loc, name)
+            case ast.Name(id=name) if name in self.nested:
+                raise self.error(e, f"nested function `{name}` used as a value: nested defs are hoisted, so only "
+                                    "calls of them are supported; define it at module level with @acrobat.function "
+                                    "to pass it around")
             case ast.Name() | ast.Attribute() if self.resolve_global(e)[0]:
                 return self.global_value(e)
             case ast.Attribute(value=obj, attr=attr):
@@ -217,6 +422,11 @@ class _Translator:
                 return ir.TupleExpr(loc, [self.expr(x) for x in elts])
             case ast.List(elts=elts):
                 return ir.ListExpr(loc, [self.expr(x) for x in elts])
+            case ast.Dict(keys=keys, values=values) if all(
+                    isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
+                if len({k.value for k in keys}) < len(keys):  # type: ignore[union-attr]
+                    raise self.error(e, "a dict literal repeats a key: write each key once")
+                return ir.DictExpr(loc, [k.value for k in keys], [self.expr(v) for v in values])  # type: ignore[union-attr]
             case ast.BinOp(left=a, op=op, right=b):
                 return ir.BinOp(loc, _BINOPS[type(op)], self.expr(a), self.expr(b))
             case ast.UnaryOp(op=ast.USub() | ast.UAdd() as op, operand=ast.Constant(value=int() | float() as v)):
@@ -239,6 +449,9 @@ class _Translator:
         _, obj = self.resolve_global(e)
         if isinstance(obj, (int, float, bool, str)) or obj is None:
             return ir.Const(self.loc(e), obj)
+        if isinstance(obj, (torch.dtype, torch.device, torch.layout, torch.memory_format, type)) and not (
+                isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
+            return ir.Const(self.loc(e), obj)  # `dtype=torch.float32`, a class for isinstance: a constant of generated code
         raise self.error(e, f"global `{ast.unparse(e)}` of type {type(obj).__name__} used as a value: "
                             "pass tensors and modules in as model parameters (arguments of the program)")
 
@@ -249,6 +462,10 @@ class _Translator:
         args = [self.expr(a) for a in e.args]
         kwargs = {k.arg: self.expr(k.value) for k in e.keywords if k.arg is not None}
         func = e.func
+        if isinstance(func, ast.Name) and func.id in self.nested:
+            key = self.nested[func.id]
+            captured = [ir.Name(loc, c) for c in key.captured]
+            return ir.Call(loc, ("program", key), self.bind_call(e, key, captured + args, kwargs), {})
         found, obj = (self.resolve_global(func) if isinstance(func, (ast.Name, ast.Attribute)) else (False, None))
         if found:
             if obj is self.markers["concurrent"]:
@@ -260,18 +477,50 @@ class _Translator:
                 raise self.error(e, "acrobat.phase() is a statement of its own: write it on its own line")
             name = self.is_program_fn(obj)
             if name is not None:
-                if kwargs:
-                    raise self.error(e, "call @acrobat.function functions with positional arguments")
-                return ir.Call(loc, ("program", obj), args, {})
+                return ir.Call(loc, ("program", obj), self.bind_call(e, obj, args, kwargs), {})
             if isinstance(func, ast.Name) and getattr(builtins, func.id, None) is obj and func.id in HOST_BUILTINS:
                 return ir.Call(loc, ("builtin", func.id), args, kwargs)
             if _is_torch_object(obj) and not isinstance(obj, types.ModuleType):
                 return ir.Call(loc, ("torch", obj), args, kwargs)
+            if callable(obj) and not isinstance(obj, types.ModuleType):
+                # plain Python (an undecorated helper, math.*, print, a class): host code, run as written; the
+                # kind analysis rejects it when it is given a tensor (it could not be batched)
+                return ir.Call(loc, ("host", obj), args, kwargs)
             raise self.error(e, f"`{ast.unparse(func)}` is neither a torch operator nor an @acrobat.function: "
                                 "decorate it with @acrobat.function, or compute its result before the model runs")
         if isinstance(func, ast.Attribute):
             return ir.Call(loc, ("method", func.attr), args, kwargs, receiver=self.expr(func.value))
         return ir.Call(loc, ("value", None), args, kwargs, receiver=self.expr(func))
+
+    def bind_call(self, e: ast.Call, callee: Any, args: list[ir.Expr], kwargs: dict[str, ir.Expr]) -> list[ir.Expr]:
+        """The arguments of a program call in parameter order: keywords placed by the callee's signature,
+        omitted ones filled with its (literal) defaults."""
+        fn = getattr(callee, "fn", callee)
+        params = list(inspect.signature(fn).parameters.values())
+        if len(args) > len(params):
+            return args  # the kind analysis reports the arity
+        bound: list[ir.Expr | None] = [*args, *[None] * (len(params) - len(args))]
+        names = [q.name for q in params]
+        for key, value in kwargs.items():
+            if key not in names:
+                raise self.error(e, f"`{fn.__name__}` has no parameter `{key}`")
+            i = names.index(key)
+            if bound[i] is not None:
+                raise self.error(e, f"`{fn.__name__}` got two values for `{key}`")
+            bound[i] = value
+        out: list[ir.Expr] = []
+        for q, b in zip(params, bound):
+            if b is None:
+                if q.default is inspect.Parameter.empty:
+                    break  # too few arguments: the kind analysis reports the arity
+                b = ir.Const(self.loc(e), q.default)
+            out.append(b)
+        return out
+
+
+def _literal_default(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) or (
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant))
 
 
 def parse_function(fn: Callable, is_program_fn: Callable[[Any], str | None], markers: dict[str, Any]) -> ir.Function:

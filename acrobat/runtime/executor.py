@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from acrobat.analysis.kinds import BOTTOM, Kind, ListK, RaggedK, TensorK, TupleK
+from acrobat.analysis.kinds import BOTTOM, DictK, Kind, ListK, OptionalK, RaggedK, TensorK, TupleK
 from acrobat.analysis.lowered import Block
 from acrobat.codegen.blocks import block_filename
 from acrobat.codegen.kernels import RowSpec
@@ -339,7 +339,14 @@ def _collect(x: Any, kind: Kind, handles: list[Handle]) -> None:
     if isinstance(kind, TensorK):
         handles.append(x)
     elif isinstance(kind, RaggedK):  # a stacked list: its rows
-        handles.extend(x)
+        for i in x:
+            _collect(i, kind.rows, handles)
+    elif isinstance(kind, OptionalK):
+        if x is not None:
+            _collect(x, kind.inner, handles)
+    elif isinstance(kind, DictK):
+        for key, k in zip(kind.keys, kind.items):
+            _collect(x[key], k, handles)
     elif isinstance(kind, TupleK):
         for i, k in zip(x, kind.items):
             _collect(i, k, handles)
@@ -356,7 +363,11 @@ def _rebuild(x: Any, kind: Kind, tensors: Iterator[torch.Tensor]) -> Any:
     if isinstance(kind, TensorK):
         return next(tensors)
     if isinstance(kind, RaggedK):
-        return torch.stack([next(tensors) for _ in x])
+        return torch.stack([_rebuild(i, kind.rows, tensors) for i in x])
+    if isinstance(kind, OptionalK):
+        return None if x is None else _rebuild(x, kind.inner, tensors)
+    if isinstance(kind, DictK):
+        return {key: _rebuild(x[key], k, tensors) for key, k in zip(kind.keys, kind.items)}
     if isinstance(kind, TupleK):
         return tuple(_rebuild(i, k, tensors) for i, k in zip(x, kind.items))
     if isinstance(kind, ListK):
