@@ -124,3 +124,17 @@ def mismatched_ranks(toks, p):
     S = torch.stack(_embed(toks, p))
     w = S @ p.h0
     return (S * w).sum(0)  # M:ranks
+
+
+@ab.program
+def module_rows(toks, p):
+    """Modules applied to a stacked list act row by row (nn.Linear, activations, LayerNorm, Sequential of them)."""
+    S = torch.stack(_embed(toks, p))
+    return p.head(S).sum(0), p.norm(S).amax(0)
+
+
+@ab.program
+def module_not_rowwise(toks, p):
+    """A module that mixes rows (softmax over dim 0): rejected when the run starts, never applied row by row."""
+    S = torch.stack(_embed(toks, p))
+    return p.mix(S).sum(0)  # M:mix

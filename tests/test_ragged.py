@@ -104,3 +104,27 @@ def test_stacks_with_rows_of_different_rank_are_an_error_not_a_guess():
     with pytest.raises(ShapeError) as err:
         _check(rp.mismatched_ranks, [[1, 2, 3, 4], [5, 6, 7, 8]])  # k == H: PyTorch would run, meaning other math
     assert f"ragged_progs.py:{_line('ranks')}" in str(err.value) and "one rank" in str(err.value)
+
+
+class _Modules(P):
+    def __init__(self) -> None:
+        super().__init__(hidden=4, vocab=16)
+        self.head = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
+        self.norm = torch.nn.LayerNorm(4)
+        self.mix = torch.nn.Softmax(dim=0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_modules_act_on_a_stacked_list_row_by_row(backend):
+    p = _Modules()
+    batch = _batch(8, 3)
+    with torch.inference_mode():
+        got = rp.module_rows.run(batch, p, backend=backend)
+        want = [rp.module_rows(x, p) for x in batch]
+    torch.testing.assert_close(got, want, **TOL)
+
+
+def test_a_module_that_mixes_rows_is_rejected():
+    with pytest.raises(CompileError) as err, torch.no_grad():
+        rp.module_not_rowwise.run(_batch(3, 0), _Modules())
+    assert f"ragged_progs.py:{_line('mix')}" in str(err.value) and "loop over the list" in str(err.value)
