@@ -250,7 +250,7 @@ class Program(Function):
         be, kernels = self.backend(backend, len(shared), options)
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             be.announce(self.__name__, sum(b.segment is None for b in c.blocks.values()))
-            rt = Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena)
+            rt = Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena, threads=be.threads)
             rt.sync = sync
             rt.stats.backend = be.name
             out = rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
@@ -275,7 +275,7 @@ class Program(Function):
         c = self.compile(len(shared), options)
         slots = c.prologue(self.shared_args(shared))
         be, kernels = self.backend(choose_backend(backend, slots), len(shared), options)
-        return Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena)
+        return Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena, threads=be.threads)
 
     def backend(self, name: str, n_shared: int = 1, options: Options | None = None) -> tuple[Backend, dict[int, BlockKernel]]:
         """The backend ``name`` this program runs with, and its kernel per block (made once, then reused).

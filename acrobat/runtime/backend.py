@@ -32,6 +32,7 @@ from acrobat.codegen.modules import FORMS
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import Group, handle_matrix
 from acrobat.runtime.gather import gather, host_column
+from acrobat.runtime.threads import ThreadPolicy
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -53,6 +54,7 @@ class Backend(Protocol):
 
     name: str
     arena: Arena | None
+    threads: ThreadPolicy  # threads per launch, chosen per block (kept across runs)
 
     def kernel(self, block: Block, fn: Callable) -> BlockKernel:
         """The batched launch of ``block`` whose per-instance function is ``fn``."""
@@ -124,11 +126,15 @@ class EagerBackend:
     name = "eager"
     arena = None
 
+    def __init__(self) -> None:
+        self.threads = ThreadPolicy()
+
     def kernel(self, block: Block, fn: Callable) -> BlockKernel:
         return EagerKernel(block, fn)
 
     def report(self) -> str:
-        return ""
+        """The thread count of each block's launches (and what was measured)."""
+        return self.threads.report()
 
     def exclusive(self) -> ContextManager[Any]:
         return contextlib.nullcontext()  # each run's values live in its own Runtime: runs may overlap

@@ -49,6 +49,7 @@ from acrobat.runtime.arena import Arena, Pool
 from acrobat.runtime.backend import columns
 from acrobat.runtime.dfg import POOL_SHIFT, Group
 from acrobat.runtime.gather import gather, select_rows
+from acrobat.runtime.threads import ThreadPolicy
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -311,6 +312,7 @@ class CompiledBackend:
         self.kernels: list[CompiledKernel] = []
         self._lock = threading.Lock()
         self._announced = False
+        self.threads = ThreadPolicy()
 
     def exclusive(self) -> ContextManager[Any]:
         """Held for a whole run: runs share the arena (overwritten by each run) and the gather probes."""
@@ -335,7 +337,8 @@ class CompiledBackend:
         return k
 
     def report(self) -> str:
-        """Per block: compiled variants, launches and the gather mode in use; then the arena's size."""
+        """Per block: compiled variants, launches and the gather mode in use; then the arena's size;
+        then each block's threads per launch."""
         lines = [f"{'block':<34} {'kernels':>7} {'launches':>9}  gather"]
         for k in self.kernels:
             if not k.variants:
@@ -353,7 +356,8 @@ class CompiledBackend:
             lines.append(f"{k.block.name:<34} {len(k.variants):>7} {launches:>9}  {how}")
         lines.append(f"arena: {self.arena.nbytes / 2 ** 20:.1f} MiB in {len(self.arena.pools)} pool(s), "
                      f"{self.arena.growths} allocation(s)")
-        return "\n".join(lines)
+        threads = self.threads.report()
+        return "\n".join(lines + ([threads] if threads else []))
 
 
 def kernel_listing(backend: CompiledBackend) -> str:

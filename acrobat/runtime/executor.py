@@ -34,6 +34,7 @@ from acrobat.runtime.dfg import OUTPUT_STEP, ROW_BITS, ROW_MASK, Group, Handle, 
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.stats import BlockStats, RunStats
+from acrobat.runtime.threads import ThreadPolicy
 
 
 _SERIALS = itertools.count(1)
@@ -47,10 +48,13 @@ class Runtime:
     run's shared values (read by the skeleton as ``_S``). With an
     ``arena``, block outputs live in its pools and results are copied out
     at the end of the run. ``device`` defaults to the first shared tensor's.
+    ``threads`` (the backend's, kept across runs) runs each launch on 1 CPU
+    thread or all, per block (``acrobat.runtime.threads``); None: torch's setting.
     """
 
     def __init__(self, blocks: dict[int, Block], fns: dict[int, Callable], kernels: dict[int, BlockKernel],
-                 slots: list, arena: Arena | None = None, device: torch.device | None = None):
+                 slots: list, arena: Arena | None = None, device: torch.device | None = None,
+                 threads: ThreadPolicy | None = None):
         self.serial = next(_SERIALS)  # unique per run (``id`` may be reused by a later run)
         self.blocks = blocks
         self.fns = fns
@@ -58,6 +62,7 @@ class Runtime:
         self.shared = {bid: [slots[p.slot] for p in b.shared_params] for bid, b in blocks.items()}
         self.kernels = kernels
         self.arena = arena
+        self.threads = threads
         self.device = device if device is not None else _device_of(slots)
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
         self.table = ValueTable(max((b.n_outputs for b in blocks.values()), default=1))
@@ -265,7 +270,11 @@ class Runtime:
             raise BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most {ROW_MASK} "
                              "are supported; run smaller batches")
         try:
-            outs = self.kernels[block.id](g, self)
+            if self.threads is None:
+                outs = self.kernels[block.id](g, self)
+            else:
+                with self.threads.launch(block.id, block.name, self.device, g.size(), self.stats):
+                    outs = self.kernels[block.id](g, self)
         except AcrobatError:
             raise
         except Exception as exc:  # a failing operator: find the instance and the source line
