@@ -33,7 +33,7 @@ from acrobat.data import load_dataset
 from acrobat.errors import AcrobatError
 from acrobat.models import MODELS, get_model
 from acrobat.program import Options
-from acrobat.runtime.backend import BACKENDS
+from acrobat.runtime.backend import AUTO, BACKEND_NAMES, choose_backend
 from acrobat.runtime.stats import RunStats
 
 
@@ -69,6 +69,11 @@ def _options(disable: str) -> Options:
     return Options(**{n: False for n in names})
 
 
+def _backend_line(name: str) -> str:
+    """``name``, and for ``auto`` what it picks in the command's inference-only runs."""
+    return name if name != AUTO else f"{choose_backend(name, ())} (auto: inference, no autograd)"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run MODEL batched over the data, print per-batch figures and the batching report."""
     spec, ds, hidden, params = _setup(args, args.batch_size * args.num_batches)
@@ -81,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(f"data     {ds.description}")
     print(f"size     {args.size} (hidden {hidden}), batch size {args.batch_size}, {len(batches)} batches, "
-          f"backend {args.backend}, device {args.device}, seed {args.seed}")
+          f"backend {_backend_line(args.backend)}, device {args.device}, seed {args.seed}")
     off = [f.name for f in dataclasses.fields(Options) if not getattr(options, f.name)]
     print(f"options  {'all optimizations on' if not off else 'off: ' + ', '.join(off)}")
     print(f"machine  {machine_line()}")
@@ -109,9 +114,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                        file=sys.stdout)
     print("\nbatching report (all batches):")
     print(total.report())
-    backend_report = spec.program.backend(args.backend, 1, options)[0].report()
+    ran = total.backend.split("+")
+    backend_report = spec.program.backend(ran[-1], 1, options)[0].report()
     if backend_report:
-        print(f"\n{args.backend} backend: {total.compiles} kernel compiles in {total.compile_ms / 1e3:.1f} s "
+        print(f"\n{total.backend} backend: {total.compiles} kernel compiles in {total.compile_ms / 1e3:.1f} s "
               f"(compile cache: {inductor_dir()})")
         print(backend_report)
     median_ms = statistics.median(b["ms"] for b in per_batch)
@@ -122,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               + (f" ({mismatches} of {len(batches)} batches differ)" if mismatches else ""))
     if args.json:
         report = {
-            "model": spec.name, "backend": args.backend, "size": args.size, "hidden": hidden,
+            "model": spec.name, "backend": total.backend, "size": args.size, "hidden": hidden,
             "batch_size": args.batch_size, "num_batches": len(batches), "data": ds.description,
             "median_batch_ms": median_ms,
             "overhead_ms": statistics.median(b["overhead_ms"] for b in per_batch),
@@ -164,8 +170,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     warmup = [batches[i % len(batches)] for i in range(args.warmup)]  # the same batches again: compiles, probes
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
     for b in backends:
-        if b not in BACKENDS:
-            raise ValueError(f"unknown backend {b!r}; available: {', '.join(BACKENDS)}")
+        if b not in BACKEND_NAMES:
+            raise ValueError(f"unknown backend {b!r}; available: {', '.join(BACKEND_NAMES)}")
     print(f"model    {spec.name} ({args.size}, hidden {hidden}), batch size {args.batch_size}, "
           f"{len(batches)} measured batches after {args.warmup} warm-up, device {args.device}")
     print(f"data     {ds.description if spec.data == 'sst' else 'generated instances (seeded)'}")
@@ -174,8 +180,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
                                 sync=args.device == "cuda")
     print(profile_table(profiles))
     for p in profiles:
+        name = p.backend if p.backend == p.total.backend else f"{p.backend} ({p.total.backend})"
+        print(f"\n{name} backend, measured batches:\n{p.total.report()}")
         if p.report:
-            print(f"\n{p.backend} backend:\n{p.report}")
+            print(p.report)
     return 0
 
 
@@ -201,10 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     common(run)
     run.add_argument("--batch-size", type=int, default=64, help="instances per batch (default 64)")
     run.add_argument("--num-batches", type=int, default=8, help="number of batches (default 8)")
-    run.add_argument("--backend", default="eager", choices=list(BACKENDS),
-                     help="kernel backend: eager (torch.func.vmap, op by op), compiled (one TorchInductor kernel "
-                          "per block, gather fusion chosen per block by profiling), compiled-explicit / "
-                          "compiled-fused (one gather mode forced); default eager")
+    run.add_argument("--backend", default="auto", choices=list(BACKEND_NAMES),
+                     help="kernel backend: auto (compiled: runs are inference only here), eager "
+                          "(torch.func.vmap, op by op), compiled (one TorchInductor kernel per block, gather "
+                          "fusion chosen per block by profiling; the first run compiles, then cached on disk), "
+                          "compiled-explicit / compiled-fused (one gather mode forced); default auto")
     run.add_argument("--check", action="store_true", help="compare every result with the per-instance "
                      "PyTorch reference; exit 1 on a mismatch")
     run.add_argument("--json", metavar="FILE", help="write the figures as JSON")
@@ -233,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--warmup", type=int, default=15, help="warm-up batches before measuring, for compiles and "
                       "the per-block gather choice (default 15: enough for blocks launched once per batch)")
     prof.add_argument("--backend", default="eager,compiled", metavar="B[,B]",
-                      help=f"backends to compare (of: {', '.join(BACKENDS)}; default eager,compiled)")
+                      help=f"backends to compare (of: {', '.join(BACKEND_NAMES)}; auto is compiled here, as "
+                           "profiling runs inference only; default eager,compiled: the fast path beside eager)")
     prof.set_defaults(func=cmd_profile, seq_len=None, layers=None)
 
     bench_command.add_parser(sub)

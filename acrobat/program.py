@@ -35,7 +35,7 @@ from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ParamError, ShapeError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
-from acrobat.runtime.backend import Backend, BlockKernel, get_backend
+from acrobat.runtime.backend import Backend, BlockKernel, choose_backend, get_backend
 from acrobat.runtime.executor import Runtime
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
@@ -209,16 +209,19 @@ class Program(Function):
         parts += [f"# static block {b.name} ({b.loc})\n{b.source}" for b in c.blocks.values()]
         return "\n".join(parts)
 
-    def run(self, instances: Sequence, *shared: Any, backend: str = "eager", options: Options | None = None,
+    def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
             stats: RunStats | None = None, sync: bool = False) -> list:
         """Run a batch of instances with auto-batching; per-instance results, in order.
 
         Args:
             instances: the mini-batch (e.g. trees, token lists); not empty.
             shared: the model parameters, passed to every instance.
-            backend: kernel backend name: ``"eager"`` (vmap, op by op; supports autograd),
-                ``"compiled"`` (TorchInductor kernels, profile-guided gather fusion; inference
-                only), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
+            backend: kernel backend name: ``"auto"`` (default: ``"eager"`` while autograd records,
+                i.e. grad mode is on and a shared parameter requires grad, else ``"compiled"``),
+                ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
+                profile-guided gather fusion; inference only; the first run compiles, with a line on
+                stderr), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
+                ``stats.backend`` says which one ran.
             options: optimization switches (defaults to the program's).
             stats: if given, the run's figures are added to it.
             sync: synchronize the GPU around timed regions, so ``stats`` splits
@@ -235,16 +238,21 @@ class Program(Function):
                 (names the program, the parameter, what is missing and the source line).
             ShapeError: an operator failed for an instance (names it and the source line).
             InstanceError: the model's host code failed for an instance (names it and the source line).
+            ValueError: unknown backend name.
         """
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
         self.check_arity(len(shared))
         options = options or self.options
         c = self.compile(len(shared), options)
-        be, _ = self.backend(backend, len(shared), options)
+        slots = c.prologue(self.shared_args(shared))
+        backend = choose_backend(backend, slots)
+        be, kernels = self.backend(backend, len(shared), options)
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
-            rt = self.runtime(*shared, backend=backend, options=options)
+            be.announce(self.__name__, sum(b.segment is None for b in c.blocks.values()))
+            rt = Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena, threads=be.threads)
             rt.sync = sync
+            rt.stats.backend = be.name
             out = rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
         if stats is not None:
             stats.add(rt.stats)
@@ -261,11 +269,13 @@ class Program(Function):
         return sorted(rt.trace)
 
     def runtime(self, *shared: Any, backend: str = "eager", options: Options | None = None) -> Runtime:
-        """A fresh ``Runtime`` for one batched run with ``backend``'s kernels (cached per backend and options)."""
+        """A fresh ``Runtime`` for one batched run with ``backend``'s kernels (cached per backend and options);
+        ``"auto"`` picks as ``run`` does."""
         options = options or self.options
         c = self.compile(len(shared), options)
-        be, kernels = self.backend(backend, len(shared), options)
-        return Runtime(c.blocks, c.block_fns, kernels, c.prologue(self.shared_args(shared)), arena=be.arena)
+        slots = c.prologue(self.shared_args(shared))
+        be, kernels = self.backend(choose_backend(backend, slots), len(shared), options)
+        return Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena, threads=be.threads)
 
     def backend(self, name: str, n_shared: int = 1, options: Options | None = None) -> tuple[Backend, dict[int, BlockKernel]]:
         """The backend ``name`` this program runs with, and its kernel per block (made once, then reused).

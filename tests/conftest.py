@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 from acrobat.data import load_dataset
+from acrobat.runtime.backend import AUTO_ENV
+
+# backend="auto" (run's default) would compile Inductor kernels for every test model run under no_grad:
+# tests run eager unless they ask for a backend (tests of "auto" itself set this variable back).
+os.environ.setdefault(AUTO_ENV, "eager")
 
 
 @pytest.fixture(scope="session")

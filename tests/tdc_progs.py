@@ -66,3 +66,19 @@ def drnn(inst, p):
     """Instance = (token, seed)."""
     tok, seed = inst
     return grow(p.emb[tok], 0, seed, 1, p)
+
+
+
+@ab.program
+def gated_steps(tokens, p):
+    """An RNN whose every step reads a value (`.item()`), with per-token features read only after
+    the loop: ``torch.tanh(p.emb[tok] @ p.U)`` depends on no step, so it is hoisted (static depth)
+    and, on fibers, should run as one launch for the whole batch (§4.2, App. A.1)."""
+    h = p.h0
+    feats = []
+    for tok in tokens:
+        feats.append(torch.tanh(p.emb[tok] @ p.U))
+        h = torch.tanh(h @ p.W + p.b)
+        if h.sum().item() > 0:
+            h = h * 0.5
+    return h, feats

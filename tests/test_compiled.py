@@ -17,7 +17,7 @@ from acrobat.cli import main
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.errors import AcrobatError
 from acrobat.models import get_model
-from acrobat.runtime.backend import get_backend
+from acrobat.runtime.backend import AUTO_ENV, get_backend
 from acrobat.runtime.compiled import kernel_listing
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -176,3 +176,40 @@ def test_strided_weights_get_their_own_kernels(dataset):
     assert column_major.stride() != params.fwd.U.stride()
     params.fwd.U = torch.nn.Parameter(column_major, requires_grad=False)
     torch.testing.assert_close(_run("birnn", batch, params, "compiled"), expected, **TOL)
+
+
+def test_auto_backend_eager_under_grad_compiled_otherwise(dataset, monkeypatch, capsys):
+    """backend="auto" (run's default): eager while autograd records, compiled kernels otherwise."""
+    monkeypatch.delenv(AUTO_ENV, raising=False)  # the suite's conftest makes auto eager
+    spec = get_model("treelstm")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    batch = spec.instances(dataset.trees)[:6]
+    grad = ab.RunStats()
+    out = spec.program.run(batch, params, stats=grad)  # grad mode on, parameters require grad
+    assert grad.backend == "eager"
+    sum(o[0].sum() for o in out).backward()  # autograd works through the batched run
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in params.parameters())
+    eager = [tuple(x.detach() for x in o) for o in out]
+    for ctx in (torch.no_grad, torch.inference_mode):
+        st = ab.RunStats()
+        with ctx():
+            got = spec.program.run(batch, params, stats=st)
+        assert st.backend == "compiled"
+        torch.testing.assert_close(got, eager, **TOL)
+    frozen = spec.make_params(len(dataset.vocab), HIDDEN, 0).requires_grad_(False)
+    st = ab.RunStats()
+    torch.testing.assert_close(spec.program.run(batch, frozen, stats=st), eager, **TOL)  # grad mode on, nothing to record
+    assert st.backend == "compiled" and "compiled backend" in st.report()
+
+
+def test_first_compiled_run_says_it_compiles(dataset, capsys):
+    spec = get_model("birnn")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    spec.program._batched.clear()  # a fresh compiled backend, as in a new process
+    batch = spec.instances(dataset.trees)[:3]
+    with torch.inference_mode():
+        spec.program.run(batch, params, backend="compiled")
+        first = capsys.readouterr().err
+        spec.program.run(batch, params, backend="compiled")
+    assert "compiling" in first and "static block(s) of birnn" in first and "first run only" in first
+    assert "static block(s) of" not in capsys.readouterr().err  # once (per-block compile lines may follow)

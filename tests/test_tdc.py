@@ -129,3 +129,18 @@ def test_a_fiber_that_can_never_resume_is_an_error_not_a_hang():
 
     with pytest.raises(ab.AcrobatError, match=r"instances \[0, 1\] wait .* can never resume"):
         sched.run(entry, 0, ["a", "b"], ())
+
+
+def test_hoisted_block_runs_once_per_run_on_fibers():
+    """A hoisted block (static depth) whose values no value read needs waits for every fiber's
+    nodes: one launch per run, not one per flush (§4.2, App. A.1)."""
+    insts = [[(i * 7 + j) % 10 for j in range(3 + i % 5)] for i in range(8)]
+    stats = check(tp.gated_steps, insts, P())
+    hoisted = [b for b in stats.blocks.values() if b.hoisted]
+    assert len(hoisted) == 1
+    assert hoisted[0].launches == 1 and hoisted[0].nodes == sum(map(len, insts))
+    twice = ab.RunStats()
+    with torch.no_grad():
+        tp.gated_steps.run(insts, P(), stats=twice)
+        tp.gated_steps.run(insts[:3], P(), stats=twice)
+    assert [b.launches for b in twice.blocks.values() if b.hoisted] == [2]  # once per run

@@ -331,7 +331,8 @@ class InterpretedProgram:
 
     def run(self, instances: Sequence, *shared: Any, stats: RunStats | None = None) -> list:
         c = self.lp.compiled
-        rt = Runtime(c.blocks, c.block_fns, self.kernels, c.prologue((None, *shared)), arena=self.backend.arena)
+        rt = Runtime(c.blocks, c.block_fns, self.kernels, c.prologue((None, *shared)), arena=self.backend.arena,
+                     threads=self.backend.threads)
         out = rt.run(Interpreter(self.lp).entry, c.base, instances, shared, c.result_kind,
                      fibers=bool(getattr(c, "needs_fibers", False)))
         if stats is not None:

@@ -26,11 +26,13 @@ ROWS = [("DFG construction", "construct_ms"), ("scheduling", "schedule_ms"), ("g
 
 @dataclass
 class Profile:
-    """Measured batches of one backend (after warm-up), and its warm-up figures."""
+    """Measured batches of one backend (after warm-up), their sum (``total``: the batching report,
+    which backend ran), its warm-up figures and the backend's own report."""
 
     backend: str
     batches: list[RunStats] = field(default_factory=list)
     warmup: RunStats = field(default_factory=RunStats)
+    total: RunStats = field(default_factory=RunStats)
     report: str = ""
 
     def median(self, attr: str) -> float:
@@ -55,7 +57,8 @@ def profile_backends(spec: ModelSpec, params: Any, warmup: Sequence[Sequence], b
                 st = RunStats()
                 spec.program.run(b, params, backend=name, stats=st, sync=sync)
                 prof.batches.append(st)
-            prof.report = spec.program.backend(name)[0].report()
+                prof.total.add(st)
+            prof.report = spec.program.backend(prof.total.backend or name)[0].report()
             out.append(prof)
     return out
 

@@ -8,22 +8,31 @@ one ``(B, ...)`` tensor per block output. Two backends exist:
 - ``eager``: ``torch.func.vmap`` run op by op by PyTorch, explicit gathers;
 - ``compiled``: one TorchInductor kernel per block with arena memory and
   profile-guided gather fusion (``acrobat.runtime.compiled``).
+
+``auto`` (the default of ``Program.run``) is no backend of its own: each
+run picks ``eager`` while autograd records (grad mode on and a shared
+value requires grad: training needs the out-of-place eager path), else
+``compiled`` (``choose_backend``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, Sequence
 
 import numpy as np
 import torch
+import torch.utils._pytree as pytree
 from torch.func import vmap
 
 from acrobat.analysis.lowered import Block
+from acrobat.codegen.modules import FORMS
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import Group, handle_matrix
 from acrobat.runtime.gather import gather, host_column
+from acrobat.runtime.threads import ThreadPolicy
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -45,6 +54,7 @@ class Backend(Protocol):
 
     name: str
     arena: Arena | None
+    threads: ThreadPolicy  # threads per launch, chosen per block (kept across runs)
 
     def kernel(self, block: Block, fn: Callable) -> BlockKernel:
         """The batched launch of ``block`` whose per-instance function is ``fn``."""
@@ -57,6 +67,11 @@ class Backend(Protocol):
     def exclusive(self) -> ContextManager[Any]:
         """A context held for a whole run: concurrent runs of one backend wait for each other
         where they share state (the compiled backend's arena), else a no-op."""
+        ...
+
+    def announce(self, program: str, n_blocks: int) -> None:
+        """Called at the start of every run of ``program`` (``n_blocks`` kernel blocks): a backend that
+        compiles says so on its first run (a progress line on stderr), else nothing."""
         ...
 
 
@@ -111,14 +126,21 @@ class EagerBackend:
     name = "eager"
     arena = None
 
+    def __init__(self) -> None:
+        self.threads = ThreadPolicy()
+
     def kernel(self, block: Block, fn: Callable) -> BlockKernel:
         return EagerKernel(block, fn)
 
     def report(self) -> str:
-        return ""
+        """The thread count of each block's launches (and what was measured)."""
+        return self.threads.report()
 
     def exclusive(self) -> ContextManager[Any]:
         return contextlib.nullcontext()  # each run's values live in its own Runtime: runs may overlap
+
+    def announce(self, program: str, n_blocks: int) -> None:
+        pass  # nothing to compile
 
 
 def _compiled(gather: str) -> Callable[[], Backend]:
@@ -136,6 +158,53 @@ BACKENDS: dict[str, Callable[[], Backend]] = {
     "compiled-explicit": _compiled("explicit"),
     "compiled-fused": _compiled("fused"),
 }
+
+
+AUTO = "auto"
+"""The backend name that picks one per run (``choose_backend``)."""
+BACKEND_NAMES = (AUTO, *BACKENDS)
+"""Every name ``Program.run(backend=...)`` and the command line take."""
+
+
+def records_grad(slots: Sequence[Any]) -> bool:
+    """Whether autograd records through a run over the shared values ``slots``: grad mode is on and a
+    shared tensor (a tensor, a module's parameter, a module form's tensor) requires grad."""
+    if not torch.is_grad_enabled():
+        return False
+    for v in slots:
+        if isinstance(v, torch.Tensor):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, torch.nn.Module):
+            if any(p.requires_grad for p in v.parameters()):
+                return True
+        elif isinstance(v, FORMS):
+            if any(isinstance(t, torch.Tensor) and t.requires_grad for t in pytree.tree_leaves(v)):
+                return True
+    return False
+
+
+AUTO_ENV = "ACROBAT_AUTO_BACKEND"
+"""Environment variable: the backend ``auto`` picks when autograd does not record (default ``compiled``;
+the test suite sets ``eager``, which compiles nothing)."""
+
+
+def choose_backend(name: str, slots: Sequence[Any]) -> str:
+    """The backend a run with ``backend=name`` uses: ``name`` itself, or for ``"auto"`` ``"eager"`` when
+    autograd records through the shared values ``slots`` (``records_grad``), else ``"compiled"``
+    (or the backend named by ``$ACROBAT_AUTO_BACKEND``).
+
+    Per-instance tensors are not looked at: a model whose instances hold tensors that require grad
+    (and no shared one does) should pass ``backend="eager"`` for training.
+    """
+    if name != AUTO:
+        return name
+    if records_grad(slots):
+        return "eager"
+    fast = os.environ.get(AUTO_ENV) or "compiled"
+    if fast not in BACKENDS:
+        raise ValueError(f"${AUTO_ENV}={fast!r} names no backend; available: {', '.join(BACKENDS)}")
+    return fast
 
 
 def get_backend(name: str) -> Backend:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import statistics
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ import torch.utils._pytree as pytree
 from torch._inductor.graph import GraphLowering
 
 from acrobat.analysis.lowered import Block
+from acrobat.cachedir import inductor_dir
 from acrobat.codegen.kernels import RowSpec, trace_block
 from acrobat.codegen.modules import FORMS, flatten_forms
 from acrobat.errors import AcrobatError
@@ -47,6 +49,7 @@ from acrobat.runtime.arena import Arena, Pool
 from acrobat.runtime.backend import columns
 from acrobat.runtime.dfg import POOL_SHIFT, Group
 from acrobat.runtime.gather import gather, select_rows
+from acrobat.runtime.threads import ThreadPolicy
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -101,6 +104,7 @@ class CompiledKernel:
         shared = rt.shared[self.block.id]
         shared_sig, flat_shared = self._shared_signature(rt, shared)
         t0 = time.perf_counter()
+        compile_ms = rt.stats.compile_ms  # a compile in this launch counts as compiling, not gathering
         n = g.size()
         handles, hosts = columns(g, rt.device)
         specs = self._specs(handles, hosts, rt)
@@ -116,7 +120,7 @@ class CompiledKernel:
         if rt.sync:
             torch.cuda.synchronize()
         t2 = time.perf_counter()
-        rt.stats.gather_ms += (t1 - t0) * 1e3
+        rt.stats.gather_ms += (t1 - t0) * 1e3 - (rt.stats.compile_ms - compile_ms)
         rt.stats.kernel_ms += (t2 - t1) * 1e3
         if variant.first_run != rt.serial and self.choice is None and handles is not None:
             mode = "fused" if fused else "explicit"
@@ -307,10 +311,25 @@ class CompiledBackend:
         self.arena = Arena()
         self.kernels: list[CompiledKernel] = []
         self._lock = threading.Lock()
+        self._announced = False
+        self.threads = ThreadPolicy()
 
     def exclusive(self) -> ContextManager[Any]:
         """Held for a whole run: runs share the arena (overwritten by each run) and the gather probes."""
         return self._lock
+
+    def announce(self, program: str, n_blocks: int) -> None:
+        """On this backend's first run: "compiling N static blocks of PROGRAM ..." on stderr (through the
+        ``acrobat`` logger when it has a handler, as under the command line's progress bars)."""
+        if self._announced:
+            return
+        self._announced = True
+        msg = (f"compiling {n_blocks} static block(s) of {program} with TorchInductor ... "
+               f"(first run only; cached in {inductor_dir()})")
+        if log.isEnabledFor(logging.INFO) and log.hasHandlers():
+            log.info(msg)
+        else:
+            print(f"[acrobat] {msg}", file=sys.stderr, flush=True)
 
     def kernel(self, block: Block, fn: Callable) -> CompiledKernel:
         k = CompiledKernel(self, block, fn)
@@ -318,7 +337,8 @@ class CompiledBackend:
         return k
 
     def report(self) -> str:
-        """Per block: compiled variants, launches and the gather mode in use; then the arena's size."""
+        """Per block: compiled variants, launches and the gather mode in use; then the arena's size;
+        then each block's threads per launch."""
         lines = [f"{'block':<34} {'kernels':>7} {'launches':>9}  gather"]
         for k in self.kernels:
             if not k.variants:
@@ -336,7 +356,8 @@ class CompiledBackend:
             lines.append(f"{k.block.name:<34} {len(k.variants):>7} {launches:>9}  {how}")
         lines.append(f"arena: {self.arena.nbytes / 2 ** 20:.1f} MiB in {len(self.arena.pools)} pool(s), "
                      f"{self.arena.growths} allocation(s)")
-        return "\n".join(lines)
+        threads = self.threads.report()
+        return "\n".join(lines + ([threads] if threads else []))
 
 
 def kernel_listing(backend: CompiledBackend) -> str:

@@ -17,6 +17,7 @@ import time
 import traceback
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
@@ -29,10 +30,11 @@ from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
-from acrobat.runtime.dfg import OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTable, handle_matrix
+from acrobat.runtime.dfg import OUTPUT_STEP, ROW_BITS, ROW_MASK, Group, Handle, ValueTable, handle_matrix
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.stats import BlockStats, RunStats
+from acrobat.runtime.threads import ThreadPolicy
 
 
 _SERIALS = itertools.count(1)
@@ -46,10 +48,13 @@ class Runtime:
     run's shared values (read by the skeleton as ``_S``). With an
     ``arena``, block outputs live in its pools and results are copied out
     at the end of the run. ``device`` defaults to the first shared tensor's.
+    ``threads`` (the backend's, kept across runs) runs each launch on 1 CPU
+    thread or all, per block (``acrobat.runtime.threads``); None: torch's setting.
     """
 
     def __init__(self, blocks: dict[int, Block], fns: dict[int, Callable], kernels: dict[int, BlockKernel],
-                 slots: list, arena: Arena | None = None, device: torch.device | None = None):
+                 slots: list, arena: Arena | None = None, device: torch.device | None = None,
+                 threads: ThreadPolicy | None = None):
         self.serial = next(_SERIALS)  # unique per run (``id`` may be reused by a later run)
         self.blocks = blocks
         self.fns = fns
@@ -57,6 +62,7 @@ class Runtime:
         self.shared = {bid: [slots[p.slot] for p in b.shared_params] for bid, b in blocks.items()}
         self.kernels = kernels
         self.arena = arena
+        self.threads = threads
         self.device = device if device is not None else _device_of(slots)
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
         self.table = ValueTable(max((b.n_outputs for b in blocks.values()), default=1))
@@ -205,6 +211,7 @@ class Runtime:
             self.scheduler = None
         s = self.stats
         s.instances = len(instances)
+        s.runs = 1
         s.total_ms = (t1 - t0) * 1e3
         s.construct_ms = s.total_ms - self.exec_ms
         s.schedule_ms = self.exec_ms - s.kernel_ms - s.gather_ms - s.compile_ms
@@ -214,18 +221,46 @@ class Runtime:
         """Execute pending groups in (phase, depth, block) order: all, or those with keys up to ``upto``.
 
         Groups past ``upto`` stay pending, so nodes other fibers add at
-        their depths later still join them (a partial flush, §4.2).
+        their depths later still join them (a partial flush, §4.2). In a
+        partial flush, hoisted groups (static depth, App. A.1) run only when
+        the flush needs their values (``upto`` itself, or an input of a group
+        that runs); the others stay pending, so the nodes later steps of
+        every fiber add at the same static depth join them: one launch per
+        run instead of one per flush.
         """
         t0 = time.perf_counter()
-        for key in sorted(self.groups):
-            if upto is not None and key > upto:
-                break
+        keys = [k for k in sorted(self.groups) if upto is None or k <= upto]
+        if upto is not None:
+            keys = self._needed(keys, upto)
+        for key in keys:
             g = self.groups.pop(key)
             if self.trace is not None:
                 self.trace.extend((inst, g.block.name, g.phase, g.depth) for inst in g.insts)  # type: ignore[union-attr]
             self.run_group(g)
             self.stats.phases = max(self.stats.phases, g.phase + 1)
         self.exec_ms += (time.perf_counter() - t0) * 1e3
+
+    def _needed(self, keys: list[tuple[int, int, int]], upto: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+        """Of the pending ``keys`` (sorted, all up to ``upto``), those a partial flush runs: every
+        inline group, ``upto``, and the hoisted groups whose outputs they read, directly or through
+        other hoisted groups (a group's inputs always have smaller keys, so one backward pass finds them)."""
+        groups = self.groups
+        hoisted = {groups[k].gid for k in keys if k != upto and groups[k].block.sdepth is not None}  # type: ignore[union-attr]
+        if not hoisted:
+            return keys
+        shift = ROW_BITS + self.table.kbits
+        needed: set[int] = set()
+        run: list[tuple[int, int, int]] = []
+        for key in reversed(keys):
+            g = groups[key]
+            if g.gid in hoisted and g.gid not in needed:
+                continue  # not needed yet: more nodes may join it
+            run.append(key)
+            if g.tensors:
+                srcs = np.unique(np.frombuffer(g.tensors, dtype=np.int64) >> shift)
+                needed.update(gid for gid in srcs.tolist() if gid in hoisted)
+        run.reverse()
+        return run
 
     def run_group(self, g: Group) -> None:
         """Run one group as one batched call of its block: gather, call, keep the (B, ...) outputs."""
@@ -235,7 +270,11 @@ class Runtime:
             raise BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most {ROW_MASK} "
                              "are supported; run smaller batches")
         try:
-            outs = self.kernels[block.id](g, self)
+            if self.threads is None:
+                outs = self.kernels[block.id](g, self)
+            else:
+                with self.threads.launch(block.id, block.name, self.device, g.size(), self.stats):
+                    outs = self.kernels[block.id](g, self)
         except AcrobatError:
             raise
         except Exception as exc:  # a failing operator: find the instance and the source line

@@ -6,6 +6,9 @@ every fiber is blocked, at a phase barrier or done, the runtime executes the
 DFG built so far (batched across all fibers) and resumes the blocked ones.
 Independent calls (``acrobat.concurrent``) run as child fibers (fork-join),
 so the subtrees of one instance keep batching while one of them waits.
+A flush runs only up to the earliest awaited group, and of the hoisted
+(static-depth) groups only those it needs (``Runtime.flush``): the others
+wait for every fiber's nodes, one launch per run.
 """
 
 from __future__ import annotations

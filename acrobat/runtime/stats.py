@@ -31,7 +31,9 @@ class RunStats:
     inside), ``kernel_launches`` their number. ``compile_ms`` is time spent
     tracing and compiling kernels (first batches only), ``compiles`` how
     many kernels were compiled. ``overhead_ms`` is everything but kernels
-    and compiles.
+    and compiles. ``runs`` counts the batched runs added up here (1 for
+    one run), ``backend`` names the kernel backend that ran them (the one
+    ``backend="auto"`` picked; several joined by ``+`` if they differ).
     """
 
     instances: int = 0
@@ -45,7 +47,12 @@ class RunStats:
     compile_ms: float = 0.0
     compiles: int = 0
     total_ms: float = 0.0
+    runs: int = 0
+    backend: str = ""
     blocks: dict[int, BlockStats] = field(default_factory=dict)
+
+    LOW_BATCH = 0.25
+    """``report()`` flags a block whose mean batch is below this share of the mean batch size (instances per run)."""
 
     @property
     def run_ms(self) -> float:
@@ -60,19 +67,40 @@ class RunStats:
     def add(self, other: "RunStats") -> None:
         """Accumulate another run's figures into this one."""
         for name in ("instances", "dfg_nodes", "kernel_launches", "construct_ms", "schedule_ms", "gather_ms", "kernel_ms",
-                     "compile_ms", "compiles", "total_ms"):
+                     "compile_ms", "compiles", "total_ms", "runs"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.backend and other.backend not in self.backend.split("+"):
+            self.backend = f"{self.backend}+{other.backend}" if self.backend else other.backend
         self.phases = max(self.phases, other.phases)
         for bid, b in other.blocks.items():
             mine = self.blocks.setdefault(bid, BlockStats(b.name, hoisted=b.hoisted))
             mine.launches += b.launches
             mine.nodes += b.nodes
 
+    @property
+    def batch_size(self) -> float:
+        """Instances per run (the mini-batch size; a mean over the runs added up here)."""
+        return self.instances / self.runs if self.runs else float(self.instances)
+
+    def low_batch(self, b: BlockStats) -> bool:
+        """Whether block ``b`` batched poorly: its mean batch is below ``LOW_BATCH`` of the batch size."""
+        return b.launches > 0 and b.mean_batch < self.LOW_BATCH * self.batch_size
+
     def report(self) -> str:
-        """A readable batching report: one line per block."""
-        lines = [f"{self.dfg_nodes} DFG nodes in {self.kernel_launches} batched launches, {self.phases} program phase(s)",
+        """A readable batching report: one line per block (launches, DFG nodes, mean batch = nodes per
+        launch), blocks whose mean batch fell below ``LOW_BATCH`` of the batch size flagged with ``!``."""
+        on = f", {self.backend} backend" if self.backend else ""
+        lines = [f"{self.dfg_nodes} DFG nodes in {self.kernel_launches} batched launches, {self.phases} program "
+                 f"phase(s){on}; batch size {self.batch_size:.0f}",
                  f"{'block':<34} {'launches':>9} {'nodes':>8} {'mean batch':>11}  depth"]
+        low = 0
         for b in sorted(self.blocks.values(), key=lambda b: -b.nodes):
-            lines.append(f"{b.name:<34} {b.launches:>9} {b.nodes:>8} {b.mean_batch:>11.1f}  "
+            flag = self.low_batch(b)
+            low += flag
+            lines.append(f"{b.name:<34} {b.launches:>9} {b.nodes:>8} {b.mean_batch:>11.1f}{'!' if flag else ' '} "
                          f"{'hoisted (static)' if b.hoisted else 'inline'}")
+        if low:
+            lines.append(f"! {low} block(s) with a mean batch below {self.LOW_BATCH:.0%} of the batch size: their "
+                         "launches are mostly per-instance work (value reads that split the batch, §4.2, or "
+                         "control flow that ghost operators could not line up)")
         return "\n".join(lines)

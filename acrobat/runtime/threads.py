@@ -1,0 +1,149 @@
+"""Threads per launch: each static block runs on 1 CPU thread or on all, chosen by measurement.
+
+A batched launch of a tiny block (8 rows of a 32-wide RNN cell) is a few
+µs of work; run on torch's OpenMP pool it pays a fork/join on every call,
+and on a machine whose cores are busy with other processes that join waits
+for a descheduled worker: on a shared 2-core machine a 4.6 µs launch took
+24 ms at 2 threads (``scripts/threads_per_launch.py``). Large launches gain
+from the pool (a (1024, 512) matmul: 0.52 of the 1-thread time at 2 threads).
+The kernel row of Table 6 is only small next to the runtime when each
+launch runs at the thread count that suits it.
+
+``ThreadPolicy`` picks per block, as the compiled backend picks gathers
+(App. C.1): a block's first ``PROBE_LAUNCHES`` launches at each setting, by
+turns (1 thread, all threads, ...), are timed (gather + kernel, µs per
+batched row); then it keeps all threads only if their median is clearly
+faster (``MARGIN``), else 1. ``torch.set_num_threads`` costs
+about 0.1 µs, so it is set around each launch that needs another count
+than the process's; TorchInductor's CPU kernels (``#pragma omp parallel``
+with no fixed count) and ATen's GEMMs both follow it. Launches that
+compiled a kernel are not timed. Only CPU launches are governed (a CUDA
+launch's host thread count is not its speed).
+
+``$ACROBAT_LAUNCH_THREADS``: ``auto`` (default, as above), ``all`` (never
+change torch's setting) or ``1`` (every launch single-threaded).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+
+from acrobat.runtime.stats import RunStats
+
+PROBE_LAUNCHES = 8
+"""Timed launches per thread setting before a block's choice."""
+MARGIN = 0.8
+"""All threads are kept only when they take at most this share of the 1-thread time: the risks are not
+alike (at worst 1 thread halves a large launch's speed on 2 cores; a pool on busy cores made a tiny
+launch 1000x slower), and near-equal medians mean the pool buys nothing."""
+MODES = ("auto", "all", "1")
+ENV = "ACROBAT_LAUNCH_THREADS"
+
+
+@dataclass
+class BlockThreads:
+    """One block's thread choice: samples (µs per row) per thread count, then the count kept."""
+
+    name: str
+    samples: dict[int, list[float]] = field(default_factory=dict)  # threads -> µs per batched row, per launch
+    choice: int | None = None
+    turn: int = 0  # launches so far (probing alternates by launch)
+
+    def us_per_row(self, threads: int) -> float:
+        """Median µs per batched row of the launches timed at ``threads`` threads (0.0 if none)."""
+        s = self.samples.get(threads)
+        return statistics.median(s) if s else 0.0
+
+
+class ThreadPolicy:
+    """Per static block: run its launches single-threaded or on torch's whole pool (module docstring).
+
+    ``mode`` is ``"auto"`` (measure, then choose), ``"all"`` (leave torch's
+    thread count alone) or ``"1"``; by default ``$ACROBAT_LAUNCH_THREADS``,
+    else ``"auto"``.
+
+    Raises:
+        ValueError: unknown mode.
+    """
+
+    def __init__(self, mode: str | None = None):
+        mode = mode or os.environ.get(ENV) or "auto"
+        if mode not in MODES:
+            raise ValueError(f"unknown launch-threads mode {mode!r} (${ENV}); choose one of {', '.join(MODES)}")
+        self.mode = mode
+        self.blocks: dict[int, BlockThreads] = {}
+
+    def threads_for(self, bid: int, name: str, pool: int) -> int:
+        """How many threads the next launch of block ``bid`` runs on, with ``pool`` threads in torch's pool."""
+        if self.mode == "all" or pool <= 1:
+            return pool
+        if self.mode == "1":
+            return 1
+        b = self.blocks.get(bid)
+        if b is None:
+            b = self.blocks[bid] = BlockThreads(name)
+        if b.choice is not None:
+            return 1 if b.choice == 1 else pool
+        b.turn += 1
+        return 1 if b.turn % 2 else pool
+
+    def record(self, bid: int, threads: int, us: float, rows: int) -> None:
+        """A timed launch of block ``bid``: ``us`` µs for ``rows`` batched rows at ``threads`` threads;
+        once both settings have ``PROBE_LAUNCHES`` samples, keep the faster."""
+        b = self.blocks.get(bid)
+        if b is None or b.choice is not None:
+            return
+        b.samples.setdefault(threads, []).append(us / max(rows, 1))
+        if len(b.samples) == 2 and min(map(len, b.samples.values())) >= PROBE_LAUNCHES:
+            many = max(b.samples)
+            b.choice = many if b.us_per_row(many) <= MARGIN * b.us_per_row(1) else 1
+
+    @contextmanager
+    def launch(self, bid: int, name: str, device: torch.device, rows: int, stats: RunStats) -> Iterator[None]:
+        """Run one launch of block ``bid`` (``rows`` batched rows) at its thread count and time it.
+
+        ``stats`` are the run's: a launch that compiled a kernel (``stats.compiles`` grew) is not a sample.
+        """
+        pool = torch.get_num_threads()
+        if device.type != "cpu" or self.mode == "all" or pool <= 1:
+            yield
+            return
+        n = self.threads_for(bid, name, pool)
+        compiles = stats.compiles
+        if n != pool:
+            torch.set_num_threads(n)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            us = (time.perf_counter() - t0) * 1e6
+            if n != pool:
+                torch.set_num_threads(pool)
+        if stats.compiles == compiles:
+            self.record(bid, n, us, rows)
+
+    def report(self) -> str:
+        """Per block: the thread count its launches run at and why (measured µs per row at 1 and all)."""
+        if self.mode != "auto":
+            return f"threads per launch: {self.mode} ({'forced' if os.environ.get(ENV) else 'set'} by ${ENV})"
+        if not self.blocks:
+            return ""
+        pool = torch.get_num_threads()
+        lines = [f"{'block':<34} threads per launch (of {pool})"]
+        for b in self.blocks.values():
+            many = next((t for t in b.samples if t != 1), pool)
+            measured = (f"1 thread {b.us_per_row(1):.2f} µs/row, {many} threads {b.us_per_row(many):.2f} µs/row"
+                        if len(b.samples) == 2 else "")
+            if b.choice is None:
+                how = f"probing ({b.turn} launches){': ' + measured if measured else ''}"
+            else:
+                how = f"{b.choice} (measured: {measured})"
+            lines.append(f"{b.name:<34} {how}")
+        return "\n".join(lines)
