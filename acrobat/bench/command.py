@@ -27,7 +27,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     bench = sub.add_parser(
         "bench", help="time acrobat against its baselines and its own ablations, side by side",
         description="Time every available system on identical inputs and weights; check outputs first; write "
-                    "bench.json, bench.md and PNG plots to --out.")
+                    "bench.json, bench.md and PNG plots to --out. The user-style models of examples/ (launches and "
+                    "speed against a per-instance loop) run with `acrobat examples`.")
     bench.add_argument("models", nargs="*", choices=[[]] + list(MODELS), metavar="MODEL",
                        help=f"models to run (default: all of {', '.join(MODELS)})")
     bench.add_argument("--sizes", help=f"comma-separated model sizes (default {FULL['sizes']}; --quick: small)")
