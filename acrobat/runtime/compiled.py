@@ -61,7 +61,7 @@ from torch._inductor.output_code import CompiledFxGraph
 
 from acrobat.analysis.lowered import Block
 from acrobat.cachedir import inductor_dir
-from acrobat.codegen.kernels import RowSpec, trace_block
+from acrobat.codegen.kernels import KernelGraph, RowSpec, trace_block
 from acrobat.codegen.modules import FORMS, flatten_forms
 from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena, Pool
@@ -275,29 +275,10 @@ class CompiledKernel:
         """Trace the variant for ``key`` and compile it with TorchInductor (or load it from the disk cache)."""
         t0 = time.perf_counter()
         log.info("compiling block %s (%s gather) ...", self.block.name, "fused" if fused else "explicit")
-        code: list[str] = []
-        compiled: list[CompiledFxGraph] = []
         # Tracing (torch.fx's patcher) and Inductor's hooks are process-global: one compile at a time.
         with _COMPILE_LOCK:
             graph = trace_block(self.block, self.fn, in_rows, shared, fused, rt.device)
-            before = GraphLowering.save_output_code, CompiledFxGraph.post_compile
-            GraphLowering.save_output_code = code.append  # Inductor's hook, called on fresh compiles and cache hits
-
-            def post_compile(self: CompiledFxGraph, *args: Any, **kwargs: Any) -> None:  # fresh compiles and cache hits
-                before[1](self, *args, **kwargs)
-                compiled.append(self)
-
-            CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
-            try:
-                # An inference graph: no autograd bookkeeping in the kernel's wrapper. Without per-call size
-                # asserts: the key fixes the shared arguments' strides, and every batched input, index and
-                # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
-                patch = {"size_asserts": False, "cpp_wrapper": self.backend.wrapper == "cpp"}
-                with torch.no_grad(), torch._inductor.config.patch(patch):
-                    wrapped = torch._inductor.compile(graph.gm, graph.example_inputs)
-            finally:
-                GraphLowering.save_output_code, CompiledFxGraph.post_compile = before
-        fn = _direct_call(compiled, wrapped)
+            fn, code = compile_graph(graph, self.backend.wrapper)
         tensor_slots = [slot for slot, p in zip(graph.in_slots, self.block.batched_params) if p.role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code,
@@ -305,6 +286,32 @@ class CompiledKernel:
         rt.stats.compiles += 1
         rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
         return variant
+
+
+def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str]]:
+    """``graph`` compiled by TorchInductor with ``wrapper`` (see ``WRAPPERS``), or loaded from its disk cache:
+    a boxed call of the kernel (``fn(list of the arguments' leaves)``, see ``_direct_call``) and the
+    generated wrapper module's source. Callers hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
+    code: list[str] = []
+    compiled: list[CompiledFxGraph] = []
+    before = GraphLowering.save_output_code, CompiledFxGraph.post_compile
+    GraphLowering.save_output_code = code.append  # Inductor's hook, called on fresh compiles and cache hits
+
+    def post_compile(self: CompiledFxGraph, *args: Any, **kwargs: Any) -> None:  # fresh compiles and cache hits
+        before[1](self, *args, **kwargs)
+        compiled.append(self)
+
+    CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
+    try:
+        # An inference graph: no autograd bookkeeping in the kernel's wrapper. Without per-call size
+        # asserts: the key fixes the shared arguments' strides, and every batched input, index and
+        # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
+        patch = {"size_asserts": False, "cpp_wrapper": wrapper == "cpp"}
+        with torch.no_grad(), torch._inductor.config.patch(patch):
+            wrapped = torch._inductor.compile(graph.gm, graph.example_inputs)
+    finally:
+        GraphLowering.save_output_code, CompiledFxGraph.post_compile = before
+    return _direct_call(compiled, wrapped), code
 
 
 def _direct_call(compiled: list[CompiledFxGraph], wrapped: Callable) -> Callable:
