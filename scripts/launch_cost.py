@@ -102,7 +102,7 @@ def aoti_calls(graph: Any, args: list) -> dict[str, Callable[[], Any]]:
             return self.gm(*xs)
 
     with torch.no_grad():
-        ep = export(Block(), tuple(args), dynamic_shapes=tuple(dyn), strict=False)
+        ep = export(Block(), tuple(args), dynamic_shapes=(tuple(dyn),), strict=False)
         path = tempfile.mkdtemp(prefix="acrobat-aoti-") + "/block.pt2"
         pkg = torch._inductor.aoti_compile_and_package(ep, package_path=path)
     model = torch._inductor.aoti_load_package(pkg)
