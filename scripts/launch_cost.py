@@ -118,10 +118,10 @@ def _batch_symbol(fake: list) -> Any:
 
 
 def tiny_block(aoti: bool) -> None:
-    from acrobat.codegen.kernels import KernelGraph, RowSpec, _retrace_symbolic
-    from torch.fx.experimental.proxy_tensor import make_fx
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from acrobat.codegen.kernels import BATCH_MARK
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from acrobat.codegen.kernels import BATCH_MARK, KernelGraph, RowSpec, _retrace_symbolic, _symbolize_batch
 
     def kernel(x: torch.Tensor, out: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple:
         out.copy_(torch.tanh(x @ w + b))
@@ -131,7 +131,6 @@ def tiny_block(aoti: bool) -> None:
     with FakeTensorMode():
         marks = [torch.empty(BATCH_MARK, 32), torch.empty(BATCH_MARK, 32)]
         gm = make_fx(kernel)(*marks, torch.empty(32, 32), torch.empty(32))
-    from acrobat.codegen.kernels import _symbolize_batch
     _symbolize_batch(gm, 0)
     gm, example = _retrace_symbolic(gm, marks, [w, b])
     graph = KernelGraph(gm, [RowSpec((32,), torch.float32)], [], [None], example)
@@ -164,7 +163,6 @@ def model_blocks(name: str, batch_size: int, hidden: int, aoti: bool) -> None:
     from acrobat.runtime.stats import RunStats
 
     graphs: dict[int, Any] = {}  # id of the variant's fn -> its traced graph
-    real_trace = compiled.trace_block
     real_compile = compiled.compile_graph
 
     def record_compile(graph: Any, wrapper: str) -> tuple[Callable, list[str]]:
@@ -184,7 +182,6 @@ def model_blocks(name: str, batch_size: int, hidden: int, aoti: bool) -> None:
                 spec.program.run(batch, params, backend="compiled")
     finally:
         compiled.compile_graph = real_compile
-        compiled.trace_block = real_trace
 
     # one launch's arguments per variant in use
     recorded: dict[int, list] = {}
@@ -209,7 +206,6 @@ def model_blocks(name: str, batch_size: int, hidden: int, aoti: bool) -> None:
             graph = graphs[id(v.fn)]
             args = recorded[id(v)]
             fns, failed = variants(graph, args, aoti)
-            rows = next((a.shape[0] for a in args if isinstance(a, torch.Tensor) and a.dim()), 0)
             leaves = sum(isinstance(a, torch.Tensor) for a in args)
             show(f"{name} {k.block.name} ({leaves} tensors)", median_us(fns, rounds=9, calls=100), failed)
             with compiled._COMPILE_LOCK, torch._inductor.config.patch(size_asserts=False):
