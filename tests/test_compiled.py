@@ -18,7 +18,7 @@ from acrobat.data.synthetic import synthetic_trees
 from acrobat.errors import AcrobatError
 from acrobat.models import get_model
 from acrobat.runtime.backend import AUTO_ENV, get_backend
-from acrobat.runtime.compiled import kernel_listing
+from acrobat.runtime.compiled import WRAPPER_ENV, WRAPPERS, kernel_listing
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
 HIDDEN = 32
@@ -213,3 +213,30 @@ def test_first_compiled_run_says_it_compiles(dataset, capsys):
         spec.program.run(batch, params, backend="compiled")
     assert "compiling" in first and "static block(s) of birnn" in first and "first run only" in first
     assert "static block(s) of" not in capsys.readouterr().err  # once (per-block compile lines may follow)
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_kernels_called_through_inductors_own_call(dataset, monkeypatch, wrapper):
+    """Every kernel is Inductor's generated ``call`` (Python or C++ wrapper), not wrapped in AOTAutograd's
+    runtime wrappers, and still stores its outputs into the arena rows: results equal eager."""
+    monkeypatch.setenv(WRAPPER_ENV, wrapper)
+    spec = get_model("birnn")
+    params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
+    instances = spec.instances(dataset.trees)
+    spec.program._batched.clear()  # a fresh compiled backend, made with this wrapper
+    try:
+        for batch in (instances[:9], instances[9:10], instances[:9]):
+            torch.testing.assert_close(_run("birnn", batch, params, "compiled"), _run("birnn", batch, params, "eager"),
+                                       **TOL)
+        be = spec.program.backend("compiled")[0]
+        assert be.wrapper == wrapper
+        fns = [v.fn for k in be.kernels for v in k.variants.values()]
+        assert fns and not [f for f in fns if "_direct_call" in f.__qualname__]
+    finally:
+        spec.program._batched.clear()
+
+
+def test_unknown_kernel_wrapper_is_rejected(monkeypatch):
+    monkeypatch.setenv(WRAPPER_ENV, "aoti")
+    with pytest.raises(AcrobatError, match=WRAPPER_ENV):
+        get_backend("compiled")

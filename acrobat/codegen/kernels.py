@@ -74,7 +74,8 @@ class KernelGraph:
     """A block's batched computation, traced for one argument signature.
 
     ``gm(*storages, *inputs, *outs, *shared)`` (``shared`` flattened by
-    ``flatten_forms``: module forms as their tensors) returns nothing: it writes
+    ``flatten_forms``: module forms as their tensors, then all arguments
+    into their pytree leaves) returns nothing: it writes
     output ``k`` into ``outs[k]``, ``(B, *out_rows[k].shape)``.
     ``storages[j]`` holds rows of spec ``storage_rows[j]``. ``inputs`` are
     per batched parameter one ``(B, ...)`` tensor (explicit gather; host
@@ -86,7 +87,7 @@ class KernelGraph:
     out_rows: list[RowSpec]
     storage_rows: list[RowSpec]
     in_slots: list[int | None]  # per batched parameter: the storage its fused gather reads, or None
-    example_inputs: list[Any]  # fake tensors, dim 0 of batched inputs symbolic: what the compiler specializes on
+    example_inputs: list[Any]  # fake tensors (and leaves of shared arguments), dim 0 of batched inputs symbolic: what the compiler specializes on
 
 
 def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: Sequence[Any],
@@ -140,7 +141,7 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
 
 
 def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Sequence[Any]) -> tuple[GraphModule, list]:
-    """``gm`` traced again with symbolic dim 0 (others static); and those inputs.
+    """``gm`` traced again with symbolic dim 0 (others static), taking its inputs' pytree leaves; and those leaves.
 
     Every ``(B, ...)`` input shares one batch-size symbol, so the compiler
     knows their loops have one range and can fuse them (output stores
@@ -159,7 +160,12 @@ def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Seque
             rows = batch if t.shape[0] == BATCH_MARK else symbol(HINT_ROWS, f"storage{i}")
             fake.append(torch.empty((rows, *t.shape[1:]), dtype=t.dtype, device=t.device))
         fake += _stand_ins(shared)
-        return make_fx(gm)(*fake), fake
+        gm = make_fx(gm)(*fake)
+    # The kernel takes the pytree leaves of its arguments (a module form's settings are leaves too): what
+    # Inductor's compiled ``call`` takes, and what its C++ wrapper matches the graph's placeholders with.
+    gm.graph._codegen = torch.fx.graph.CodeGen()
+    gm.recompile()
+    return gm, pytree.tree_leaves(fake)
 
 
 def _stand_ins(values: Sequence[Any]) -> list[Any]:

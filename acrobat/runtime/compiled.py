@@ -17,15 +17,33 @@ turns (the run that compiled a variant not counted), and keeps the faster
 (profile-guided, App. C.1); ``report()`` says what was picked. Kernels store their outputs straight into the arena rows
 allocated for the launch (no copy after the kernel).
 
+Each launch calls Inductor's generated ``call`` directly (the compiled
+graph's ``current_callable``), not the callable ``torch._inductor.compile``
+returns: that one wraps it in AOTAutograd's runtime wrappers (grad-mode
+switches, version counter bumps, Dynamo's disable decorator), about 4.5 µs
+a launch of a tiny block, half the launch (``scripts/launch_cost.py``).
+Skipping them is sound because the graph returns nothing and keeps its
+output stores (``copy_`` into arena rows) in the graph; a compiled graph
+that returns something (AOTAutograd would apply some mutation after it)
+is called through the wrappers instead.
+
+``$ACROBAT_KERNEL_WRAPPER`` picks what ``call`` is: ``python`` (default,
+Inductor's Python wrapper around the kernels) or ``cpp`` (Inductor's
+``cpp_wrapper``: the schedule compiled into C++, called through one
+pybind entry). Both cost about the same per launch on the CPU; see
+BENCHMARKS.md ("Kernel call cost by wrapper").
+
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
 ``acrobat.cachedir.cache_dir()/inductor`` (``$ACROBAT_CACHE_DIR`` or
-``~/.cache/acrobat``).
+``~/.cache/acrobat``); its key includes Inductor's config, so the two
+wrappers' kernels are cached apart.
 The backend runs inference only: the arena is overwritten by the next run.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import statistics
 import sys
@@ -39,10 +57,11 @@ import torch
 import torch._inductor
 import torch.utils._pytree as pytree
 from torch._inductor.graph import GraphLowering
+from torch._inductor.output_code import CompiledFxGraph
 
 from acrobat.analysis.lowered import Block
 from acrobat.cachedir import inductor_dir
-from acrobat.codegen.kernels import RowSpec, trace_block
+from acrobat.codegen.kernels import KernelGraph, RowSpec, trace_block
 from acrobat.codegen.modules import FORMS, flatten_forms
 from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena, Pool
@@ -59,6 +78,20 @@ _COMPILE_LOCK = threading.Lock()  # kernel tracing and compiling are not thread-
 
 PROBE_RUNS = 6  # runs per gather mode a block is timed in before its choice (after the run that compiled it)
 GATHER_MODES = ("auto", "explicit", "fused")
+WRAPPER_ENV = "ACROBAT_KERNEL_WRAPPER"
+WRAPPERS = ("python", "cpp")  # Inductor's Python wrapper, or its cpp_wrapper
+
+
+def kernel_wrapper() -> str:
+    """The wrapper kernels are compiled with: ``$ACROBAT_KERNEL_WRAPPER`` (default ``python``).
+
+    Raises:
+        AcrobatError: an unknown wrapper named.
+    """
+    name = os.environ.get(WRAPPER_ENV, "python") or "python"
+    if name not in WRAPPERS:
+        raise AcrobatError(f"${WRAPPER_ENV}={name!r}: choose one of {', '.join(WRAPPERS)}")
+    return name
 
 
 @dataclass
@@ -68,7 +101,7 @@ class Variant:
     out_rows: list[RowSpec]  # per block output: its per-instance shape and dtype
     storage_rows: list[RowSpec]  # the arena storages the kernel's fused gathers read, by row spec
     in_slots: list[int | None]
-    fn: Callable
+    fn: Callable  # fn([*inputs, *outs, *shared]): Inductor's boxed call (it empties the list)
     code: list[str] = field(default_factory=list)  # Inductor's generated wrapper module(s)
     launches: int = 0
     first_run: int = 0  # serial of the run it was compiled in (its launches there are not profiled)
@@ -116,7 +149,9 @@ class CompiledKernel:
         outs = [pool.storage[start:start + rows] for pool, start in places]
         args = self._arguments(variant, handles, located, hosts, specs, n, rt)
         t1 = time.perf_counter()
-        variant.fn(*args, *outs, *flat_shared)
+        args += outs
+        args += flat_shared
+        variant.fn(args)
         if rt.sync:
             torch.cuda.synchronize()
         t2 = time.perf_counter()
@@ -135,14 +170,16 @@ class CompiledKernel:
     # -- pieces --------------------------------------------------------------
     def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> tuple[int, list]:
         """An id of the shapes, strides and dtypes of this run's shared arguments (one per distinct
-        signature), and the arguments as the kernel takes them (module forms flattened into their tensors)."""
+        signature), and the arguments as the kernel takes them (module forms flattened into their
+        tensors, then everything into pytree leaves)."""
         if self._shared[0] != rt.serial:
             flat, _ = flatten_forms(shared)
             if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in flat):
                 raise AcrobatError("the compiled backend runs inference only (outputs live in reused arena memory); "
                                    "run under torch.inference_mode()/no_grad(), or use backend='eager' for training")
             sig = tuple(_signature(x) for x in shared)
-            self._shared = (rt.serial, self._shared_ids.setdefault(sig, len(self._shared_ids)), flat)
+            leaves = pytree.tree_leaves(flat)  # the kernel's own arguments (Inductor's call takes pytree leaves)
+            self._shared = (rt.serial, self._shared_ids.setdefault(sig, len(self._shared_ids)), leaves)
         return self._shared[1], self._shared[2]
 
     def _mode(self, fusable: bool) -> str:
@@ -238,20 +275,10 @@ class CompiledKernel:
         """Trace the variant for ``key`` and compile it with TorchInductor (or load it from the disk cache)."""
         t0 = time.perf_counter()
         log.info("compiling block %s (%s gather) ...", self.block.name, "fused" if fused else "explicit")
-        code: list[str] = []
-        # Tracing (torch.fx's patcher) and Inductor's output hook are process-global: one compile at a time.
+        # Tracing (torch.fx's patcher) and Inductor's hooks are process-global: one compile at a time.
         with _COMPILE_LOCK:
             graph = trace_block(self.block, self.fn, in_rows, shared, fused, rt.device)
-            before = GraphLowering.save_output_code
-            GraphLowering.save_output_code = code.append  # Inductor's hook, called on fresh compiles and cache hits
-            try:
-                # An inference graph: no autograd bookkeeping in the kernel's wrapper. Without per-call size
-                # asserts: the key fixes the shared arguments' strides, and every batched input, index and
-                # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
-                with torch.no_grad(), torch._inductor.config.patch(size_asserts=False):
-                    fn = torch._inductor.compile(graph.gm, graph.example_inputs)
-            finally:
-                GraphLowering.save_output_code = before
+            fn, code = compile_graph(graph, self.backend.wrapper)
         tensor_slots = [slot for slot, p in zip(graph.in_slots, self.block.batched_params) if p.role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code,
@@ -259,6 +286,41 @@ class CompiledKernel:
         rt.stats.compiles += 1
         rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
         return variant
+
+
+def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str]]:
+    """``graph`` compiled by TorchInductor with ``wrapper`` (see ``WRAPPERS``), or loaded from its disk cache:
+    a boxed call of the kernel (``fn(list of the arguments' leaves)``, see ``_direct_call``) and the
+    generated wrapper module's source. Callers hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
+    code: list[str] = []
+    compiled: list[CompiledFxGraph] = []
+    before = GraphLowering.save_output_code, CompiledFxGraph.post_compile
+    GraphLowering.save_output_code = code.append  # Inductor's hook, called on fresh compiles and cache hits
+
+    def post_compile(self: CompiledFxGraph, *args: Any, **kwargs: Any) -> None:  # fresh compiles and cache hits
+        before[1](self, *args, **kwargs)
+        compiled.append(self)
+
+    CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
+    try:
+        # An inference graph: no autograd bookkeeping in the kernel's wrapper. Without per-call size
+        # asserts: the key fixes the shared arguments' strides, and every batched input, index and
+        # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
+        patch = {"size_asserts": False, "cpp_wrapper": wrapper == "cpp"}
+        with torch.no_grad(), torch._inductor.config.patch(patch):
+            wrapped = torch._inductor.compile(graph.gm, graph.example_inputs)
+    finally:
+        GraphLowering.save_output_code, CompiledFxGraph.post_compile = before
+    return _direct_call(compiled, wrapped), code
+
+
+def _direct_call(compiled: list[CompiledFxGraph], wrapped: Callable) -> Callable:
+    """A boxed call of the kernel (on its arguments' pytree leaves): Inductor's own ``call`` of the one graph
+    compiled, when the graph returns nothing (see the module docstring); else ``wrapped`` (what
+    ``torch._inductor.compile`` returned)."""
+    if len(compiled) == 1 and compiled[0].current_callable is not None and compiled[0].output_strides == []:
+        return compiled[0].current_callable
+    return lambda leaves: wrapped(*leaves)
 
 
 def _alloc_outputs(out_rows: list[RowSpec], rows: int, rt: "Runtime") -> list[tuple[Pool, int]]:
@@ -301,12 +363,14 @@ class CompiledBackend:
 
     Raises:
         ValueError: unknown gather mode.
+        AcrobatError: unknown ``$ACROBAT_KERNEL_WRAPPER``.
     """
 
     def __init__(self, gather: str = "auto"):
         if gather not in GATHER_MODES:
             raise ValueError(f"unknown gather mode {gather!r}; choose one of {', '.join(GATHER_MODES)}")
         self.gather = gather
+        self.wrapper = kernel_wrapper()
         self.name = "compiled" if gather == "auto" else f"compiled-{gather}"
         self.arena = Arena()
         self.kernels: list[CompiledKernel] = []
