@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import acrobat as ab
-from acrobat.runtime.threads import MARGIN, PROBE_LAUNCHES, ThreadPolicy
+from acrobat.runtime.threads import EARLY_LAUNCHES, GIVE_UP, MARGIN, PROBE_LAUNCHES, ThreadPolicy
 from tests import tdc_progs as tp
 from tests.test_tdc import P
 
@@ -28,6 +28,21 @@ def test_probing_alternates_then_keeps_one_thread_unless_the_pool_is_clearly_fas
     chosen = ThreadPolicy("auto")
     _probe(chosen, 10.0, 5.0)
     assert chosen.threads_for(0, "b", 2) == 2 and "2 (measured" in chosen.report()
+
+
+def test_probing_stops_early_when_the_pool_is_clearly_slower():
+    p = ThreadPolicy("auto")
+    for _ in range(EARLY_LAUNCHES):
+        for _ in range(2):
+            n = p.threads_for(0, "b", 2)
+            p.record(0, n, 10.0 if n == 1 else 10.0 * GIVE_UP * 2, 4)
+    assert p.blocks[0].choice == 1  # after 2 launches each, not PROBE_LAUNCHES
+    q = ThreadPolicy("auto")
+    for _ in range(EARLY_LAUNCHES):
+        for _ in range(2):
+            n = q.threads_for(0, "b", 2)
+            q.record(0, n, 10.0 if n == 1 else 10.0 * (GIVE_UP - 1), 4)
+    assert q.blocks[0].choice is None  # slower, but not clearly: keep probing
 
 
 def test_forced_modes_and_unknown_mode():

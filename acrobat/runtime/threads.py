@@ -13,7 +13,8 @@ launch runs at the thread count that suits it.
 (App. C.1): a block's first ``PROBE_LAUNCHES`` launches at each setting, by
 turns (1 thread, all threads, ...), are timed (gather + kernel, µs per
 batched row); then it keeps all threads only if their median is clearly
-faster (``MARGIN``), else 1. ``torch.set_num_threads`` costs
+faster (``MARGIN``), else 1. A pool that is already ``GIVE_UP`` times
+slower after ``EARLY_LAUNCHES`` launches each ends the probing at 1 thread. ``torch.set_num_threads`` costs
 about 0.1 µs, so it is set around each launch that needs another count
 than the process's; TorchInductor's CPU kernels (``#pragma omp parallel``
 with no fixed count) and ATen's GEMMs both follow it. Launches that
@@ -43,6 +44,10 @@ MARGIN = 0.8
 """All threads are kept only when they take at most this share of the 1-thread time: the risks are not
 alike (at worst 1 thread halves a large launch's speed on 2 cores; a pool on busy cores made a tiny
 launch 1000x slower), and near-equal medians mean the pool buys nothing."""
+GIVE_UP = 4.0
+"""Probing stops early, at 1 thread, once ``EARLY_LAUNCHES`` launches of each setting show the pool this many
+times slower: on busy cores every further pooled probe of a tiny block costs milliseconds."""
+EARLY_LAUNCHES = 2
 MODES = ("auto", "all", "1")
 ENV = "ACROBAT_LAUNCH_THREADS"
 
@@ -101,9 +106,13 @@ class ThreadPolicy:
         if b is None or b.choice is not None:
             return
         b.samples.setdefault(threads, []).append(us / max(rows, 1))
-        if len(b.samples) == 2 and min(map(len, b.samples.values())) >= PROBE_LAUNCHES:
-            many = max(b.samples)
+        if len(b.samples) < 2:
+            return
+        many, fewest = max(b.samples), min(map(len, b.samples.values()))
+        if fewest >= PROBE_LAUNCHES:
             b.choice = many if b.us_per_row(many) <= MARGIN * b.us_per_row(1) else 1
+        elif fewest >= EARLY_LAUNCHES and b.us_per_row(many) >= GIVE_UP * b.us_per_row(1):
+            b.choice = 1  # the pool is already clearly slower: stop paying for its probes
 
     @contextmanager
     def launch(self, bid: int, name: str, device: torch.device, rows: int, stats: RunStats) -> Iterator[None]:
