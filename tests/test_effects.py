@@ -151,3 +151,7 @@ def test_torch_tensor_of_a_host_number_in_a_block(backend):
     """torch.tensor(x) of a per-instance number: the dtype PyTorch infers (float32 for a float, int64 for an int)."""
     got = _check(ep.host_number_tensor, [(1, 0.1), (2, 3.0), (3, 1 / 3)], _params(), backend)
     assert all(t.dtype == torch.float32 for t in got)
+
+
+def test_host_effects_keep_python_order_on_the_compiled_backend():
+    _check(ep.numbered, synthetic_trees(10, seed=5, vocab_size=16), _params(), "compiled")
