@@ -44,6 +44,7 @@ class Arena:
 
     pools: dict[tuple, Pool] = field(default_factory=dict)
     growths: int = 0
+    by_pid: list[Pool] = field(default_factory=list)  # the current pool of each pool id
 
     def reset(self) -> None:
         """Start a run: every pool's rows are free again."""
@@ -74,6 +75,10 @@ class Arena:
             row_bytes = math.prod(shape) * storage.element_size()
             align = ALIGN // math.gcd(row_bytes, ALIGN) if row_bytes else 1
             p = self.pools[key] = Pool(storage, len(self.pools) if p is None else p.pid, align, used)
+            if p.pid == len(self.by_pid):
+                self.by_pid.append(p)
+            else:
+                self.by_pid[p.pid] = p
             self.growths += 1
         start = p.used
         p.used += n

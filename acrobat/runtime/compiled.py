@@ -66,7 +66,7 @@ from acrobat.codegen.modules import FORMS, flatten_forms
 from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena, Pool
 from acrobat.runtime.backend import columns
-from acrobat.runtime.dfg import POOL_SHIFT, Group
+from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, Group, handle_matrix
 from acrobat.runtime.gather import gather, select_rows
 from acrobat.runtime.threads import ThreadPolicy
 
@@ -106,6 +106,19 @@ class Variant:
     launches: int = 0
     first_run: int = 0  # serial of the run it was compiled in (its launches there are not profiled)
     fused_columns: list[int] = field(default_factory=list)  # tensor columns (in tensor-parameter order) read fused
+    # per-launch layout, fixed at compile time:
+    all_fused: bool = False  # every tensor column is read fused
+    all_simple: bool = False  # ... and there are no host columns: the index rows are the batched inputs
+    out_groups: list[tuple[tuple[int, ...], torch.dtype, list[int]]] = field(default_factory=list)  # per output spec
+    storage_pids: list[int] | None = None  # arena pool ids of ``storage_rows`` (set on the first launch)
+
+
+@dataclass
+class Layout:
+    """Per argument signature of a block: where its tensor columns' pools are, and its variants."""
+
+    pool_base: np.ndarray | None  # per tensor column ``pool id << POOL_SHIFT``; None: some spec has no pool
+    variants: dict[tuple[bool, int], Variant] = field(default_factory=dict)  # (fused, shared signature id) -> it
 
 
 class CompiledKernel:
@@ -129,7 +142,9 @@ class CompiledKernel:
         # (serial of the run, id of the signature of its shared arguments, those arguments flattened for the kernel)
         self._shared: tuple[int, int, list] = (0, 0, [])
         self._shared_ids: dict[tuple, int] = {}  # signature of shared arguments -> small id (cheap to hash in keys)
-        self._pool_bases: dict[tuple[int, ...], np.ndarray] = {}  # pool ids of the tensor columns -> their bases
+        # (shared signature id (it fixes the device), argument specs) -> tensor columns' pools and variants
+        self._layouts: dict[tuple[int, tuple[RowSpec, ...]], Layout] = {}
+        self._no_hosts: list[None] = [None] * block.n_tensor_params  # the host columns of a block without any
 
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
         if self._run != rt.serial:  # the block's first launch in this run
@@ -137,17 +152,25 @@ class CompiledKernel:
         shared = rt.shared[self.block.id]
         shared_sig, flat_shared = self._shared_signature(rt, shared)
         t0 = time.perf_counter()
-        compile_ms = rt.stats.compile_ms  # a compile in this launch counts as compiling, not gathering
-        n = g.size()
-        handles, hosts = columns(g, rt.device)
-        specs = self._specs(handles, hosts, rt)
-        located = None if handles is None else rt.table.arena_rows(handles, self._pool_base(specs, hosts, rt))
-        fused = self._mode(located is not None) == "fused"
-        variant = self._variant(fused, specs, shared_sig, shared, rt)
+        stats = rt.stats
+        compile_ms = stats.compile_ms  # a compile in this launch counts as compiling, not gathering
+        n = len(g.insts)
+        m = self.block.n_tensor_params
+        hosts = columns(g, rt.device)[1] if g.hosts else self._no_hosts
+        specs = self._specs(g, hosts, m, rt)
+        layout = self._layouts.get((shared_sig, specs))
+        if layout is None:
+            layout = self._layout(shared_sig, specs, hosts, rt)
+        located = None
+        if layout.pool_base is not None:  # every tensor column's spec has a pool: look the rows up there
+            located = rt.table.arena_rows(g.tensors, layout.pool_base)
+        fused = located is not None and self._mode(True) == "fused"
+        variant = layout.variants.get((fused, shared_sig))
+        if variant is None:
+            variant = layout.variants[(fused, shared_sig)] = self._variant(fused, specs, shared_sig, shared, rt)
         rows = n + (n == 1)  # a launch of one row is padded to two
-        places = _alloc_outputs(variant.out_rows, rows, rt)
-        outs = [pool.storage[start:start + rows] for pool, start in places]
-        args = self._arguments(variant, handles, located, hosts, specs, n, rt)
+        args = self._arguments(variant, g, located, hosts, specs, n, rt)
+        outs, places = _alloc_outputs(variant.out_groups, len(variant.out_rows), rows, rt)
         t1 = time.perf_counter()
         args += outs
         args += flat_shared
@@ -155,16 +178,17 @@ class CompiledKernel:
         if rt.sync:
             torch.cuda.synchronize()
         t2 = time.perf_counter()
-        rt.stats.gather_ms += (t1 - t0) * 1e3 - (rt.stats.compile_ms - compile_ms)
-        rt.stats.kernel_ms += (t2 - t1) * 1e3
-        if variant.first_run != rt.serial and self.choice is None and handles is not None:
+        stats.gather_ms += (t1 - t0) * 1e3 - (stats.compile_ms - compile_ms)
+        stats.kernel_ms += (t2 - t1) * 1e3
+        if self.choice is None and m and variant.first_run != rt.serial:
             mode = "fused" if fused else "explicit"
             run = self.samples[mode].setdefault(rt.serial, [0.0, 0])
             run[0] += (t2 - t0) * 1e6
             run[1] += n
         variant.launches += 1
-        for k, (r, (pool, start)) in enumerate(zip(variant.out_rows, places)):
-            rt.table.place(g, k, pool.pid, start, r)
+        place = rt.table.place
+        for k, pid, start in places:
+            place(g, k, pid, start, variant.out_rows[k])
         return tuple(outs) if rows == n else tuple(o[:n] for o in outs)
 
     # -- pieces --------------------------------------------------------------
@@ -211,20 +235,27 @@ class CompiledKernel:
         self.choice = "fused" if f < e else "explicit"
         log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice, e, f)
 
-    def _specs(self, handles: np.ndarray | None, hosts: list[torch.Tensor | None], rt: "Runtime") -> tuple[RowSpec, ...]:
+    def _specs(self, g: Group, hosts: list[torch.Tensor | None], m: int, rt: "Runtime") -> tuple[RowSpec, ...]:
         """The per-instance spec of each batched argument (the kernel signature), from its first value."""
-        heads = iter(() if handles is None else handles[:, 0].tolist())
-        return tuple(RowSpec.of(h) if h is not None else _spec(next(heads), rt) for h in hosts)
+        specs = rt.table.specs
+        if hosts is self._no_hosts:  # tensor parameters only
+            return tuple([specs.get(h >> ROW_BITS) or _spec(h, rt) for h in g.tensors[:m]])
+        heads = iter(g.tensors[:m])
+        return tuple([RowSpec.of(h) if h is not None else _spec(next(heads), rt) for h in hosts])
 
-    def _pool_base(self, specs: tuple[RowSpec, ...], hosts: list[torch.Tensor | None], rt: "Runtime") -> np.ndarray:
-        """Per tensor column, ``id << POOL_SHIFT`` of the arena pool of its spec (-1: none), as a (columns, 1) array."""
+    def _layout(self, shared_sig: int, specs: tuple[RowSpec, ...], hosts: list[torch.Tensor | None], rt: "Runtime") -> "Layout":
+        """What a launch of argument specs ``specs`` needs besides its values: per tensor column,
+        ``id << POOL_SHIFT`` of the arena pool of its spec as a (columns,) array (None when a column's
+        spec has no pool yet: its values cannot be in the arena); kept once every pool exists
+        (a pool keeps its id when it grows)."""
         pools = rt.arena.pools  # type: ignore[union-attr]
-        ids = tuple(pools[(s.shape, s.dtype, rt.device)].pid if (s.shape, s.dtype, rt.device) in pools else -1
-                    for s, h in zip(specs, hosts) if h is None)
-        base = self._pool_bases.get(ids)
-        if base is None:
-            base = self._pool_bases[ids] = np.array(ids, dtype=np.int64)[:, None] << POOL_SHIFT
-        return base
+        ids = [pools[(s.shape, s.dtype, rt.device)].pid if (s.shape, s.dtype, rt.device) in pools else -1
+               for s, h in zip(specs, hosts) if h is None]
+        if ids and min(ids) < 0:
+            return Layout(None)  # not kept: the pools may exist next launch
+        base = np.array(ids, dtype=np.int64) << POOL_SHIFT if ids else None
+        layout = self._layouts[(shared_sig, specs)] = Layout(base)
+        return layout
 
     def _variant(self, fused: bool, specs: tuple[RowSpec, ...], shared_sig: int, shared: Sequence[Any],
                  rt: "Runtime") -> Variant:
@@ -232,13 +263,13 @@ class CompiledKernel:
         variant = self.variants.get(key)
         return variant if variant is not None else self._compile(key, list(specs), shared, fused, rt)
 
-    def _arguments(self, v: Variant, handles: np.ndarray | None, located: np.ndarray | None,
+    def _arguments(self, v: Variant, g: Group, located: np.ndarray | None,
                    hosts: list[torch.Tensor | None], specs: tuple[RowSpec, ...], n: int,
                    rt: "Runtime") -> list[torch.Tensor]:
         """The kernel's inputs before the outputs: storages and batched arguments (see ``KernelGraph``).
 
-        ``handles`` (tensor params, B) are the tensor columns' values; ``located``
-        their arena rows (None when some are not in the arena); ``specs`` the
+        ``g.tensors`` holds the tensor columns' handles (node after node); ``located`` their arena
+        rows ``(columns, nodes)`` (None when some are not in the arena); ``specs`` the
         per-instance spec of every batched argument. The fused gathers'
         indices go to the device as one tensor (one copy, not one per column).
         A launch of batch size ``n`` = 1 is padded to 2 (its row twice):
@@ -246,14 +277,24 @@ class CompiledKernel:
         size is not 1.
         """
         reps = 2 if n == 1 else 1
-        fused_cols = v.fused_columns
-        if fused_cols:
-            index = located if len(fused_cols) == len(located) else located[fused_cols]  # type: ignore[arg-type]
+        by_pid = rt.arena.by_pid  # type: ignore[union-attr]
+        if v.storage_pids is None:
+            pools = rt.arena.pools  # type: ignore[union-attr]
+            v.storage_pids = [pools[(r.shape, r.dtype, rt.device)].pid for r in v.storage_rows]
+        args = [by_pid[pid].storage for pid in v.storage_pids]
+        if v.fused_columns:
+            index = located if v.all_fused else located[v.fused_columns]  # type: ignore[index]
             if reps > 1:
                 index = np.repeat(index, reps, axis=1)
-            idx = iter(torch.from_numpy(np.ascontiguousarray(index)).to(rt.device).unbind(0))  # (B,) rows, stride 1
-        args = [rt.arena.pool(r.shape, r.dtype, rt.device).storage for r in v.storage_rows]  # type: ignore[union-attr]
+            index = torch.from_numpy(index)  # (fused columns, B), C-contiguous: each row stride 1
+            if rt.device.type != "cpu":
+                index = index.to(rt.device)
+            if v.all_simple:  # tensor columns only, all fused: the index rows are the batched inputs
+                args += index.unbind(0)
+                return args
+            idx = iter(index.unbind(0))
         col = 0
+        handles = None
         for h, spec, slot in zip(hosts, specs, v.in_slots):
             if h is not None:
                 args.append(h if reps == 1 else torch.cat([h, h]))
@@ -265,7 +306,9 @@ class CompiledKernel:
                 x = select_rows(storage, located[col], rt.device)
                 args.append(x if reps == 1 else torch.cat([x, x]))
             else:  # compiled kernels take contiguous rows (a gathered view may be strided)
-                x = gather(rt.table, handles[col], rt.device).contiguous()  # type: ignore[index]
+                if handles is None:
+                    handles = handle_matrix(g.tensors, self.block.n_tensor_params)
+                x = gather(rt.table, handles[col], rt.device).contiguous()
                 args.append(x if reps == 1 else torch.cat([x, x]))
             col += 1
         return args
@@ -283,6 +326,10 @@ class CompiledKernel:
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code,
                                                first_run=rt.serial, fused_columns=fused_columns)  # the traced graph is not kept
+        variant.all_fused = len(fused_columns) == len(tensor_slots)
+        variant.all_simple = variant.all_fused and len(tensor_slots) == len(graph.in_slots)
+        variant.out_groups = [(r.shape, r.dtype, [k for k, o in enumerate(graph.out_rows) if o == r])
+                              for r in dict.fromkeys(graph.out_rows)]
         rt.stats.compiles += 1
         rt.stats.compile_ms += (time.perf_counter() - t0) * 1e3
         return variant
@@ -323,19 +370,25 @@ def _direct_call(compiled: list[CompiledFxGraph], wrapped: Callable) -> Callable
     return lambda leaves: wrapped(*leaves)
 
 
-def _alloc_outputs(out_rows: list[RowSpec], rows: int, rt: "Runtime") -> list[tuple[Pool, int]]:
-    """Arena rows for ``rows`` rows of every output: (its pool, its first row) for each.
+def _alloc_outputs(out_groups: list[tuple[tuple[int, ...], torch.dtype, list[int]]], n_out: int, rows: int,
+                   rt: "Runtime") -> tuple[list[torch.Tensor], list[tuple[int, int, int]]]:
+    """Arena rows for ``rows`` rows of every output: the outputs' views of their pools, and
+    (output, pool id, first row) of each.
 
-    Outputs of one spec are allocated in one call: a pool that grew between
-    two of them would leave the first one's rows in a storage it no longer uses.
+    Outputs of one spec (``out_groups``: shape, dtype, output indices) are allocated in one call: a pool
+    that grew between two of them would leave the first one's rows in a storage it no longer uses.
     """
-    places: list[tuple[Pool, int]] = [None] * len(out_rows)  # type: ignore[list-item]
-    for r in dict.fromkeys(out_rows):
-        ks = [k for k, o in enumerate(out_rows) if o == r]
-        pool, start = rt.arena.alloc(r.shape, r.dtype, rt.device, rows * len(ks))  # type: ignore[union-attr]
-        for i, k in enumerate(ks):
-            places[k] = (pool, start + i * rows)
-    return places
+    outs: list[torch.Tensor] = [None] * n_out  # type: ignore[list-item]
+    places = []
+    alloc = rt.arena.alloc  # type: ignore[union-attr]
+    for shape, dtype, ks in out_groups:
+        pool, start = alloc(shape, dtype, rt.device, rows * len(ks))
+        storage = pool.storage
+        for k in ks:
+            outs[k] = storage[start:start + rows]
+            places.append((k, pool.pid, start))
+            start += rows
+    return outs, places
 
 
 def _spec(h: int, rt: "Runtime") -> RowSpec:

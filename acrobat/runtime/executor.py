@@ -270,7 +270,7 @@ class Runtime:
             raise BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most {ROW_MASK} "
                              "are supported; run smaller batches")
         try:
-            if self.threads is None:
+            if self.threads is None or not self.threads.governs(self.device):
                 outs = self.kernels[block.id](g, self)
             else:
                 with self.threads.launch(block.id, block.name, self.device, g.size(), self.stats):

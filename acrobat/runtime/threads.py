@@ -114,6 +114,11 @@ class ThreadPolicy:
         elif fewest >= EARLY_LAUNCHES and b.us_per_row(many) >= GIVE_UP * b.us_per_row(1):
             b.choice = 1  # the pool is already clearly slower: stop paying for its probes
 
+    def governs(self, device: torch.device) -> bool:
+        """Whether launches on ``device`` are governed (timed, maybe run at another thread count);
+        if not, ``launch`` is a no-op and the runtime skips it."""
+        return self.mode != "all" and device.type == "cpu" and torch.get_num_threads() > 1
+
     @contextmanager
     def launch(self, bid: int, name: str, device: torch.device, rows: int, stats: RunStats) -> Iterator[None]:
         """Run one launch of block ``bid`` (``rows`` batched rows) at its thread count and time it.
