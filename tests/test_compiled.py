@@ -240,3 +240,30 @@ def test_unknown_kernel_wrapper_is_rejected(monkeypatch):
     monkeypatch.setenv(WRAPPER_ENV, "aoti")
     with pytest.raises(AcrobatError, match=WRAPPER_ENV):
         get_backend("compiled")
+
+
+@ab.program
+def _uncompilable(tokens, p):
+    h = p.h0
+    for t in tokens:
+        h = torch.tanh(p.emb[t] + h @ p.W)
+    return h
+
+
+def test_a_block_inductor_cannot_compile_runs_eagerly_and_says_so(monkeypatch):
+    """A kernel compiler failure is the compiler's limit: the block runs eagerly, the report names it."""
+    import acrobat.runtime.compiled as compiled
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no lowering for this operator")
+
+    monkeypatch.setattr(compiled, "compile_graph", refuse)
+    g = torch.Generator().manual_seed(0)
+    p = torch.nn.Module()
+    p.emb, p.W, p.h0 = (torch.nn.Parameter(torch.randn(*s, generator=g)) for s in [(7, 4), (4, 4), (4,)])
+    batch = [[1, 2, 3], [4], [5, 6]]
+    with torch.inference_mode():
+        got = _uncompilable.run(batch, p, backend="compiled")
+        torch.testing.assert_close(got, [_uncompilable(x, p) for x in batch], **TOL)
+    report = _uncompilable.backend("compiled")[0].report()
+    assert "eager, not compiled (RuntimeError: no lowering for this operator)" in report

@@ -65,7 +65,7 @@ from acrobat.codegen.kernels import KernelGraph, RowSpec, trace_block
 from acrobat.codegen.modules import FORMS, flatten_forms
 from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena, Pool
-from acrobat.runtime.backend import columns
+from acrobat.runtime.backend import EagerKernel, columns
 from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, Group, handle_matrix
 from acrobat.runtime.gather import gather, select_rows
 from acrobat.runtime.threads import ThreadPolicy
@@ -145,8 +145,12 @@ class CompiledKernel:
         # (shared signature id (it fixes the device), argument specs) -> tensor columns' pools and variants
         self._layouts: dict[tuple[int, tuple[RowSpec, ...]], Layout] = {}
         self._no_hosts: list[None] = [None] * block.n_tensor_params  # the host columns of a block without any
+        self.eager: EagerKernel | None = None  # set when TorchInductor could not compile the block
+        self.eager_reason = ""
 
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
+        if self.eager is not None:
+            return self.eager(g, rt)
         if self._run != rt.serial:  # the block's first launch in this run
             self._start_run(rt.serial)
         shared = rt.shared[self.block.id]
@@ -167,7 +171,12 @@ class CompiledKernel:
         fused = located is not None and self._mode(True) == "fused"
         variant = layout.variants.get((fused, shared_sig))
         if variant is None:
-            variant = layout.variants[(fused, shared_sig)] = self._variant(fused, specs, shared_sig, shared, rt)
+            try:
+                variant = layout.variants[(fused, shared_sig)] = self._variant(fused, specs, shared_sig, shared, rt)
+            except AcrobatError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the kernel compiler's limit, not the model's error
+                return self._give_up(exc, g, rt)
         rows = n + (n == 1)  # a launch of one row is padded to two
         args = self._arguments(variant, g, located, hosts, specs, n, rt)
         outs, places = _alloc_outputs(variant.out_groups, len(variant.out_rows), rows, rt)
@@ -190,6 +199,18 @@ class CompiledKernel:
         for k, pid, start in places:
             place(g, k, pid, start, variant.out_rows[k])
         return tuple(outs) if rows == n else tuple(o[:n] for o in outs)
+
+    def _give_up(self, exc: Exception, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
+        """TorchInductor could not trace or compile the block: run it eagerly (vmap) from now on, and say so.
+
+        A model error (a shape mismatch) fails the same way eagerly, where the
+        runtime's diagnosis names the instance and source line.
+        """
+        self.eager_reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        log.warning("block %s: TorchInductor could not compile it (%s); it runs eagerly (vmap)",
+                    self.block.name, self.eager_reason)
+        self.eager = EagerKernel(self.block, self.fn)
+        return self.eager(g, rt)
 
     # -- pieces --------------------------------------------------------------
     def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> tuple[int, list]:
@@ -458,6 +479,9 @@ class CompiledBackend:
         then each block's threads per launch."""
         lines = [f"{'block':<34} {'kernels':>7} {'launches':>9}  gather"]
         for k in self.kernels:
+            if k.eager is not None:
+                lines.append(f"{k.block.name:<34} {0:>7} {'-':>9}  eager, not compiled ({k.eager_reason})")
+                continue
             if not k.variants:
                 continue
             launches = sum(v.launches for v in k.variants.values())
