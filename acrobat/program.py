@@ -357,8 +357,8 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
         for s in ir.walk_stmts(functions[f].body):
             for root in ir.stmt_exprs(s):
                 for e in ir.walk(root):
-                    if isinstance(e, ir.Call) and e.callee[0] == "program":
-                        todo.append(e.callee[1])
+                    if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM:
+                        todo.append(e.target)
     return functions
 
 

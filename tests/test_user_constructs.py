@@ -112,7 +112,7 @@ def test_loop_with_break_is_not_a_map_loop():
 def test_keywords_normalized_to_positional():
     fn = next(f for f in up.keywords.compile(1).lowered if f.spec.fn.name == "keywords").spec.fn
     calls = [e for s in ir.walk_stmts(fn.body) for r in ir.stmt_exprs(s) for e in ir.walk(r)
-             if isinstance(e, ir.Call) and e.callee[0] == "program"]
+             if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM]
     assert calls and all(len(c.args) == 4 and not c.kwargs for c in calls)
 
 

@@ -69,7 +69,7 @@ class _Lowerer:
     # -- flattening -------------------------------------------------------
     def extract(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Rewrite ``e`` so that it holds no program call, and no tensor op unless ``in_op``."""
-        if isinstance(e, ir.Call) and e.callee[0] == "program" or isinstance(e, ir.Concurrent):
+        if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM or isinstance(e, ir.Concurrent):
             calls = e.calls if isinstance(e, ir.Concurrent) else [e]
             lowered = [(self.spec.calls[c.nid], [self.extract(a, pre, False) for a in c.args]) for c in calls]
             name = self.temp(e.loc, e, self.kind(e))
@@ -93,7 +93,7 @@ class _Lowerer:
     def has_work(self, e: ir.Expr) -> bool:
         """True when ``e`` holds a tensor operator or a program call."""
         return any(self.is_op(x) or x.nid in self.spec.ragged or isinstance(x, ir.Concurrent) or
-                   isinstance(x, ir.Call) and x.callee[0] == "program" for x in ir.walk(e))
+                   isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM for x in ir.walk(e))
 
     # -- lists of tensors as operands (analysis.ragged) --------------------
     def lower_ragged(self, e: ir.Expr, pre: list[ir.Stmt]) -> ir.Expr:
@@ -101,7 +101,7 @@ class _Lowerer:
         how, op = self.spec.ragged[e.nid]
         if how == "stack":  # the rows themselves: a copy of the list (a later append must not change it)
             assert isinstance(e, ir.Call)
-            return ir.Call(e.loc, ("builtin", "list"), [self.extract(e.args[0], pre, False)], {})
+            return ir.Call(e.loc, ir.CallKind.BUILTIN, "list", [self.extract(e.args[0], pre, False)], {})
         if how == "segment":
             assert isinstance(e, ir.Call) and op is not None
             operand = e.receiver if e.receiver is not None else e.args[0]
@@ -117,7 +117,7 @@ class _Lowerer:
         """``t = op(rows)`` as a segment node: one per instance, one launch for the batch (analysis.ragged)."""
         target = self.temp(e.loc, e, self.kind(e))
         param = BlockParam("_rows", "list", expr=rows)
-        value = ir.Call(e.loc, ("torch", segment_reference(op)), [ir.Name(e.loc, "_rows")], {})
+        value = ir.Call(e.loc, ir.CallKind.TORCH, segment_reference(op), [ir.Name(e.loc, "_rows")], {})
         stmt = ir.Assign(e.loc, ir.Target(name=target.id), value)
         name = f"{self.spec.name}:{e.loc.line} ({op.op} over a list)"
         block = Block(next(self.block_ids), name, self.spec, [stmt], [param], [target.id], None, e.loc, segment=op)
@@ -140,13 +140,13 @@ class _Lowerer:
                 args.append(lx)
         value = self.row_value(e, args, rows, dense)
         elem = self.temp(loc, e, TensorK(None))
-        append = ir.Call(loc, ("method", "append"), [ir.Name(loc, elem.id)], {}, receiver=ir.Name(loc, out.id))
+        append = ir.Call(loc, ir.CallKind.METHOD, "append", [ir.Name(loc, elem.id)], {}, receiver=ir.Name(loc, out.id))
         body: list[ir.Stmt] = [ir.Assign(loc, ir.Target(name=elem.id), value), ir.ExprStmt(loc, append)]
         if len(rows) == 1:
             target, it = ir.Target(name=rows[0][0]), rows[0][1]
         else:  # two stacked lists of one length (PyTorch raises on different lengths; so does zip(strict=True))
             target = ir.Target(items=[ir.Target(name=r) for r, _ in rows])
-            it = ir.Call(loc, ("builtin", "zip"), [x for _, x in rows], {"strict": ir.Const(loc, True)})
+            it = ir.Call(loc, ir.CallKind.BUILTIN, "zip", [x for _, x in rows], {"strict": ir.Const(loc, True)})
         pre.append(ir.For(loc, target, it, body))
         return out
 
@@ -155,12 +155,14 @@ class _Lowerer:
         loc = e.loc
         how = self.spec.ragged[e.nid][0]
         if how == "contract":
-            value: ir.Expr = ir.Call(loc, ("torch", row_scale), args, {})
-        elif isinstance(e, ir.BinOp) and e.op == "@" or isinstance(e, ir.Call) and e.callee == ("torch", torch.matmul):
-            value = ir.Call(loc, ("torch", row_matmul), args, {})
-        elif isinstance(e, ir.Call) and e.callee == ("method", "squeeze"):
-            value = ir.Call(loc, ("torch", row_squeeze), [args[0], e.args[0]], {})
-        elif isinstance(e, ir.Call) and (e.callee in (("torch", F.linear), ("method", "unsqueeze"))
+            value: ir.Expr = ir.Call(loc, ir.CallKind.TORCH, row_scale, args, {})
+        elif isinstance(e, ir.BinOp) and e.op == "@" or isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH \
+                and e.target is torch.matmul:
+            value = ir.Call(loc, ir.CallKind.TORCH, row_matmul, args, {})
+        elif isinstance(e, ir.Call) and e.kind is ir.CallKind.METHOD and e.target == "squeeze":
+            value = ir.Call(loc, ir.CallKind.TORCH, row_squeeze, [args[0], e.args[0]], {})
+        elif isinstance(e, ir.Call) and (e.kind is ir.CallKind.TORCH and e.target is F.linear
+                                         or e.kind is ir.CallKind.METHOD and e.target == "unsqueeze"
                                          or self.callee_is_shared(e)):
             value = copy.copy(e)  # F.linear acts on the last dim only; a module is checked to act row-wise
             value.nid = ir.fresh_id()
@@ -173,7 +175,7 @@ class _Lowerer:
             _set_operands(row_op, args)
             self.op_node(row_op)
             row_names: list[ir.Expr] = [self.tensor_name(loc, r) for r, _ in rows]
-            value = ir.Call(loc, ("torch", row_operands),
+            value = ir.Call(loc, ir.CallKind.TORCH, row_operands,
                             [row_op, ir.TupleExpr(loc, row_names), ir.TupleExpr(loc, list(dense))], {})
         return self.op_node(value)
 
@@ -271,7 +273,7 @@ class _Lowerer:
                     if not self.is_static_op(s.value):
                         s.value = self.split_static(s.value, pre)
                 case ir.Assign(value=v) if isinstance(v, (ir.Call, ir.Concurrent)) and (
-                        isinstance(v, ir.Concurrent) or v.callee[0] == "program"):
+                        isinstance(v, ir.Concurrent) or v.kind is ir.CallKind.PROGRAM):
                     calls = v.calls if isinstance(v, ir.Concurrent) else [v]
                     lowered = [(self.spec.calls[c.nid], [self.extract(a, pre, False) for a in c.args]) for c in calls]
                     out.extend(pre)
@@ -374,9 +376,9 @@ class _Lowerer:
                 return tensor(o)
             case ir.Subscript(obj=o, index=ir.Const()):
                 return self.shape_query(o) and isinstance(o, ir.Attr) and o.attr == "shape"
-            case ir.Call(callee=("method", "size" | "dim" | "numel"), receiver=r, args=args, kwargs=kw):
+            case ir.Call(kind=ir.CallKind.METHOD, target="size" | "dim" | "numel", receiver=r, args=args, kwargs=kw):
                 return r is not None and tensor(r) and all(isinstance(a, ir.Const) for a in [*args, *kw.values()])
-            case ir.Call(callee=("builtin", "len"), args=[a]):
+            case ir.Call(kind=ir.CallKind.BUILTIN, target="len", args=[a]):
                 return tensor(a)
         return False
 
@@ -433,10 +435,10 @@ class _Lowerer:
                 return
             if isinstance(e, ir.Slice) and any(not isinstance(x, ir.Const) for x in ir.children(e)):
                 raise self.error(e, "slice bounds inside a tensor operator must be constants")
-            if isinstance(e, ir.Call) and e.callee[0] == "torch" and e.args and self.kind(e.args[0]) is HOST:
-                form = _from_host(e.callee[1])  # torch.tensor(node.word_id): a batched number under vmap
+            if isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH and e.args and self.kind(e.args[0]) is HOST:
+                form = _from_host(e.target)  # torch.tensor(node.word_id): a batched number under vmap
                 if form is not None:
-                    e.callee = ("torch", form)
+                    e.target = form
             for c in ir.children(e):
                 visit(c)
 
@@ -463,7 +465,8 @@ class _Lowerer:
     def callee_is_shared(self, e: ir.Call) -> bool:
         """``e`` calls a shared value or its method with per-instance arguments (``p.cell(x)``, ``p.W.add(x)``)."""
         recv = e.receiver
-        return e.callee[0] in ("method", "value") and recv is not None and isinstance(self.kind(recv), SharedK)
+        return e.kind in (ir.CallKind.METHOD, ir.CallKind.VALUE) and recv is not None \
+            and isinstance(self.kind(recv), SharedK)
 
     def shared_callee(self, e: ir.Call, param: Callable) -> None:
         """Make ``e`` call a shared parameter of the block holding its callee's batchable form (§5.1).
@@ -474,11 +477,11 @@ class _Lowerer:
         """
         recv = e.receiver
         assert recv is not None
-        method = e.callee[1] if e.callee[0] == "method" else None
+        method = e.target if e.kind is ir.CallKind.METHOD else None
         ref = ("call", self.kind(recv).ref, method) + (("rows",) if e.nid in self.row_calls else ())
         slot = self.slots.slot(ref, self.spec, loc=e.loc, receiver=recv)
         name = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
-        e.callee = ("value", None)
+        e.kind, e.target = ir.CallKind.VALUE, None
         e.receiver = ir.Name(recv.loc, name)
 
     def fuse(self, stmts: list[ir.Assign], by_key: dict, param: Callable) -> list[ir.Assign]:
@@ -497,7 +500,8 @@ class _Lowerer:
             args = [ir.Name(loc, node.left.id), ir.Name(loc, fused)]  # type: ignore[union-attr]
             args += [ir.Name(loc, by_key[("s", slot)].name) for slot in slots]
             temp = f"_hf{n}"
-            out.insert(first, ir.Assign(loc, ir.Target(name=temp), ir.Call(loc, ("torch", fused_matmul), args, {})))
+            call = ir.Call(loc, ir.CallKind.TORCH, fused_matmul, args, {})
+            out.insert(first, ir.Assign(loc, ir.Target(name=temp), call))
             for _, member, slot in group:
                 self.subst[member.nid] = f"{temp}[{slots.index(slot)}]"
         return out

@@ -48,7 +48,7 @@ def stmt_writes(s: ir.Stmt) -> set[str]:
             names |= set(t.target.names())
         for e in ir.stmt_exprs(t):
             for sub in ir.walk(e):
-                if isinstance(sub, ir.Call) and sub.callee[0] == "method" and sub.callee[1] in (
+                if isinstance(sub, ir.Call) and sub.kind is ir.CallKind.METHOD and sub.target in (
                         "append", "pop", "insert", "__setitem__") \
                         and isinstance(sub.receiver, ir.Name):
                     names.add(sub.receiver.id)
@@ -56,7 +56,8 @@ def stmt_writes(s: ir.Stmt) -> set[str]:
 
 
 def _is_append(e: ir.Expr) -> bool:
-    return isinstance(e, ir.Call) and e.callee == ("method", "append") and isinstance(e.receiver, ir.Name)
+    return isinstance(e, ir.Call) and e.kind is ir.CallKind.METHOD and e.target == "append" \
+        and isinstance(e.receiver, ir.Name)
 
 
 def contains_work(s: ir.Stmt) -> bool:

@@ -36,6 +36,7 @@ from acrobat.analysis.ragged import SegmentOp
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.frontend.ir import CallKind
 
 #: Static depths above this are treated as dynamic, so specialization terminates.
 MAX_STATIC_DEPTH = 8
@@ -524,7 +525,8 @@ class _Analyzer:
             case ir.BinOp(op="+", left=a, right=b):  # a new list of both sides' elements
                 self.flow_elems(node, dst, a)
                 self.flow_elems(node, dst, b)
-            case ir.Subscript(obj=o, index=ir.Slice()) | ir.Call(callee=("builtin", "list" | "reversed"), args=[o]):
+            case ir.Subscript(obj=o, index=ir.Slice()) | ir.Call(
+                    kind=ir.CallKind.BUILTIN, target="list" | "reversed", args=[o]):
                 self.flow_elems(node, dst, o)  # a new list of o's elements
             case _:
                 self.spec.lists.untracked.setdefault(dst[0], node)
@@ -814,12 +816,13 @@ class _Analyzer:
 
     def ragged_call(self, e: ir.Call, recv: Kind | None, args: list[Kind], kws: list[Kind]) -> Kind | None:
         """The kind of a call that stacks, reduces or maps a per-instance list of tensors; None if it does not."""
-        kind, what = e.callee
+        kind, what = e.kind, e.target
         is_list = bool(args) and isinstance(args[0], ListK) and not isinstance(e.args[0], (ir.ListExpr, ir.TupleExpr))
-        if is_list and args[0].elem is BOTTOM and (kind == "builtin" and what == "sum" or kind == "torch" and
-                                                   ragged.is_stack(what)):
+        if is_list and args[0].elem is BOTTOM and (kind is CallKind.BUILTIN and what == "sum" or
+                                                   kind is CallKind.TORCH and ragged.is_stack(what)):
             return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
-        if kind == "torch" and ragged.is_stack(what) and is_list and isinstance(args[0].elem, (TensorK, RaggedK)):
+        if kind is CallKind.TORCH and ragged.is_stack(what) and is_list and isinstance(
+                args[0].elem, (TensorK, RaggedK)):
             self.dim_zero(e, e.args[1:], "torch.stack")
             elem = args[0].elem
             return self.ragged_node(e, "stack", None, RaggedK(elem.depth + 1) if isinstance(elem, RaggedK) else RAGGED)
@@ -827,12 +830,13 @@ class _Analyzer:
             if isinstance(k, RaggedK) and k.depth > 1:
                 raise self.error(e, "a stack of stacked lists can be indexed, iterated and returned; to compute "
                                     "with it, loop over it")
-        if kind == "builtin" and what == "sum" and args and (isinstance(args[0], RaggedK) or is_list and isinstance(
+        if kind is CallKind.BUILTIN and what == "sum" and args and (
+                isinstance(args[0], RaggedK) or is_list and isinstance(
                 args[0].elem, TensorK)):
             if len(e.args) != 1 or e.kwargs:
                 raise self.error(e, "sum() of a list of tensors takes the list only: add a start value after it")
             return self.ragged_node(e, "segment", ragged.SEGMENT_OPS["sum"], DYNAMIC)
-        if kind == "method" and isinstance(recv, RaggedK):
+        if kind is CallKind.METHOD and isinstance(recv, RaggedK):
             if what in ragged.SEGMENT_OPS:
                 return self.segment(e, ragged.SEGMENT_OPS[what], self.dim_zero(e, e.args, f".{what}()"))
             if ragged.is_rowwise_method(what) and not e.args and not e.kwargs:
@@ -841,10 +845,10 @@ class _Analyzer:
                     _const(e.args[0]), int) and _const(e.args[0]) < 0:  # a trailing axis: row by row
                 return self.ragged_node(e, "rows", None, RAGGED)
             raise self.error(e, f"`.{what}()` of a stacked list: {_RAGGED_HINT}")
-        if kind in ("method", "value") and isinstance(recv, SharedK) and any(
+        if kind in (CallKind.METHOD, CallKind.VALUE) and isinstance(recv, SharedK) and any(
                 isinstance(k, RaggedK) for k in args + kws):  # p.lin(S): a module, checked at run time to act row-wise
             return self.ragged_node(e, "rows", None, RAGGED)
-        if kind == "torch" and args and isinstance(args[0], RaggedK):
+        if kind is CallKind.TORCH and args and isinstance(args[0], RaggedK):
             op = ragged.segment_function(what)
             if op is not None:
                 return self.segment(e, ragged.SEGMENT_OPS[op], self.dim_zero(e, e.args[1:], op))
@@ -935,8 +939,8 @@ class _Analyzer:
         return HOST if ko is not BOTTOM else BOTTOM
 
     def call(self, e: ir.Call) -> Kind:
-        kind, what = e.callee
-        if kind == "program":
+        kind, what = e.kind, e.target
+        if kind is CallKind.PROGRAM:
             arg_kinds = tuple(self.expr(a) for a in e.args)
             fn = self.functions[what]
             if len(arg_kinds) != len(fn.params):
@@ -962,16 +966,16 @@ class _Analyzer:
         ragged_kind = self.ragged_call(e, recv, arg_kinds, kw_kinds)
         if ragged_kind is not None:
             return ragged_kind
-        if kind == "builtin" and what in _VALUE_BUILTINS | {"len"} and len(e.args) == 1 and isinstance(
+        if kind is CallKind.BUILTIN and what in _VALUE_BUILTINS | {"len"} and len(e.args) == 1 and isinstance(
                 arg_kinds[0], TensorK):
             self.spec.reads.add(e.args[0].nid)
             return HOST
-        if kind == "method" and what in _SHAPE_METHODS and isinstance(recv, TensorK):
+        if kind is CallKind.METHOD and what in _SHAPE_METHODS and isinstance(recv, TensorK):
             if any(has_tensor(k) for k in arg_kinds + kw_kinds):
                 self.no_tensor(e, TensorK(None), f"`.{what}()`")
             self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]  # a shape read, like `.item()` (§4.2)
             return HOST
-        if kind == "host":
+        if kind is CallKind.HOST:
             for x, k in zip(operands, arg_kinds + kw_kinds):
                 if has_tensor(k) or has_shared(k):
                     fname = getattr(what, "__name__", "this function")
@@ -982,40 +986,42 @@ class _Analyzer:
                     raise self.error(x, f"`{fname}` is not an @acrobat.function, so it runs as plain host Python and "
                                         f"cannot take the {k} passed here: decorate it with @acrobat.function")
             return HOST
-        if kind == "method" and what in _VALUE_METHODS and isinstance(recv, TensorK):
+        if kind is CallKind.METHOD and what in _VALUE_METHODS and isinstance(recv, TensorK):
             self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]
             return HOST
-        if kind == "builtin":
+        if kind is CallKind.BUILTIN:
             for x, k in zip(operands, arg_kinds + kw_kinds):
                 if has_tensor(k) and what not in {"reversed", "list", "enumerate", "zip", "len"}:
                     self.no_tensor(x, k, f"`{what}()`")
             return self.builtin(e, what, arg_kinds)
-        if kind == "method" and isinstance(recv, ListK):
+        if kind is CallKind.METHOD and isinstance(recv, ListK):
             return self.list_method(e, what, recv, arg_kinds)
-        if kind == "method" and what in _MUTATING_METHODS and isinstance(recv, SharedK):
+        if kind is CallKind.METHOD and what in _MUTATING_METHODS and isinstance(recv, SharedK):
             raise self.error(e, f"`.{what}()` changes a model parameter, which every instance shares: keep "
                                 "per-instance state in variables of the model function")
-        if kind in ("method", "value") and recv is HOST and (kind == "value" or what in _MUTATING_METHODS):
+        if kind in (CallKind.METHOD, CallKind.VALUE) and recv is HOST and (
+                kind is CallKind.VALUE or what in _MUTATING_METHODS):
             self.spec.lists.host_effects[e.nid] = e  # may change host state: keeps Python's order on fibers
-        if kind == "method" and isinstance(recv, DictK):
+        if kind is CallKind.METHOD and isinstance(recv, DictK):
             raise self.error(e, f"dict method `.{what}()` is not supported: dicts in models are records with "
                                 "constant keys; read them with `d[\"key\"]`")
-        if kind == "method" and what == "__setitem__" and recv is not None and not isinstance(recv, HostK):
+        if kind is CallKind.METHOD and what == "__setitem__" and recv is not None and not isinstance(recv, HostK):
             if isinstance(recv, DictK):
                 raise self.error(e, "assigning a dict item changes the dict: build a new one, "
                                     "e.g. `d = {\"h\": h, \"c\": d[\"c\"]}`")
             raise self.error(e, f"item assignment on a {recv} writes into it in place: build a new tensor "
                                 "instead (e.g. `torch.where(mask, v, x)` or `torch.cat`)")
-        if kind == "method" and what in _TENSOR_EXITS and recv is not None and (has_tensor(recv) or has_shared(recv)):
+        if kind is CallKind.METHOD and what in _TENSOR_EXITS and recv is not None and (
+                has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"{_TENSOR_EXITS[what]}: read tensor values with `.item()`, `.tolist()`, "
                                 "`bool()`, `int()` or `float()`")
         if "out" in e.kwargs:
             raise self.error(e, "`out=` writes into an existing tensor: assign the result to a new variable instead")
-        if kind == "method" and what.endswith("_") and not what.startswith("__") and recv is not None and (
+        if kind is CallKind.METHOD and what.endswith("_") and not what.startswith("__") and recv is not None and (
                 has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"in-place operator `.{what}()`: write the out-of-place `.{what[:-1]}()` "
                                 "(tensors in acrobat models are immutable)")
-        if kind in ("method", "value") and recv is not None:
+        if kind in (CallKind.METHOD, CallKind.VALUE) and recv is not None:
             host = not (has_tensor(recv) or has_shared(recv))
             if host and any(has_tensor(k) for k in arg_kinds + kw_kinds):
                 raise self.error(e, "a tensor is passed to a host method: only torch operators and "
@@ -1069,7 +1075,7 @@ def _fresh(e: ir.Expr) -> bool:
     """True when ``e`` makes a new list no variable holds (a display, ``a + b``, ``list(...)``, a slice)."""
     return isinstance(e, (ir.ListExpr, ir.BinOp)) and not getattr(e, "inplace", False) or (
         isinstance(e, ir.Subscript) and isinstance(e.index, ir.Slice)) or (
-        isinstance(e, ir.Call) and e.callee in (("builtin", "list"), ("builtin", "reversed")))
+        isinstance(e, ir.Call) and e.kind is ir.CallKind.BUILTIN and e.target in ("list", "reversed"))
 
 
 def _kind_at(k: Kind, steps: int) -> Kind:

@@ -36,10 +36,12 @@ RANDOM_METHODS = frozenset({"bernoulli", "multinomial"})
 
 def is_random(call: ir.Call) -> bool:
     """Whether ``call`` is a torch operator or tensor method known to draw random numbers."""
-    kind, what = call.callee
-    if kind == "torch":
-        try:
-            return what in RANDOM_FUNCTIONS
-        except TypeError:  # an unhashable callable
-            return False
-    return kind == "method" and what in RANDOM_METHODS
+    match call.kind:
+        case ir.CallKind.TORCH:
+            try:
+                return call.target in RANDOM_FUNCTIONS
+            except TypeError:  # an unhashable callable
+                return False
+        case ir.CallKind.METHOD:
+            return call.target in RANDOM_METHODS
+    return False

@@ -146,7 +146,8 @@ class Interpreter:
             case ir.Assign(target=t, value=v):
                 self.assign(f, t, coerce(self, self.expr(f, v), self.kind(f, v), target_kind(f.spec, t)))
             case ir.ExprStmt(value=v):
-                if isinstance(v, ir.Call) and v.callee == ("method", "append") and isinstance(v.receiver, ir.Name):
+                if isinstance(v, ir.Call) and v.kind is ir.CallKind.METHOD and v.target == "append" \
+                        and isinstance(v.receiver, ir.Name):
                     lst = f.spec.var.get(v.receiver.id)
                     elem = lst.elem if isinstance(lst, ListK) else HOST
                     a = v.args[0]
@@ -290,17 +291,18 @@ class Interpreter:
                 return v
             case ir.IfExp(test=t, body=b, orelse=o):
                 return self.expr(f, b) if self.expr(f, t) else self.expr(f, o)
-            case ir.Call(callee=(kind, what), args=args, kwargs=kw, receiver=r):
+            case ir.Call(kind=kind, target=what, args=args, kwargs=kw, receiver=r):
                 a = [self.expr(f, x) for x in args]
                 kwa = {n: self.expr(f, x) for n, x in kw.items()}
-                if kind == "torch":
-                    return what(*a, **kwa)
-                if kind == "builtin":
-                    return getattr(builtins, what)(*a, **kwa)
-                if kind == "method":
-                    return getattr(self.expr(f, r), what)(*a, **kwa)  # type: ignore[arg-type]
-                if kind == "value":
-                    return self.expr(f, r)(*a, **kwa)  # type: ignore[arg-type]
+                match kind:
+                    case ir.CallKind.TORCH:
+                        return what(*a, **kwa)
+                    case ir.CallKind.BUILTIN:
+                        return getattr(builtins, what)(*a, **kwa)
+                    case ir.CallKind.METHOD:
+                        return getattr(self.expr(f, r), what)(*a, **kwa)  # type: ignore[arg-type]
+                    case ir.CallKind.VALUE:
+                        return self.expr(f, r)(*a, **kwa)  # type: ignore[arg-type]
         raise NotImplementedError(f"interpreter: expression {type(e).__name__} at {e.loc}")
 
 

@@ -168,16 +168,17 @@ class SkeletonWriter:
             case ir.Assign(target=t, value=v):
                 self.emit(depth, f"{target_source(t)} = {coerce(self.expr(v), self.kind(v), target_kind(self.spec, t))}")
             case ir.ExprStmt(value=v):
-                if isinstance(v, ir.Call) and v.callee[0] == "method" and v.callee[1] in ("append", "insert", "__setitem__") \
+                if isinstance(v, ir.Call) and v.kind is ir.CallKind.METHOD \
+                        and v.target in ("append", "insert", "__setitem__") \
                         and isinstance(v.receiver, ir.Name) and v.args:
                     lst = self.spec.var.get(v.receiver.id)
                     elem = lst.elem if isinstance(lst, ListK) else HOST
                     value = coerce(self.expr(v.args[-1]), self.kind(v.args[-1]), elem)
                     lead = "".join(self.expr(a) + ", " for a in v.args[:-1])
-                    if v.callee[1] == "__setitem__":
+                    if v.target == "__setitem__":
                         self.emit(depth, f"{v.receiver.id}[{self.expr(v.args[0])}] = {value}")
                     else:
-                        self.emit(depth, f"{v.receiver.id}.{v.callee[1]}({lead}{value})")
+                        self.emit(depth, f"{v.receiver.id}.{v.target}({lead}{value})")
                 else:
                     self.emit(depth, self.expr(v))
             case ir.Return(value=v):

@@ -82,16 +82,17 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
             return "(" + f" {op} ".join(p(x) for x in vs) + ")"
         case ir.IfExp(test=t, body=b, orelse=o):
             return f"({p(b)} if {p(t)} else {p(o)})"
-        case ir.Call(callee=(kind, what), args=args, kwargs=kw, receiver=r):
+        case ir.Call(kind=kind, target=what, args=args, kwargs=kw, receiver=r):
             arg_src = ", ".join([p(a) for a in args] + [f"{k}={p(v)}" for k, v in kw.items()])
-            if kind == "torch":
-                return f"{g.alias(what, getattr(what, '__name__', 'op'))}({arg_src})"
-            if kind == "builtin":
-                return f"{what}({arg_src})"
-            if kind == "host":
-                return f"{g.alias(what, getattr(what, '__name__', 'fn'))}({arg_src})"
-            if kind == "method":
-                return f"{p(r)}.{what}({arg_src})"  # type: ignore[arg-type]
-            if kind == "value":
-                return f"{p(r)}({arg_src})"  # type: ignore[arg-type]
+            match kind:
+                case ir.CallKind.TORCH:
+                    return f"{g.alias(what, getattr(what, '__name__', 'op'))}({arg_src})"
+                case ir.CallKind.BUILTIN:
+                    return f"{what}({arg_src})"
+                case ir.CallKind.HOST:
+                    return f"{g.alias(what, getattr(what, '__name__', 'fn'))}({arg_src})"
+                case ir.CallKind.METHOD:
+                    return f"{p(r)}.{what}({arg_src})"  # type: ignore[arg-type]
+                case ir.CallKind.VALUE:
+                    return f"{p(r)}({arg_src})"  # type: ignore[arg-type]
     raise TypeError(f"cannot print {type(e).__name__} here")

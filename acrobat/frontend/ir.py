@@ -9,6 +9,7 @@ table keyed by ``nid``, per function specialization.
 
 from __future__ import annotations
 
+import enum
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,23 +141,52 @@ class IfExp(Expr):
     orelse: Expr
 
 
-@dataclass(eq=False)
-class Call(Expr):
-    """A call. ``callee`` says what is called:
+class CallKind(enum.Enum):
+    """What a :class:`Call` calls; each kind fixes what ``Call.target`` holds.
 
-    - ``("program", name)``: an ``@acrobat.function`` of the program;
-    - ``("torch", obj)``: a torch operator (``obj`` the Python callable);
-    - ``("builtin", name)``: len/range/reversed/... on host values;
-    - ``("method", name)``: method ``name`` of ``receiver``;
-    - ``("value", None)``: calling the value ``receiver`` (e.g. an ``nn.Module`` parameter);
-    - ``("host", obj)``: a plain Python function (undecorated helper, ``math.*``, ``print``)
-      run as written on host values.
+    - ``PROGRAM``: a function of the program; ``target`` is the ``Function`` object of an
+      ``@acrobat.function``/``@acrobat.program`` (``acrobat.program.Function``), or the parser's
+      ``NestedFunction`` of a nested ``def`` (its captured variables lead ``args``).
+    - ``TORCH``: a torch operator; ``target`` is the Python callable (``torch.tanh``, ``F.linear``, or
+      a row/segment form the block pass substitutes).
+    - ``BUILTIN``: a Python builtin on host values (len/range/reversed/zip/...); ``target`` is its name.
+    - ``METHOD``: method ``target`` (a name) of ``receiver``.
+    - ``VALUE``: calling the value ``receiver`` itself (e.g. an ``nn.Module`` parameter);
+      ``target`` is ``None``.
+    - ``HOST``: a plain Python callable (an undecorated helper, ``math.*``, ``print``, a class) run
+      as written on host values; ``target`` is the callable.
     """
 
-    callee: tuple[str, Any]
+    PROGRAM = "program"
+    TORCH = "torch"
+    BUILTIN = "builtin"
+    METHOD = "method"
+    VALUE = "value"
+    HOST = "host"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    """A call: ``kind`` says what is called and ``target`` names it (see :class:`CallKind` for what
+    ``target`` holds per kind); ``receiver`` is the object of a ``METHOD`` call or the called value of a
+    ``VALUE`` call, else ``None``."""
+
+    kind: CallKind
+    target: Any
     args: list[Expr]
     kwargs: dict[str, Expr]
     receiver: Expr | None = None
+
+    def __str__(self) -> str:
+        """What is called, e.g. ``torch:tanh``, ``method:append``, ``program:cell``, ``value``."""
+        if self.kind is CallKind.VALUE:
+            return str(self.kind)
+        what = self.target if isinstance(self.target, str) else (
+            getattr(self.target, "__name__", None) or getattr(self.target, "name", None) or repr(self.target))
+        return f"{self.kind}:{what}"
 
 
 @dataclass(eq=False)

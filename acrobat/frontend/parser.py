@@ -346,7 +346,8 @@ class _Translator:
             case ast.Assign(targets=[ast.Subscript(value=ast.Name(id=lst), slice=idx)], value=value) if lst in self.locals:
                 if isinstance(idx, ast.Slice):
                     raise self.error(s, "slice assignment is not supported: build a new list (`xs = xs[:i] + [v]`)")
-                return ir.ExprStmt(loc, ir.Call(loc, ("method", "__setitem__"), [self.expr(idx), self.expr(value)], {},
+                return ir.ExprStmt(loc, ir.Call(loc, ir.CallKind.METHOD, "__setitem__",
+                                                [self.expr(idx), self.expr(value)], {},
                                                 receiver=ir.Name(loc, lst)))
             case ast.Assign(targets=[tgt], value=value):
                 return ir.Assign(loc, self.target(tgt), self.expr(value))
@@ -387,7 +388,7 @@ class _Translator:
                 self.nested_def(s)
                 return None
             case ast.Assert(test=test, msg=msg):
-                fail = ir.Call(loc, ("host", _assert_failed), [self.expr(msg)] if msg is not None else [], {})
+                fail = ir.Call(loc, ir.CallKind.HOST, _assert_failed, [self.expr(msg)] if msg is not None else [], {})
                 return ir.If(loc, ir.UnaryOp(loc, "not", self.expr(test)), [ir.ExprStmt(loc, fail)], [])
         hint = _UNSUPPORTED_STMT.get(type(s), "rewrite it with assignments, if/else, for, while and return")
         raise self.error(s, f"`{type(s).__name__}` statement is not supported in an acrobat model: {hint}")
@@ -465,11 +466,12 @@ class _Translator:
         if isinstance(func, ast.Name) and func.id in self.nested:
             key = self.nested[func.id]
             captured = [ir.Name(loc, c) for c in key.captured]
-            return ir.Call(loc, ("program", key), self.bind_call(e, key, captured + args, kwargs), {})
+            return ir.Call(loc, ir.CallKind.PROGRAM, key, self.bind_call(e, key, captured + args, kwargs), {})
         found, obj = (self.resolve_global(func) if isinstance(func, (ast.Name, ast.Attribute)) else (False, None))
         if found:
             if obj is self.markers["concurrent"]:
-                if kwargs or not args or not all(isinstance(a, ir.Call) and a.callee[0] == "program" for a in args):
+                if kwargs or not args or not all(
+                        isinstance(a, ir.Call) and a.kind is ir.CallKind.PROGRAM for a in args):
                     raise self.error(e, "acrobat.concurrent(...) takes calls of @acrobat.function functions, "
                                         "e.g. acrobat.concurrent(f(node.left), f(node.right))")
                 return ir.Concurrent(loc, args)  # type: ignore[arg-type]
@@ -477,20 +479,20 @@ class _Translator:
                 raise self.error(e, "acrobat.phase() is a statement of its own: write it on its own line")
             name = self.is_program_fn(obj)
             if name is not None:
-                return ir.Call(loc, ("program", obj), self.bind_call(e, obj, args, kwargs), {})
+                return ir.Call(loc, ir.CallKind.PROGRAM, obj, self.bind_call(e, obj, args, kwargs), {})
             if isinstance(func, ast.Name) and getattr(builtins, func.id, None) is obj and func.id in HOST_BUILTINS:
-                return ir.Call(loc, ("builtin", func.id), args, kwargs)
+                return ir.Call(loc, ir.CallKind.BUILTIN, func.id, args, kwargs)
             if _is_torch_object(obj) and not isinstance(obj, types.ModuleType):
-                return ir.Call(loc, ("torch", obj), args, kwargs)
+                return ir.Call(loc, ir.CallKind.TORCH, obj, args, kwargs)
             if callable(obj) and not isinstance(obj, types.ModuleType):
                 # plain Python (an undecorated helper, math.*, print, a class): host code, run as written; the
                 # kind analysis rejects it when it is given a tensor (it could not be batched)
-                return ir.Call(loc, ("host", obj), args, kwargs)
+                return ir.Call(loc, ir.CallKind.HOST, obj, args, kwargs)
             raise self.error(e, f"`{ast.unparse(func)}` is neither a torch operator nor an @acrobat.function: "
                                 "decorate it with @acrobat.function, or compute its result before the model runs")
         if isinstance(func, ast.Attribute):
-            return ir.Call(loc, ("method", func.attr), args, kwargs, receiver=self.expr(func.value))
-        return ir.Call(loc, ("value", None), args, kwargs, receiver=self.expr(func))
+            return ir.Call(loc, ir.CallKind.METHOD, func.attr, args, kwargs, receiver=self.expr(func.value))
+        return ir.Call(loc, ir.CallKind.VALUE, None, args, kwargs, receiver=self.expr(func))
 
     def bind_call(self, e: ast.Call, callee: Any, args: list[ir.Expr], kwargs: dict[str, ir.Expr]) -> list[ir.Expr]:
         """The arguments of a program call in parameter order: keywords placed by the callee's signature,
