@@ -268,3 +268,93 @@ def test_run_bench_ablation_only_at_the_largest_batch():
         (3, ["pytorch", "ablation"]), (2, ["pytorch"])]
     assert any("no-such-size" in n for n in rep.notes)
     assert rep.machine["load_average"] is None or rep.machine["load_average"] >= 0
+
+
+def _hand_report() -> BenchReport:
+    """Made-up times (no run): acrobat 10 ms everywhere; PyTorch 20, 40, 5 ms; TorchFold 30 ms on one
+    configuration, wrong on another; DyNet not installed; hand-batched not selected."""
+    from acrobat.bench.compare import Comparison, SystemResult
+
+    rep = BenchReport("acrobat bench --made-up", "2026-01-01", "inference", 1, "none", scaled=["berxit: 8 tokens"])
+    for (model, bs), torch_ms, fold in zip([("treelstm", 8), ("treelstm", 64), ("birnn", 8)], [20.0, 40.0, 5.0],
+                                           [30.0, None, "wrong"]):
+        c = Comparison(model, "small", 4, bs)
+        c.results.append(SystemResult("acrobat (compiled)", "acrobat", timing=Timing((9.0, 10.0, 11.0))))
+        c.results.append(SystemResult("PyTorch per instance", "pytorch", timing=Timing((torch_ms,))))
+        if fold == "wrong":
+            c.results.append(SystemResult("TorchFold", "torchfold", WRONG))
+        elif fold is not None:
+            c.results.append(SystemResult("TorchFold", "torchfold", timing=Timing((fold,))))
+        c.results.append(SystemResult("DyNet (autobatch)", "dynet", NOT_INSTALLED, "not installed: no dynet"))
+        rep.comparisons.append(c)
+    return rep
+
+
+def test_geomeans_of_a_hand_made_report(tmp_path):
+    from acrobat.bench.report import geomeans
+
+    by = {g.baseline: g for g in geomeans(_hand_report())}
+    torch_ = by["PyTorch per instance"]
+    assert torch_.reference == "acrobat (compiled)" and torch_.count == 3
+    assert torch_.geomean == pytest.approx((2.0 * 4.0 * 0.5) ** (1 / 3))
+    assert torch_.lowest == ("birnn/small/8", pytest.approx(0.5))
+    assert torch_.highest == ("treelstm/small/64", pytest.approx(4.0))
+    assert torch_.line() == ("acrobat (compiled) vs PyTorch per instance: 1.59x geometric mean over 3 "
+                             "configurations (min 0.50x birnn/small/8, max 4.00x treelstm/small/64)")
+    fold = by["TorchFold"]
+    assert fold.count == 1 and fold.geomean == pytest.approx(3.0) and "over 1 configuration " in fold.line()
+    assert by["DyNet (autobatch)"].line() == "acrobat (compiled) vs DyNet (autobatch): not run (not installed)"
+    assert by["hand-batched PyTorch"].line().endswith("not run (not selected)")
+
+    rep = _hand_report()
+    data = report_dict(rep)
+    g = next(d for d in data["geomeans"] if d["baseline"] == "PyTorch per instance")
+    assert (g["configs"], g["min_config"], g["max_config"], g["not_run"]) == (
+        3, "birnn/small/8", "treelstm/small/64", None)
+    assert g["geomean"] == pytest.approx(torch_.geomean)
+    assert next(d for d in data["geomeans"] if d["baseline"] == "DyNet (autobatch)")["not_run"] == "not installed"
+    text = markdown(rep)
+    assert "- acrobat (compiled) vs PyTorch per instance: 1.59x geometric mean over 3" in text
+    assert "Scaled down from the paper's sizes" in text and "berxit: 8 tokens" in text
+    paths = write_outputs(rep, tmp_path)
+    assert read_json(tmp_path / "bench.json").scaled == ["berxit: 8 tokens"]
+    assert markdown(read_json(tmp_path / "bench.json")) == text
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "geomean.png") in paths and (tmp_path / "geomean.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_geomeans_without_acrobat_timed():
+    from acrobat.bench.report import geomeans
+
+    rep = _hand_report()
+    for c in rep.comparisons:
+        c.results = c.results[1:]
+    by = {g.baseline: g for g in geomeans(rep)}
+    assert by["PyTorch per instance"].line().endswith("no speedup (acrobat (compiled) not timed)")
+
+
+def test_quick_scales_berxit_and_says_so():
+    q = command.settings_from_args(_args(quick=True))
+    assert q.overrides == {"berxit": command.QUICK_BERXIT}
+    assert q.scaled and "berxit" in q.scaled[0] and f"{command.QUICK_BERXIT['seq_len']}-token" in q.scaled[0]
+    assert f"--seq-len {command.QUICK_BERXIT['seq_len']}" in q.command
+    mine = command.settings_from_args(_args(quick=True, seq_len=16, models=["berxit"]))
+    assert mine.overrides["berxit"] == {**command.QUICK_BERXIT, "seq_len": 16}
+    assert command.settings_from_args(_args(quick=True, models=["treelstm"])).overrides == {}
+    full = command.settings_from_args(_args())
+    assert full.overrides == {} and full.scaled == []
+    assert command.settings_from_args(_args(layers=2)).overrides == {"berxit": {"layers": 2}}
+    with pytest.raises(ValueError):
+        command.settings_from_args(_args(seq_len=0))
+
+
+def test_run_bench_applies_model_overrides():
+    from acrobat.bench.suite import BenchSettings, run_bench
+
+    rep = run_bench(BenchSettings(models=["berxit"], overrides={"berxit": {"seq_len": 4, "layers": 1}},
+                                  scaled=["berxit: tiny"], sizes=["small"], batch_sizes=[2],
+                                  systems=select(["pytorch"]), repeats=1, min_repeats=1), progress=False)
+    assert rep.scaled == ["berxit: tiny"] and [r.status for r in rep.comparisons[0].results] == [OK]

@@ -2,6 +2,12 @@
 
     acrobat bench [MODEL...] [--sizes small,large] [--batch-sizes 8,64] [--systems acrobat,pytorch,...]
                   [--quick] [--repeats N] [--out DIR] [--grad] [--data PATH] [--threads N]
+                  [--seq-len N] [--layers N]
+
+``--quick`` also scales Berxit down (``QUICK_BERXIT``: shorter sequences, fewer
+layers, BERT-base width kept) so that the whole quick run stays under 10
+minutes on a 2-core CPU; what was scaled is printed first and written into
+bench.md and bench.json (``scaled``).
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ from acrobat.bench.report import markdown, read_json
 from acrobat.bench.suite import BenchSettings, run_bench, write_outputs
 from acrobat.bench.systems import GROUPS, select
 from acrobat.models import MODELS
+from acrobat.models.berxit import SEQ_LEN as BERXIT_SEQ_LEN, SIZES as BERXIT_SIZES
 
 QUICK = {"sizes": "small", "batch_sizes": "8,64", "repeats": 3, "budget_ms": 3000.0, "min_repeats": 2}
+QUICK_BERXIT = {"seq_len": 32, "layers": 4}
+"""Berxit under ``--quick`` (the paper's: 128 tokens, 12 layers small / 18 large)."""
 FULL = {"sizes": "small,large", "batch_sizes": "8,64", "repeats": 10, "budget_ms": 8000.0, "min_repeats": 3}
 
 
@@ -37,7 +46,12 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, help=f"timed runs per system after a warm-up "
                        f"(default {FULL['repeats']}; --quick: {QUICK['repeats']})")
     bench.add_argument("--quick", action="store_true", help="small size, batch sizes 8 and 64, up to 3 timed "
-                       "runs per system (at least 2; stop past 3 s)")
+                       "runs per system (at least 2; stop past 3 s), Berxit scaled down to "
+                       f"{QUICK_BERXIT['seq_len']}-token sequences and {QUICK_BERXIT['layers']} layers")
+    bench.add_argument("--seq-len", type=int, help=f"berxit: tokens per sequence (default {BERXIT_SEQ_LEN}; "
+                       f"--quick: {QUICK_BERXIT['seq_len']})")
+    bench.add_argument("--layers", type=int, help="berxit: maximum layers (default 12 small, 18 large; "
+                       f"--quick: {QUICK_BERXIT['layers']})")
     bench.add_argument("--out", default="bench-out", help="folder for bench.json, bench.md, *.png "
                        "(default bench-out)")
     bench.add_argument("--grad", action="store_true", help="time forward passes with autograd recording "
@@ -81,6 +95,12 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         raise ValueError("--repeats must be at least 1")
     groups = _list(args.systems, "systems") if args.systems else None
     sizes = _list(args.sizes or str(base["sizes"]), "sizes")
+    berxit = {k: v for k, v in (("seq_len", getattr(args, "seq_len", None)), ("layers", getattr(args, "layers", None)))
+              if v is not None}
+    if any(v < 1 for v in berxit.values()):
+        raise ValueError("--seq-len and --layers must be at least 1")
+    if args.quick:
+        berxit = {**QUICK_BERXIT, **berxit}
     words = ["acrobat", "bench", *args.models, "--sizes", ",".join(sizes), "--batch-sizes",
              ",".join(map(str, batch_sizes)), "--repeats", str(repeats)]
     words += ["--systems", ",".join(groups)] if groups else []
@@ -90,12 +110,29 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     words += ["--data", args.data] if args.data else []
     words += ["--seed", str(args.seed)] if args.seed else []
     words += ["--device", args.device] if args.device != "cpu" else []
+    words += [w for k, v in berxit.items() for w in (f"--{k.replace('_', '-')}", str(v))]
+    models = args.models or list(MODELS)
+    overrides = {"berxit": berxit} if berxit and "berxit" in models else {}
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available to torch here")
-    return BenchSettings(models=args.models or list(MODELS), sizes=sizes, batch_sizes=batch_sizes,
+    return BenchSettings(models=models, overrides=overrides, scaled=scaled_lines(overrides), sizes=sizes, batch_sizes=batch_sizes,
                          systems=select(groups), repeats=repeats, budget_ms=float(base["budget_ms"]),
                          min_repeats=min(repeats, int(base["min_repeats"])), grad=args.grad, data=args.data,
                          split=args.split, seed=args.seed, device=args.device, command=shlex.join(words))
+
+
+def scaled_lines(overrides: dict[str, dict[str, int]]) -> list[str]:
+    """What runs smaller than the paper's sizes, one line per model (Berxit only has overrides)."""
+    b = overrides.get("berxit")
+    if not b:
+        return []
+    parts = []
+    if "seq_len" in b:
+        parts.append(f"{b['seq_len']}-token sequences (paper: {BERXIT_SEQ_LEN})")
+    if "layers" in b:
+        paper = ", ".join(f"{v['layers']} {k}" for k, v in BERXIT_SIZES.items())
+        parts.append(f"at most {b['layers']} layers (paper: {paper})")
+    return ["berxit: " + ", ".join(parts) + " at BERT widths"]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -105,7 +142,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         if args.threads:
             torch.set_num_threads(args.threads)
-        rep = run_bench(settings_from_args(args), progress=not args.no_progress)
+        st = settings_from_args(args)
+        if st.scaled:
+            print("Scaled down from the paper's sizes: " + "; ".join(st.scaled), flush=True)
+        rep = run_bench(st, progress=not args.no_progress)
     print(markdown(rep))
     paths = write_outputs(rep, Path(args.out))
     print("wrote " + ", ".join(str(p) for p in paths))

@@ -2,6 +2,9 @@
 
 - ``speedup.png`` (like the paper's Fig. 7): per model, acrobat's speedup
   over each baseline for every (size, batch size), log scale, 1x marked;
+- ``geomean.png`` (Fig. 7 in one panel): per model, acrobat's speedup over each
+  baseline (geometric mean over the model's configurations), log scale, a
+  dashed line per baseline at its geometric mean over every configuration;
 - ``ablation.png`` (like Fig. 8): per model, ms per batch at the largest
   batch size as the optimizations are switched on one at a time;
 - ``interpreted.png`` (Table 3 as bars): interpreted vs generated control flow.
@@ -9,10 +12,11 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from acrobat.bench.compare import Comparison
-from acrobat.bench.report import BASELINE_GROUPS, BenchReport, machine_line_of
+from acrobat.bench.report import BASELINE_GROUPS, BenchReport, geomeans, machine_line_of
 from acrobat.bench.systems import default_backend
 
 
@@ -111,6 +115,46 @@ def _style_axis(ax, cs: list, model: str, ylabel: str) -> None:
     ax.set_ylabel(ylabel, fontsize=8)
 
 
+def _gmean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def geomean_plot(rep: BenchReport, path: Path) -> Path | None:
+    """Per model, acrobat's speedup over each baseline (geometric mean over the model's configurations),
+    log scale, with each baseline's geometric mean over all configurations as a dashed line; None if
+    no baseline was timed."""
+    plt = _pyplot()
+    gs = [g for g in geomeans(rep) if g.speedups]
+    if plt is None or not gs:
+        return None
+    models = [m for m in _models(rep) if any(k.split("/")[0] == m for g in gs for k in g.speedups)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(models) + 3), 4.4))
+    width = 0.8 / len(gs)
+    lo, hi = 1.0, 1.0
+    for j, g in enumerate(gs):
+        xs, ys = [], []
+        for i, model in enumerate(models):
+            vals = [v for k, v in g.speedups.items() if k.split("/")[0] == model]
+            if vals:
+                xs.append(i + (j - (len(gs) - 1) / 2) * width)
+                ys.append(_gmean(vals))
+        color = f"C{j + 1}"
+        ax.bar(xs, ys, width, label=f"{g.baseline} (geomean {g.geomean:.2f}x, {g.count} configs)", color=color)
+        for x, y in zip(xs, ys):
+            ax.annotate(f"{y:.1f}", (x, y), ha="center", va="bottom", fontsize=6)
+        ax.axhline(g.geomean, color=color, linewidth=1.0, linestyle="--")
+        lo, hi = min([lo, *ys, g.geomean]), max([hi, *ys, g.geomean])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    _plain_log(ax)
+    ax.set_xlim(-0.5, len(models) - 0.5)
+    ax.set_xticks(range(len(models)), models, fontsize=8)
+    ax.set_ylim(lo / 1.4, hi * 1.4)
+    ax.set_ylabel(f"{gs[0].reference}'s speedup (x)", fontsize=8)
+    ax.legend(fontsize=7, loc="best")
+    return _finish(plt, fig, rep, "acrobat's speedup per model (geometric mean over its configurations; "
+                   "dashed: over all configurations)", path)
+
+
 def ablation_plot(rep: BenchReport, path: Path) -> Path | None:
     """ms per batch of each ablation step, per model and size, at the largest batch size (Fig. 8 style)."""
     plt = _pyplot()
@@ -154,7 +198,7 @@ def interp_plot(rep: BenchReport, path: Path) -> Path | None:
 
 def write_plots(rep: BenchReport, out: Path) -> list[Path]:
     """Write every plot that has data into ``out``; [] when matplotlib is not installed."""
-    made = [speedup_plot(rep, out / "speedup.png"), ablation_plot(rep, out / "ablation.png"),
+    made = [speedup_plot(rep, out / "speedup.png"), geomean_plot(rep, out / "geomean.png"), ablation_plot(rep, out / "ablation.png"),
             interp_plot(rep, out / "interpreted.png")]
     return [p for p in made if p is not None]
 

@@ -10,18 +10,22 @@ says how many times faster acrobat (default backend) is than that system
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from acrobat.bench.compare import NOT_AVAILABLE, NOT_INSTALLED, OK, Comparison, SystemResult
 from acrobat.bench.machine import describe_machine
-from acrobat.bench.systems import INTERP_BACKEND, default_backend
+from acrobat.bench.systems import INTERP_BACKEND, all_systems, default_backend
 from acrobat.bench.timing import Timing
 from acrobat.runtime.stats import RunStats
 
 BASELINE_GROUPS = ("acrobat", "pytorch", "hand", "torchfold", "dynet")
 """Groups in the main comparison table (Fig. 7 / Table 5)."""
+
+OTHER_SYSTEMS = ("pytorch", "hand", "torchfold", "dynet")
+"""Groups of the systems acrobat is compared with (the geometric means' baselines)."""
 
 
 @dataclass
@@ -36,6 +40,97 @@ class BenchReport:
     comparisons: list[Comparison] = field(default_factory=list)
     machine: dict[str, Any] = field(default_factory=describe_machine)
     notes: list[str] = field(default_factory=list)
+    scaled: list[str] = field(default_factory=list)  # what runs smaller than the paper's sizes (--quick)
+
+
+@dataclass
+class GeoMean:
+    """acrobat's (default backend) speedup over one baseline, aggregated over the configurations both ran.
+
+    ``speedups`` maps ``model/size/batch`` to baseline ms / acrobat ms; empty when
+    the baseline has no timing anywhere (``reason`` then says why: its
+    statuses, or "not selected").
+    """
+
+    baseline: str
+    reference: str
+    speedups: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def count(self) -> int:
+        return len(self.speedups)
+
+    @property
+    def geomean(self) -> float | None:
+        if not self.speedups:
+            return None
+        return math.exp(sum(math.log(v) for v in self.speedups.values()) / len(self.speedups))
+
+    @property
+    def lowest(self) -> tuple[str, float] | None:
+        return min(self.speedups.items(), key=lambda kv: kv[1]) if self.speedups else None
+
+    @property
+    def highest(self) -> tuple[str, float] | None:
+        return max(self.speedups.items(), key=lambda kv: kv[1]) if self.speedups else None
+
+    def line(self) -> str:
+        """One sentence, e.g. "acrobat (compiled) vs TorchFold: 2.3x geometric mean over 4 configurations
+        (min 0.9x treelstm/small/8, max 8.5x birnn/small/64)", or "... not run (not installed)"."""
+        head = f"{self.reference} vs {self.baseline}: "
+        if not self.speedups:
+            if self.reason.startswith(self.reference):  # the baseline ran; acrobat did not
+                return head + f"no speedup ({self.reason})"
+            return head + f"not run ({self.reason or 'no timing'})"
+        (lo_at, lo), (hi_at, hi) = self.lowest, self.highest
+        plural = "s" if self.count != 1 else ""
+        return (head + f"{self.geomean:.2f}x geometric mean over {self.count} configuration{plural} "
+                f"(min {lo:.2f}x {lo_at}, max {hi:.2f}x {hi_at})")
+
+    def as_dict(self) -> dict[str, Any]:
+        lo, hi = self.lowest, self.highest
+        return {"baseline": self.baseline, "reference": self.reference, "geomean": self.geomean,
+                "configs": self.count, "min": lo[1] if lo else None, "min_config": lo[0] if lo else None,
+                "max": hi[1] if hi else None, "max_config": hi[0] if hi else None,
+                "not_run": None if self.speedups else (self.reason or "not run"), "speedups": self.speedups}
+
+
+def config_key(c: Comparison) -> str:
+    """``model/size/batch`` naming one configuration."""
+    return f"{c.model}/{c.size}/{c.batch_size}"
+
+
+def baseline_names(rep: BenchReport) -> list[str]:
+    """Every baseline system (groups ``OTHER_SYSTEMS``), those of the report first, then the ones not selected."""
+    seen = [r.system for c in rep.comparisons for r in c.results if r.group in OTHER_SYSTEMS]
+    known = [s.name for s in all_systems() if s.group in OTHER_SYSTEMS]
+    return list(dict.fromkeys(seen + known))
+
+
+def geomeans(rep: BenchReport) -> list[GeoMean]:
+    """acrobat's (default backend) speedup over each baseline: geometric mean, min, max over the
+    configurations where both were timed; a baseline with no timing says why (its statuses)."""
+    ref = f"acrobat ({default_backend()})"
+    out = []
+    for name in baseline_names(rep):
+        g = GeoMean(name, ref)
+        statuses: list[str] = []
+        for c in rep.comparisons:
+            base, other, r = c.acrobat_ms(), c.ms(name), c.result(name)
+            if base and other:
+                g.speedups[config_key(c)] = other / base
+            elif r is not None and r.status not in statuses and r.status != OK:
+                statuses.append(r.status)
+        if not g.speedups:
+            if not any(c.result(name) for c in rep.comparisons):
+                g.reason = "not selected"
+            elif not any(c.acrobat_ms() for c in rep.comparisons):
+                g.reason = f"{ref} not timed"
+            else:
+                g.reason = ", ".join(statuses) or "no configuration with both timed"
+        out.append(g)
+    return out
 
 
 # ------------------------------------------------------------------ JSON
@@ -61,6 +156,7 @@ def report_dict(rep: BenchReport) -> dict[str, Any]:
     """The report as JSON-ready data (times in ms)."""
     out = {k: v for k, v in asdict(rep).items() if k != "comparisons"}
     out["machine_line"] = machine_line_of(rep.machine)
+    out["geomeans"] = [g.as_dict() for g in geomeans(rep)]
     out["configs"] = [{"model": c.model, "size": c.size, "hidden": c.hidden, "batch_size": c.batch_size,
                        "acrobat_ms": c.acrobat_ms(), "results": [_result_dict(r) for r in c.results]}
                       for c in rep.comparisons]
@@ -83,7 +179,7 @@ def read_json(path: Path) -> BenchReport:
     """A report written by ``write_json`` (to redraw tables and plots without running again)."""
     d = json.loads(path.read_text(encoding="utf-8"))
     rep = BenchReport(d["command"], d["date"], d["mode"], d["repeats"], d["data"], machine=d["machine"],
-                      notes=d.get("notes", []))
+                      notes=d.get("notes", []), scaled=d.get("scaled", []))
     for c in d["configs"]:
         cmp = Comparison(c["model"], c["size"], c["hidden"], c["batch_size"])
         for r in c["results"]:
@@ -145,6 +241,15 @@ def comparison_table(rep: BenchReport) -> list[str]:
         rows.append(row)
     return ["### acrobat vs baselines: ms per batch (acrobat's speedup over each)", "",
             f"Machine: {machine_line_of(rep.machine)}", ""] + _table(["model", "size", "batch"] + names, rows, 2)
+
+
+def geomean_lines(rep: BenchReport) -> list[str]:
+    """The geometric-mean speedups as a Markdown section (one bullet per baseline); [] with no baselines."""
+    gs = geomeans(rep)
+    if not rep.comparisons or not any(r.group in BASELINE_GROUPS for c in rep.comparisons for r in c.results):
+        return []
+    return ["### acrobat's speedup over each baseline: geometric mean over the configurations both ran", "",
+            f"Machine: {machine_line_of(rep.machine)}", ""] + [f"- {g.line()}" for g in gs]
 
 
 def ablation_table(rep: BenchReport) -> list[str]:
@@ -248,8 +353,11 @@ def markdown(rep: BenchReport) -> str:
             "systems, see the JSON's samples) after the output-check run and, unless that took over 1 s, one "
             "more warm-up run; "
             "every system's outputs checked equal to the per-instance PyTorch reference first."]
+    if rep.scaled:
+        head.insert(4, "Scaled down from the paper's sizes (times not comparable with full-size runs): "
+                    + "; ".join(rep.scaled) + "  ")
     parts = [head]
-    for section in (comparison_table(rep), ablation_table(rep), interp_table(rep), overhead_table(rep),
+    for section in (geomean_lines(rep), comparison_table(rep), ablation_table(rep), interp_table(rep), overhead_table(rep),
                     problems(rep), rep.notes):
         if section:
             parts.append(section)

@@ -26,7 +26,7 @@ from acrobat.bench.report import BenchReport, markdown, write_json
 from acrobat.bench.systems import System
 from acrobat.bench.timing import BUDGET_MS, MIN_REPEATS, TimingPolicy
 from acrobat.data import load_dataset
-from acrobat.models import MODELS
+from acrobat.models import MODELS, get_model
 
 
 @dataclass
@@ -34,6 +34,8 @@ class BenchSettings:
     """What to run. Times in ms; sizes are ``ModelSpec.sizes`` names."""
 
     models: list[str] = field(default_factory=lambda: list(MODELS))
+    overrides: dict[str, dict[str, int]] = field(default_factory=dict)  # per model: get_model's overrides
+    scaled: list[str] = field(default_factory=list)  # what the overrides scale down, for the report
     sizes: list[str] = field(default_factory=lambda: ["small", "large"])
     batch_sizes: list[int] = field(default_factory=lambda: [8, 64])
     systems: list[System] = field(default_factory=list)
@@ -53,11 +55,11 @@ def run_bench(st: BenchSettings, progress: bool = True) -> BenchReport:
     ds = load_dataset(st.data, split=st.split, limit=max(st.batch_sizes))
     mode = "forward with autograd recording" if st.grad else "inference (torch.inference_mode)"
     rep = BenchReport(st.command, datetime.date.today().isoformat(), mode, st.repeats,
-                      f"{ds.description}; the first N instances for batch size N")
+                      f"{ds.description}; the first N instances for batch size N", scaled=list(st.scaled))
     rep.machine["load_average"] = load_average()
     configs = []
     for name in st.models:
-        spec = MODELS[name]
+        spec = get_model(name, **st.overrides.get(name, {}))
         for size in st.sizes:
             if size not in dict(spec.sizes):
                 rep.notes.append(f"- {name}: no size {size!r} (has {', '.join(dict(spec.sizes))}); skipped")
