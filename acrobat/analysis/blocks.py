@@ -164,16 +164,11 @@ class _Lowerer:
         elif isinstance(e, ir.Call) and (e.kind is ir.CallKind.TORCH and e.target is F.linear
                                          or e.kind is ir.CallKind.METHOD and e.target == "unsqueeze"
                                          or self.callee_is_shared(e)):
-            value = copy.copy(e)  # F.linear acts on the last dim only; a module is checked to act row-wise
-            value.nid = ir.fresh_id()
-            _set_operands(value, args)
+            value = _on_row(e, args)  # F.linear acts on the last dim only; a module is checked to act row-wise
             if e.receiver is not None:
                 self.row_calls.add(value.nid)
         else:
-            row_op = copy.copy(e)
-            row_op.nid = ir.fresh_id()
-            _set_operands(row_op, args)
-            self.op_node(row_op)
+            row_op = self.op_node(_on_row(e, args))
             row_names: list[ir.Expr] = [self.tensor_name(loc, r) for r, _ in rows]
             value = ir.Call(loc, ir.CallKind.TORCH, row_operands,
                             [row_op, ir.TupleExpr(loc, row_names), ir.TupleExpr(loc, list(dense))], {})
@@ -436,7 +431,7 @@ class _Lowerer:
             if isinstance(e, ir.Slice) and any(not isinstance(x, ir.Const) for x in ir.children(e)):
                 raise self.error(e, "slice bounds inside a tensor operator must be constants")
             if isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH and e.args and self.kind(e.args[0]) is HOST:
-                form = _from_host(e.target)  # torch.tensor(node.word_id): a batched number under vmap
+                form = ir.known(FROM_HOST, e.target)  # torch.tensor(node.word_id): a batched number under vmap
                 if form is not None:
                     e.target = form
             for c in ir.children(e):
@@ -545,19 +540,20 @@ class _Lowerer:
 SEGMENT_SUM = SEGMENT_OPS["sum"]
 
 
-def _from_host(fn: object) -> Callable | None:
-    try:
-        return FROM_HOST.get(fn)  # type: ignore[arg-type]
-    except TypeError:  # unhashable
-        return None
-
-
 def _operands(e: ir.Expr) -> list[ir.Expr]:
     """The operands of an operator node: receiver, positional and keyword arguments, or both sides."""
     if isinstance(e, ir.BinOp):
         return [e.left, e.right]
     assert isinstance(e, ir.Call)
     return ([e.receiver] if e.receiver is not None else []) + list(e.args) + list(e.kwargs.values())
+
+
+def _on_row(e: ir.Expr, args: list[ir.Expr]) -> ir.Expr:
+    """A new operator node like ``e`` over the operands ``args`` (a row in place of a stacked list)."""
+    node = copy.copy(e)
+    node.nid = ir.fresh_id()
+    _set_operands(node, args)
+    return node
 
 
 def _set_operands(e: ir.Expr, values: list[ir.Expr]) -> None:

@@ -32,6 +32,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from acrobat.frontend.ir import known
+
 
 @dataclass(frozen=True)
 class SegmentOp:
@@ -64,29 +66,23 @@ _SEGMENT_FUNCTIONS: dict[Callable, str] = {
     torch.log_softmax: "log_softmax", F.log_softmax: "log_softmax", torch.argmax: "argmax", torch.argmin: "argmin",
 }
 #: Pointwise operators applied to a ragged tensor alone: one row at a time gives the same rows.
-_ROWWISE_FUNCTIONS = frozenset({
+_ROWWISE_FUNCTIONS = dict.fromkeys((
     torch.tanh, torch.sigmoid, torch.relu, torch.exp, torch.log, torch.abs, torch.neg, torch.sqrt, torch.sin,
     torch.cos, torch.square, F.relu, F.gelu, F.silu, F.elu, F.leaky_relu, F.softplus, F.tanh, F.sigmoid,
-})
+), True)
 _ROWWISE_METHODS = frozenset({"tanh", "sigmoid", "relu", "exp", "log", "abs", "neg", "sqrt", "sin", "cos", "square"})
 #: Row-wise with further operands that must not reach into the list axis.
-_ROWWISE_WITH_OPERANDS = frozenset({F.linear, torch.matmul, torch.mul, torch.add, torch.sub, torch.div})
+_ROWWISE_WITH_OPERANDS = dict.fromkeys((F.linear, torch.matmul, torch.mul, torch.add, torch.sub, torch.div), True)
 
 
 def segment_function(fn: Any) -> str | None:
     """The segment operator name of a torch function (``torch.sum`` -> ``"sum"``), else None."""
-    try:
-        return _SEGMENT_FUNCTIONS.get(fn)
-    except TypeError:  # unhashable
-        return None
+    return known(_SEGMENT_FUNCTIONS, fn)
 
 
 def is_rowwise_function(fn: Any, only_operand: bool) -> bool:
     """True when the torch function ``fn`` applied to a ragged first operand acts row by row."""
-    try:
-        return fn in _ROWWISE_FUNCTIONS if only_operand else fn in _ROWWISE_WITH_OPERANDS or fn in _ROWWISE_FUNCTIONS
-    except TypeError:
-        return False
+    return bool(known(_ROWWISE_FUNCTIONS, fn) or not only_operand and known(_ROWWISE_WITH_OPERANDS, fn))
 
 
 def is_rowwise_method(name: str) -> bool:

@@ -22,13 +22,13 @@ import torch.nn.functional as F
 from acrobat.frontend import ir
 
 #: torch functions that draw random numbers (by identity).
-RANDOM_FUNCTIONS = frozenset({
+RANDOM_FUNCTIONS = dict.fromkeys((
     torch.rand, torch.randn, torch.randint, torch.rand_like, torch.randn_like, torch.randint_like,
     torch.randperm, torch.bernoulli, torch.multinomial, torch.normal, torch.poisson,
     torch.dropout, torch.alpha_dropout, torch.feature_dropout, torch.feature_alpha_dropout,
     F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout,
     F.gumbel_softmax, F.rrelu,
-})
+), True)
 
 #: tensor methods that draw random numbers (in-place ones like ``uniform_`` are rejected anyway).
 RANDOM_METHODS = frozenset({"bernoulli", "multinomial"})
@@ -38,10 +38,7 @@ def is_random(call: ir.Call) -> bool:
     """Whether ``call`` is a torch operator or tensor method known to draw random numbers."""
     match call.kind:
         case ir.CallKind.TORCH:
-            try:
-                return call.target in RANDOM_FUNCTIONS
-            except TypeError:  # an unhashable callable
-                return False
+            return bool(ir.known(RANDOM_FUNCTIONS, call.target))
         case ir.CallKind.METHOD:
             return call.target in RANDOM_METHODS
     return False

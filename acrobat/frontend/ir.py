@@ -12,7 +12,9 @@ from __future__ import annotations
 import enum
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping, TypeVar
+
+T = TypeVar("T")
 
 _ids = itertools.count()
 
@@ -166,6 +168,15 @@ class CallKind(enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+def known(table: Mapping[Any, T], target: Any) -> T | None:
+    """``table[target]`` for a call's ``target`` (a torch callable), or None; a target that cannot be
+    hashed (a callable object defining ``__eq__`` only) is in no table."""
+    try:
+        return table.get(target)
+    except TypeError:
+        return None
 
 
 @dataclass(eq=False)

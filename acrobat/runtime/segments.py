@@ -78,7 +78,7 @@ def segment_op(op: str, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.T
     b = lengths.shape[0]
     seg = torch.repeat_interleave(torch.arange(b, device=x.device), lengths)
     if op in ("sum", "mean"):
-        total = x.new_zeros((b, *x.shape[1:])).index_add(0, seg, x)
+        total = _segment_sum(x, seg, b)
         return (total if op == "sum" else total / _per_row(lengths.to(x.dtype), x),)
     if op in ("amax", "amin", "max", "min", "argmax", "argmin"):
         values = _extreme(x, seg, b, "amax" if op in ("amax", "max", "argmax") else "amin")
@@ -88,14 +88,20 @@ def segment_op(op: str, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.T
         return (index,) if op in ("argmax", "argmin") else (values, index)
     top = _extreme(x, seg, b, "amax").detach()  # the log-sum-exp shift, as PyTorch's softmax takes it
     shifted = x - top[seg]
-    total = shifted.exp().new_zeros((b, *x.shape[1:])).index_add(0, seg, shifted.exp())
+    exp = shifted.exp()
+    total = _segment_sum(exp, seg, b)
     if op == "logsumexp":
         return (total.log() + top,)
     if op == "softmax":
-        return (shifted.exp() / total[seg],)
+        return (exp / total[seg],)
     if op == "log_softmax":
         return (shifted - total.log()[seg],)
     raise ValueError(f"unknown segment operator {op!r}")
+
+
+def _segment_sum(v: torch.Tensor, seg: torch.Tensor, b: int) -> torch.Tensor:
+    """``(B, ...)`` sums of the rows of ``v`` ``(N, ...)`` by segment id ``seg`` ``(N,)``."""
+    return v.new_zeros((b, *v.shape[1:])).index_add(0, seg, v)
 
 
 def _per_row(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
