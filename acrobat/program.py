@@ -243,16 +243,10 @@ class Program(Function):
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
         self.check_arity(len(shared))
-        options = options or self.options
-        c = self.compile(len(shared), options)
-        slots = c.prologue(self.shared_args(shared))
-        backend = choose_backend(backend, slots)
-        be, kernels = self.backend(backend, len(shared), options)
+        c, be, rt = self._start(shared, backend, options or self.options)
+        rt.sync = sync
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             be.announce(self.__name__, sum(b.segment is None for b in c.blocks.values()))
-            rt = Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena, threads=be.threads)
-            rt.sync = sync
-            rt.stats.backend = be.name
             out = rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
         if stats is not None:
             stats.add(rt.stats)
@@ -271,11 +265,17 @@ class Program(Function):
     def runtime(self, *shared: Any, backend: str = "eager", options: Options | None = None) -> Runtime:
         """A fresh ``Runtime`` for one batched run with ``backend``'s kernels (cached per backend and options);
         ``"auto"`` picks as ``run`` does."""
-        options = options or self.options
+        return self._start(shared, backend, options or self.options)[2]
+
+    def _start(self, shared: tuple, backend: str, options: Options) -> tuple[Compiled, Backend, Runtime]:
+        """The compiled program, the backend picked for ``shared`` (``"auto"`` resolved) and a fresh
+        ``Runtime`` over that backend's kernels and this run's shared values."""
         c = self.compile(len(shared), options)
         slots = c.prologue(self.shared_args(shared))
         be, kernels = self.backend(choose_backend(backend, slots), len(shared), options)
-        return Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena, threads=be.threads)
+        rt = Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena, threads=be.threads)
+        rt.stats.backend = be.name
+        return c, be, rt
 
     def backend(self, name: str, n_shared: int = 1, options: Options | None = None) -> tuple[Backend, dict[int, BlockKernel]]:
         """The backend ``name`` this program runs with, and its kernel per block (made once, then reused).
