@@ -72,6 +72,10 @@ class Block:
         """How many batched parameters are tensors (the rest are host values)."""
         return self.batched_roles.count("tensor")
 
+    def where(self) -> str:
+        """``  at file:line: source`` of the block's first model line, for error messages."""
+        return f"  at {self.loc}: {self.spec.fn.source_lines.get(self.loc.line, '').strip()}"
+
     @property
     def n_outputs(self) -> int:
         """How many outputs a DFG node of this block has (handles per node)."""

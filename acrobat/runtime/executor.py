@@ -114,10 +114,9 @@ class Runtime:
         op = block.segment
         assert op is not None
         if not rows:
-            text = block.spec.fn.source_lines.get(block.loc.line, "").strip()
             raise InstanceError(f"instance {self.inst}: {op.op} over an empty list of tensors (torch.stack of an "
                                 f"empty list fails; sum() of one is the int 0, which acrobat cannot batch with "
-                                f"tensors)\n  at {block.loc}: {text}", self.inst)
+                                f"tensors)\n{block.where()}", self.inst)
         g = self.groups.get((self.phase, depth, block.id)) or self.group(block, depth)
         first = len(g.tensors)
         g.tensors.extend(rows)
@@ -281,8 +280,7 @@ class Runtime:
             try:
                 err = self.diagnose(g, exc)
             except Exception:  # noqa: BLE001 - the diagnosis itself failed: report the launch's failure
-                err = BatchError(f"static block {block.name} failed: {type(exc).__name__}: {exc}\n  at {block.loc}: "
-                                 f"{block.spec.fn.source_lines.get(block.loc.line, '').strip()}")
+                err = BatchError(f"static block {block.name} failed: {type(exc).__name__}: {exc}\n{block.where()}")
             raise err from exc
         g.outs = outs
         s = self.stats

@@ -49,7 +49,7 @@ class SegmentKernel:
         if self.op.flat and x.dim() > 1:
             raise ShapeError(f"instance {g.insts[0]}: {self.op.op} without dim= of a stacked list of "
                              f"{x.dim() - 1}-D rows flattens it: write dim=0 (per column) or flatten the rows first\n"
-                             f"{_at(self.block)}", instance=g.insts[0])
+                             f"{self.block.where()}", instance=g.insts[0])
         return timed("kernel_ms", rt, lambda: segment_op(self.op.op, x, lengths))
 
     def _shape_error(self, g: Group, rt: "Runtime") -> ShapeError:
@@ -61,12 +61,7 @@ class SegmentKernel:
                 break
         return ShapeError(f"instance {inst}: the tensors of a list stacked for {self.op.op} have different shapes "
                           f"{sorted(shapes)}, or differ from other instances' (rows batched together must agree)\n"
-                          f"{_at(self.block)}", instance=inst)
-
-
-def _at(b: Block) -> str:
-    """``  at file:line: source`` of a segment block's model line."""
-    return f"  at {b.loc}: {b.spec.fn.source_lines.get(b.loc.line, '').strip()}"
+                          f"{self.block.where()}", instance=inst)
 
 
 def segment_op(op: str, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
