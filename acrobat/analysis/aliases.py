@@ -117,9 +117,7 @@ def _callees(spec: Spec, specs: dict[SpecKey, Spec]) -> Iterable[SpecKey]:
 
 
 def _call_loc(spec: Spec, nid: int) -> ir.Loc:
-    for s in ir.walk_stmts(spec.fn.body):
-        for root in ir.stmt_exprs(s):
-            for e in ir.walk(root):
-                if e.nid == nid:
-                    return e.loc
-    return spec.fn.loc
+    try:
+        return ir.find_expr(spec.fn.body, nid).loc
+    except KeyError:
+        return spec.fn.loc

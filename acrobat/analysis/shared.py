@@ -62,18 +62,9 @@ class SharedSlots:
             d = SlotDef(ref, None, parts=ref[1])
         elif ref[0] == "expr":
             owner = self.owners[ref[1]]
-            d = SlotDef(ref, owner, expr=_find(owner.fn.body, ref[2]))
+            d = SlotDef(ref, owner, expr=ir.find_expr(owner.fn.body, ref[2]))
         else:
             d = SlotDef(ref, None)
         self.index[ref] = len(self.defs)
         self.defs.append(d)
         return self.index[ref]
-
-
-def _find(body: list[ir.Stmt], nid: int) -> ir.Expr:
-    for s in ir.walk_stmts(body):
-        for root in ir.stmt_exprs(s):
-            for e in ir.walk(root):
-                if e.nid == nid:
-                    return e
-    raise KeyError(nid)

@@ -400,6 +400,20 @@ def walk_stmts(body: list[Stmt]):
             yield from walk_stmts(sub)
 
 
+def find_expr(body: list[Stmt], nid: int) -> Expr:
+    """The expression with node id ``nid`` in ``body`` (nested statements included).
+
+    Raises:
+        KeyError: no expression there has that id.
+    """
+    for s in walk_stmts(body):
+        for root in stmt_exprs(s):
+            for e in walk(root):
+                if e.nid == nid:
+                    return e
+    raise KeyError(nid)
+
+
 def assigned_names(s: Stmt) -> set[str]:
     """Names a statement (with its nested bodies) assigns."""
     out: set[str] = set()
