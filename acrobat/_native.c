@@ -1,10 +1,27 @@
-/* acrobat._native: the runtime's per-launch bookkeeping that is one pass over int64 buffers.
+/* acrobat._native: the runtime's per-DFG-node and per-launch bookkeeping (paper §4.1), in C.
  *
  * This is acrobat's whole native boundary (plain CPython C API, no numpy or torch headers; built by
- * setup.py with setuptools and a C compiler). Arguments are any objects exporting a C-contiguous
- * buffer of 8-byte signed ints (array.array("q"), numpy int64 arrays); nothing is kept across calls.
+ * setup.py with setuptools and a C compiler; acrobat.runtime.dfg is its one Python user). Two parts:
  *
- * arena_rows(handles, arena_offset, pool_base, out) -> bool
+ * 1. DFG construction (per node). The generated skeleton adds a DFG node with one call,
+ *    ``_rt.dfg.node(depth, block_id, *handles)``, instead of five Python statements (a dict lookup
+ *    with a tuple key, two appends, a length and an addition: about 0.3 µs a node).
+ *
+ *    Group: the nodes of one block at one (phase, depth), i.e. one batched launch. Its node data
+ *      lives in two bytearrays of int64 (``tensor_buf``: each node's tensor-argument handles, node
+ *      after node; ``inst_buf``: each node's instance index) and a list (``hosts``: each node's host
+ *      arguments, a tuple, for blocks with host parameters). acrobat.runtime.dfg.Group subclasses it
+ *      in Python for everything not on the hot path. bytearrays grow in place and refuse to grow
+ *      while a memoryview of them is alive, so a view can never see freed memory.
+ *
+ *    Dfg: the pending groups of a run, ``groups``, a dict keyed by the packed int
+ *      ``phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block`` (sorting keys sorts by (phase, depth,
+ *      block): the flush order), plus the running instance ``inst`` and phase ``phase``, which the
+ *      runtime sets. ``node`` finds the group of (phase, depth, block) (calling ``make(depth,
+ *      block)``, a Python callable that creates and registers a group, on a miss), appends the node
+ *      and returns the handle of its output 0, row r: ``group.base + r``.
+ *
+ * 2. arena_rows(handles, arena_offset, pool_base, out) -> bool (per launch)
  *
  *   A launch's argument handles, stored node after node (``columns = len(pool_base)`` per node),
  *   located in the arena in one pass (see acrobat.runtime.dfg: a handle h of source
@@ -12,16 +29,270 @@
  *   negative when not placed). Writes column j's rows ``arena_offset[src] + h - pool_base[j]`` into
  *   ``out[j * nodes + i]`` (out is (columns, nodes), column-major: each column one index vector)
  *   and returns True when every value of column j lies in the pool ``pool_base[j]`` names (0 <= row
- *   < 2**POOL_SHIFT), else False (out is then partly written and meaningless).
+ *   < 2**POOL_SHIFT), else False (out is then partly written and meaningless). Arguments are any
+ *   objects exporting a C-contiguous buffer of 8-byte signed ints; nothing is kept across calls.
  *   Replaces five numpy calls and a transposing copy (handle_matrix + ValueTable.arena_rows).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
 #define ROW_BITS 24    /* acrobat.runtime.dfg.ROW_BITS */
 #define POOL_SHIFT 40  /* acrobat.runtime.dfg.POOL_SHIFT */
+#define PHASE_SHIFT 48 /* acrobat.runtime.dfg.PHASE_SHIFT: a group key's phase bits */
+#define DEPTH_SHIFT 16 /* acrobat.runtime.dfg.DEPTH_SHIFT: its depth bits; the block id takes the low 16 */
+
+/* ---- 1. DFG construction ------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *block;      /* the static block (None for a lifted shared tensor) */
+    PyObject *outs;       /* None until the group ran, then the tuple of (B, ...) outputs */
+    PyObject *hosts;      /* list: per node, the tuple of its host arguments */
+    PyObject *tensor_buf; /* bytearray of int64: per node, its tensor arguments' handles */
+    PyObject *inst_buf;   /* bytearray of int64: per node, its instance index */
+    long long phase, depth, gid, base;
+} GroupObject;
+
+/* Append n int64 values to a bytearray; 0, or -1 with an exception (BufferError while a view is alive). */
+static int append_int64(PyObject *buf, const int64_t *values, Py_ssize_t n) {
+    Py_ssize_t len = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, len + 8 * n) < 0)
+        return -1;
+    memcpy(PyByteArray_AS_STRING(buf) + len, values, (size_t)(8 * n));
+    return 0;
+}
+
+static int Group_init(GroupObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"block", "phase", "depth", "gid", "base", NULL};
+    PyObject *block;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OLLLL", kwlist, &block, &self->phase, &self->depth, &self->gid,
+                                     &self->base))
+        return -1;
+    Py_INCREF(block);
+    Py_XSETREF(self->block, block);
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->outs, Py_None);
+    Py_XSETREF(self->hosts, PyList_New(0));
+    Py_XSETREF(self->tensor_buf, PyByteArray_FromStringAndSize(NULL, 0));
+    Py_XSETREF(self->inst_buf, PyByteArray_FromStringAndSize(NULL, 0));
+    return (self->hosts && self->tensor_buf && self->inst_buf) ? 0 : -1;
+}
+
+static int Group_traverse(GroupObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->block);
+    Py_VISIT(self->outs);
+    Py_VISIT(self->hosts);
+    return 0;
+}
+
+static int Group_clear(GroupObject *self) {
+    Py_CLEAR(self->block);
+    Py_CLEAR(self->outs);
+    Py_CLEAR(self->hosts);
+    Py_CLEAR(self->tensor_buf);
+    Py_CLEAR(self->inst_buf);
+    return 0;
+}
+
+static void Group_dealloc(GroupObject *self) {
+    PyObject_GC_UnTrack(self);
+    Group_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Group_size(GroupObject *self, PyObject *unused) {
+    return PyLong_FromSsize_t(PyByteArray_GET_SIZE(self->inst_buf) / 8);
+}
+
+static PyMemberDef Group_members[] = {
+    {"block", T_OBJECT, offsetof(GroupObject, block), READONLY, "the static block (None: a lifted shared tensor)"},
+    {"outs", T_OBJECT, offsetof(GroupObject, outs), 0, "None until the group ran, then its (B, ...) outputs"},
+    {"hosts", T_OBJECT, offsetof(GroupObject, hosts), READONLY, "per node, the tuple of its host arguments"},
+    {"tensor_buf", T_OBJECT, offsetof(GroupObject, tensor_buf), READONLY,
+     "bytearray of int64: per node, its tensor arguments' handles, node after node"},
+    {"inst_buf", T_OBJECT, offsetof(GroupObject, inst_buf), READONLY, "bytearray of int64: per node, its instance"},
+    {"phase", T_LONGLONG, offsetof(GroupObject, phase), READONLY, "program phase"},
+    {"depth", T_LONGLONG, offsetof(GroupObject, depth), READONLY, "depth in the DFG"},
+    {"gid", T_LONGLONG, offsetof(GroupObject, gid), READONLY, "group id in the run's value table"},
+    {"base", T_LONGLONG, offsetof(GroupObject, base), READONLY, "handle of output 0, row 0"},
+    {NULL},
+};
+
+static PyMethodDef Group_methods[] = {
+    {"size", (PyCFunction)Group_size, METH_NOARGS, "size() -> int: the number of nodes (the launch's batch size)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject GroupType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Group",
+    .tp_doc = "Group(block, phase, depth, gid, base): the DFG nodes of one block at one (phase, depth).",
+    .tp_basicsize = sizeof(GroupObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Group_init,
+    .tp_traverse = (traverseproc)Group_traverse,
+    .tp_clear = (inquiry)Group_clear,
+    .tp_dealloc = (destructor)Group_dealloc,
+    .tp_members = Group_members,
+    .tp_methods = Group_methods,
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *groups; /* dict: packed (phase, depth, block) key -> pending Group */
+    PyObject *make;   /* make(depth, block_id) -> a new Group, already in groups */
+    long long phase, inst;
+} DfgObject;
+
+static int Dfg_init(DfgObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"make", NULL};
+    PyObject *make;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &make))
+        return -1;
+    Py_INCREF(make);
+    Py_XSETREF(self->make, make);
+    Py_XSETREF(self->groups, PyDict_New());
+    self->phase = self->inst = 0;
+    return self->groups ? 0 : -1;
+}
+
+static int Dfg_traverse(DfgObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->groups);
+    Py_VISIT(self->make);
+    return 0;
+}
+
+static int Dfg_clear(DfgObject *self) {
+    Py_CLEAR(self->groups);
+    Py_CLEAR(self->make);
+    return 0;
+}
+
+static void Dfg_dealloc(DfgObject *self) {
+    PyObject_GC_UnTrack(self);
+    Dfg_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The pending group of (self->phase, depth, block), made through self->make on a miss (borrowed). */
+static GroupObject *pending_group(DfgObject *self, PyObject *depth_obj, PyObject *block_obj) {
+    long long depth = PyLong_AsLongLong(depth_obj), block = PyLong_AsLongLong(block_obj);
+    if ((depth == -1 || block == -1) && PyErr_Occurred())
+        return NULL;
+    if (depth < 0 || depth >= (1LL << (PHASE_SHIFT - DEPTH_SHIFT)) || block < 0 || block >= (1LL << DEPTH_SHIFT) ||
+        self->phase < 0 || self->phase >= (1LL << (63 - PHASE_SHIFT))) {
+        PyErr_Format(PyExc_ValueError, "DFG node at phase %lld, depth %lld, block %lld: out of the key's range",
+                     self->phase, depth, block);
+        return NULL;
+    }
+    PyObject *key = PyLong_FromLongLong(self->phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block);
+    if (key == NULL)
+        return NULL;
+    PyObject *g = PyDict_GetItemWithError(self->groups, key); /* borrowed */
+    if (g == NULL && !PyErr_Occurred()) {
+        PyObject *made = PyObject_CallFunctionObjArgs(self->make, depth_obj, block_obj, NULL);
+        if (made != NULL) {
+            g = PyDict_GetItemWithError(self->groups, key); /* make() registered it: groups holds it */
+            if (g != made || !PyObject_TypeCheck(g, &GroupType)) {
+                g = NULL;
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "Dfg: make() must return a Group it put in groups");
+            }
+            Py_DECREF(made);
+        }
+    }
+    Py_DECREF(key);
+    return (GroupObject *)g;
+}
+
+/* Append one node (tensor handles args[first:nargs], host tuple or NULL) to g; its output-0 handle. The
+ * handles are converted straight into the grown buffer, which shrinks back if one is no int. */
+static PyObject *add_node(DfgObject *self, GroupObject *g, PyObject *const *args, Py_ssize_t first, Py_ssize_t nargs,
+                          PyObject *hosts) {
+    Py_ssize_t n = nargs - first, len = PyByteArray_GET_SIZE(g->tensor_buf);
+    if (n > 0) {
+        if (PyByteArray_Resize(g->tensor_buf, len + 8 * n) < 0)
+            return NULL;
+        int64_t *dst = (int64_t *)(PyByteArray_AS_STRING(g->tensor_buf) + len);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *h = args[first + i];
+            dst[i] = PyLong_Check(h) ? PyLong_AsLongLong(h) : -1;
+            if (dst[i] == -1 && (!PyLong_Check(h) || PyErr_Occurred())) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_TypeError, "DFG node argument %zd is a %.100s, not a handle (int)", i,
+                                 Py_TYPE(h)->tp_name);
+                PyObject *type, *value, *tb;
+                PyErr_Fetch(&type, &value, &tb);
+                PyByteArray_Resize(g->tensor_buf, len); /* shrinking in place: cannot fail */
+                PyErr_Restore(type, value, tb);
+                return NULL;
+            }
+        }
+    }
+    int64_t row = PyByteArray_GET_SIZE(g->inst_buf) / 8, inst = self->inst;
+    if (hosts != NULL && PyList_Append(g->hosts, hosts) < 0)
+        return NULL;
+    if (append_int64(g->inst_buf, &inst, 1) < 0)
+        return NULL;
+    return PyLong_FromLongLong(g->base + row);
+}
+
+/* node(depth, block_id, *handles) -> int */
+static PyObject *Dfg_node(DfgObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "node(depth, block_id, *handles) takes at least 2 arguments");
+        return NULL;
+    }
+    GroupObject *g = pending_group(self, args[0], args[1]);
+    return g == NULL ? NULL : add_node(self, g, args, 2, nargs, NULL);
+}
+
+/* node_hosts(depth, block_id, hosts, *handles) -> int */
+static PyObject *Dfg_node_hosts(DfgObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 3 || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "node_hosts(depth, block_id, hosts: tuple, *handles) takes at least 3 "
+                                         "arguments");
+        return NULL;
+    }
+    GroupObject *g = pending_group(self, args[0], args[1]);
+    return g == NULL ? NULL : add_node(self, g, args, 3, nargs, args[2]);
+}
+
+static PyMemberDef Dfg_members[] = {
+    {"groups", T_OBJECT, offsetof(DfgObject, groups), READONLY,
+     "dict: packed (phase, depth, block) key -> pending Group"},
+    {"phase", T_LONGLONG, offsetof(DfgObject, phase), 0, "the running instance's program phase"},
+    {"inst", T_LONGLONG, offsetof(DfgObject, inst), 0, "the running instance's index"},
+    {NULL},
+};
+
+static PyMethodDef Dfg_methods[] = {
+    {"node", (PyCFunction)(void (*)(void))Dfg_node, METH_FASTCALL,
+     "node(depth, block_id, *handles) -> int: add a DFG node of the block at depth in the current phase for the "
+     "running instance, with these tensor-argument handles; the handle of its output 0"},
+    {"node_hosts", (PyCFunction)(void (*)(void))Dfg_node_hosts, METH_FASTCALL,
+     "node_hosts(depth, block_id, hosts, *handles) -> int: node() for a block with host parameters (hosts: tuple)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DfgType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Dfg",
+    .tp_doc = "Dfg(make): a run's pending DFG groups and its node insertion (see the module source).",
+    .tp_basicsize = sizeof(DfgObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Dfg_init,
+    .tp_traverse = (traverseproc)Dfg_traverse,
+    .tp_clear = (inquiry)Dfg_clear,
+    .tp_dealloc = (destructor)Dfg_dealloc,
+    .tp_members = Dfg_members,
+    .tp_methods = Dfg_methods,
+};
+
+/* ---- 2. Per launch: arena rows ------------------------------------------------------------- */
 
 /* Get a C-contiguous buffer of int64 from obj (writable if asked); 0 on success, -1 with an exception. */
 static int int64_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what) {
@@ -108,7 +379,19 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "acrobat._native",
-                                    "acrobat's per-launch bookkeeping over int64 buffers (see _native.c).", -1,
+                                    "acrobat's per-node and per-launch bookkeeping (see _native.c).", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&GroupType) < 0 || PyType_Ready(&DfgType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Group", (PyObject *)&GroupType) < 0 ||
+        PyModule_AddObjectRef(m, "Dfg", (PyObject *)&DfgType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -128,7 +128,7 @@ class SkeletonWriter:
             self.emit(depth, "pass")
 
     def node(self, b: Block, depth: int) -> None:
-        """A DFG node of block ``b``: ``Runtime.invoke`` inlined (its group, arguments, output handles)."""
+        """A DFG node of block ``b``: one native call (``Runtime.dfg.node``, §4.1), then its output handles."""
         if b.segment is not None:  # a segment operator over a per-instance list: one node, all its rows
             rows = self.expr(b.params[0].expr)  # type: ignore[arg-type]
             self.emit(depth, f"{b.stmts[0].target.name} = _rt.segment(_B[{b.id}], _d, {rows})"
@@ -139,15 +139,8 @@ class SkeletonWriter:
         hosts = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role != "tensor")  # type: ignore[arg-type]
         at = str(b.sdepth) if b.sdepth is not None else "_d"
         where = f"static depth {b.sdepth}" if b.sdepth is not None else "inline depth"
-        self.emit(depth, f"_g = _rt.groups.get((_rt.phase, {at}, {b.id})) or _rt.group(_B[{b.id}], {at})"
-                         f"  # DFG node of block {b.name} ({where})")
-        if b.outputs:
-            self.emit(depth, "_h = _g.base + len(_g.insts)")
-        if tensors:
-            self.emit(depth, f"_g.tensors.extend(({tensors}))")
-        if hosts:
-            self.emit(depth, f"_g.hosts.append(({hosts}))")
-        self.emit(depth, "_g.insts.append(_rt.inst)")
+        call = f"_rt.dfg.node_hosts({at}, {b.id}, ({hosts}), {tensors})" if hosts else f"_rt.dfg.node({at}, {b.id}, {tensors})"
+        self.emit(depth, f"{'_h = ' if b.outputs else ''}{call}  # DFG node of block {b.name} ({where})")
         if b.outputs:
             handles = ", ".join(f"_h + {k * OUTPUT_STEP}" if k else "_h" for k in range(len(b.outputs)))
             self.emit(depth, f"{''.join(o + ', ' for o in b.outputs)} = {handles},  # its outputs' handles")

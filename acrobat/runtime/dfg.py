@@ -1,10 +1,11 @@
 """The lazily built DFG: nodes grouped by (phase, depth, block) as they are added (§2.2, §4.1).
 
 A DFG node is one static-block invocation by one instance. Nodes are not
-stored one by one: adding a node (``Runtime.invoke``, inlined in the
-generated skeleton) appends the node's arguments to its group,
-the set of nodes sharing ``(phase, depth, block)``, which is exactly one
-batched launch later, so scheduling needs no separate graph pass.
+stored one by one: adding a node (one native call from the generated
+skeleton, ``Runtime.dfg.node``; ``acrobat._native``) appends the node's
+arguments to its group, the set of nodes sharing ``(phase, depth,
+block)``, which is exactly one batched launch later, so scheduling needs
+no separate graph pass.
 
 A node's outputs are handles: plain ints that encode (group, output
 index, row). A group stores its nodes' tensor arguments as handles in one
@@ -17,7 +18,6 @@ operations: in Python, per-value work is most of a runtime's cost.
 
 from __future__ import annotations
 
-import array
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -48,29 +48,37 @@ Handle = int
 cost the skeleton least; the kind analysis says where they stand for tensors (``TensorK``)."""
 
 
-class Group:
+PHASE_SHIFT = 48
+"""A pending group's key packs (phase, depth, block id) as ``phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block``."""
+DEPTH_SHIFT = 16
+
+
+def group_key(phase: int, depth: int, block_id: int) -> int:
+    """The key of the pending group of ``block_id`` at (``phase``, ``depth``) in ``Runtime.groups``: sorting
+    keys sorts groups by (phase, depth, block), the flush order (§4.1)."""
+    return phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block_id
+
+
+class Group(_native.Group):
     """The DFG nodes of one block at one (phase, depth): one batched launch.
 
-    ``base`` is the handle of output 0, row 0; ``outs`` the ``(B, ...)``
-    output tensors once the group ran.
+    The node data is native (``acrobat._native.Group``: ``tensor_buf``,
+    ``inst_buf``, ``hosts``; the skeleton appends to it through
+    ``Runtime.dfg.node``). ``base`` is the handle of output 0, row 0;
+    ``outs`` the ``(B, ...)`` output tensors once the group ran.
     """
 
-    __slots__ = ("block", "phase", "depth", "gid", "base", "tensors", "hosts", "insts", "outs")
+    __slots__ = ()
 
-    def __init__(self, block: Block | None, phase: int, depth: int, gid: int, base: int):
-        self.block = block
-        self.phase = phase
-        self.depth = depth
-        self.gid = gid
-        self.base = base
-        self.tensors = array.array("q")  # per node: the handles of its tensor arguments, node after node
-        self.hosts: list[tuple] = []  # per node: its host arguments (if the block has host parameters)
-        self.insts: list[int] = []  # per node: the instance index
-        self.outs: tuple[torch.Tensor, ...] | None = None  # after execution: (B, ...) per output
+    @property
+    def tensors(self) -> memoryview:
+        """Per node, the handles of its tensor arguments, node after node (an int64 view)."""
+        return memoryview(self.tensor_buf).cast("q")
 
-    def size(self) -> int:
-        """The number of nodes (the launch's batch size)."""
-        return len(self.insts)
+    @property
+    def insts(self) -> memoryview:
+        """Per node, its instance index (an int64 view)."""
+        return memoryview(self.inst_buf).cast("q")
 
     def node_args(self, row: int) -> list:
         """Node ``row``'s batched arguments in parameter order: handles (tensor parameters) and host values."""
@@ -166,7 +174,7 @@ class ValueTable:
         """The row spec of handle ``h``'s value, if its group output was placed in the arena, else None."""
         return self.specs.get(h >> ROW_BITS)
 
-    def arena_rows(self, values: array.array, pool_base: np.ndarray) -> np.ndarray | None:
+    def arena_rows(self, values: memoryview, pool_base: np.ndarray) -> np.ndarray | None:
         """The arena rows of a group's handles ``values`` (``columns = len(pool_base)`` per node, node
         after node) as a ``(columns, nodes)`` array, each column one contiguous index vector, when
         column ``j`` lies wholly in the pool whose ``id << POOL_SHIFT`` is ``pool_base[j]``, else None
@@ -179,8 +187,7 @@ class ValueTable:
         return out if _native.arena_rows(values, self.arena_offset, pool_base, out) else None
 
 
-def handle_matrix(values: Sequence[Handle] | array.array, columns: int) -> np.ndarray:
+def handle_matrix(values: Sequence[Handle] | memoryview, columns: int) -> np.ndarray:
     """Handles stored node after node (``columns`` per node) as a C-contiguous int64 array (columns, nodes)."""
-    flat = values if isinstance(values, array.array) else array.array("q", values)
-    nodes = np.frombuffer(flat, dtype=np.int64).reshape(-1, columns)
+    nodes = np.asarray(values, dtype=np.int64).reshape(-1, columns)
     return nodes.T.copy() if columns > 1 else nodes.reshape(1, -1)

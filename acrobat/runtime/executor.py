@@ -30,7 +30,8 @@ from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.backend import BlockKernel
-from acrobat.runtime.dfg import OUTPUT_STEP, ROW_BITS, ROW_MASK, Group, Handle, ValueTable, handle_matrix
+from acrobat import _native
+from acrobat.runtime.dfg import OUTPUT_STEP, ROW_BITS, ROW_MASK, Group, Handle, ValueTable, group_key, handle_matrix
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.stats import BlockStats, RunStats
@@ -66,38 +67,51 @@ class Runtime:
         self.device = device if device is not None else _device_of(slots)
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
         self.table = ValueTable(max((b.n_outputs for b in blocks.values()), default=1))
-        self.groups: dict[tuple[int, int, int], Group] = {}  # pending groups by (phase, depth, block id)
+        self.dfg = _native.Dfg(self._new_group)  # node insertion, the running instance and phase (native)
+        self.groups: dict[int, Group] = self.dfg.groups  # pending groups by group_key(phase, depth, block id)
         self.lifted: dict[int, Handle] = {}
-        self.phase = 0
-        self.inst = 0
         self.stats = RunStats()
         self.scheduler: FiberScheduler | None = None
         self.exec_ms = 0.0  # time spent executing groups (scheduling, gathers, kernels)
         self.trace: list[tuple[int, str, int, int]] | None = None  # (instance, block, phase, depth) if recording
 
-    # -- called by the generated skeleton ----------------------------------
-    def group(self, block: Block, depth: int) -> Group:
-        """The pending group of ``block`` at ``depth`` in the current phase, made if there is none."""
-        g = self.groups.get((self.phase, depth, block.id))
-        if g is None:
-            g = self.groups[(self.phase, depth, block.id)] = self.table.group(block, self.phase, depth)
+    @property
+    def phase(self) -> int:
+        """The running instance's program phase (§4.1)."""
+        return self.dfg.phase
+
+    @phase.setter
+    def phase(self, phase: int) -> None:
+        self.dfg.phase = phase
+
+    @property
+    def inst(self) -> int:
+        """The running instance's index in the batch."""
+        return self.dfg.inst
+
+    @inst.setter
+    def inst(self, inst: int) -> None:
+        self.dfg.inst = inst
+
+    def _new_group(self, depth: int, block_id: int) -> Group:
+        """A new pending group of block ``block_id`` at ``depth`` in the current phase (``dfg`` calls it on a miss)."""
+        g = self.groups[group_key(self.phase, depth, block_id)] = self.table.group(self.blocks[block_id],
+                                                                                    self.phase, depth)
         return g
 
+    # -- called by the generated skeleton ----------------------------------
     def invoke(self, block: Block, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
         """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs (handles).
 
         ``tensors`` are the node's arguments for the block's tensor
         parameters (handles), ``hosts`` those for its host parameters, each
-        in parameter order. The generated skeleton inlines these steps at
-        every block call (``acrobat.codegen.aot``): a Python call per DFG
-        node is a fifth of the skeleton's time.
+        in parameter order. The generated skeleton makes the native call
+        itself at every block call (``acrobat.codegen.aot``).
         """
-        g = self.groups.get((self.phase, depth, block.id)) or self.group(block, depth)
-        h = g.base + len(g.insts)
-        g.tensors.extend(tensors)
         if hosts:
-            g.hosts.append(hosts)
-        g.insts.append(self.inst)
+            h = self.dfg.node_hosts(depth, block.id, hosts, *tensors)
+        else:
+            h = self.dfg.node(depth, block.id, *tensors)
         return tuple([h + k * OUTPUT_STEP for k in range(len(block.outputs))])
 
     def segment(self, block: Block, depth: int, rows: list[Handle]) -> Any:
@@ -117,12 +131,9 @@ class Runtime:
             raise InstanceError(f"instance {self.inst}: {op.op} over an empty list of tensors (torch.stack of an "
                                 f"empty list fails; sum() of one is the int 0, which acrobat cannot batch with "
                                 f"tensors)\n{block.where()}", self.inst)
-        g = self.groups.get((self.phase, depth, block.id)) or self.group(block, depth)
-        first = len(g.tensors)
-        g.tensors.extend(rows)
-        g.hosts.append((len(rows),))
-        row = len(g.insts)
-        g.insts.append(self.inst)
+        g = self.groups.get(group_key(self.phase, depth, block.id)) or self._new_group(depth, block.id)
+        first = len(g.tensor_buf) // 8
+        row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows) - g.base
         if op.ragged_out:
             return [g.base + first + j for j in range(len(rows))]
         if op.n_outputs == 2:
@@ -151,7 +162,7 @@ class Runtime:
         if g.outs is None:
             if self.scheduler is None:
                 raise AcrobatError("internal: a tensor value was read before it was computed outside a fiber")
-            self.scheduler.wait((g.phase, g.depth, g.block.id))  # type: ignore[union-attr]
+            self.scheduler.wait(group_key(g.phase, g.depth, g.block.id))  # type: ignore[union-attr]
         return g.outputs()[k][row]
 
     def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
@@ -216,7 +227,7 @@ class Runtime:
         s.schedule_ms = self.exec_ms - s.kernel_ms - s.gather_ms - s.compile_ms
         return out
 
-    def flush(self, upto: tuple[int, int, int] | None = None) -> None:
+    def flush(self, upto: int | None = None) -> None:
         """Execute pending groups in (phase, depth, block) order: all, or those with keys up to ``upto``.
 
         Groups past ``upto`` stay pending, so nodes other fibers add at
@@ -239,7 +250,7 @@ class Runtime:
             self.stats.phases = max(self.stats.phases, g.phase + 1)
         self.exec_ms += (time.perf_counter() - t0) * 1e3
 
-    def _needed(self, keys: list[tuple[int, int, int]], upto: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    def _needed(self, keys: list[int], upto: int) -> list[int]:
         """Of the pending ``keys`` (sorted, all up to ``upto``), those a partial flush runs: every
         inline group, ``upto``, and the hoisted groups whose outputs they read, directly or through
         other hoisted groups (a group's inputs always have smaller keys, so one backward pass finds them)."""
@@ -249,7 +260,7 @@ class Runtime:
             return keys
         shift = ROW_BITS + self.table.kbits
         needed: set[int] = set()
-        run: list[tuple[int, int, int]] = []
+        run: list[int] = []
         for key in reversed(keys):
             g = groups[key]
             if g.gid in hoisted and g.gid not in needed:

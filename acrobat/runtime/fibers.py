@@ -45,7 +45,7 @@ class FiberScheduler:
         self.rt = rt
         self.main = greenlet.getcurrent()
         self.ready: deque[Fiber] = deque()
-        self.waiting: dict[tuple[int, int, int], list[Fiber]] = {}  # key of a pending group -> fibers waiting for it
+        self.waiting: dict[int, list[Fiber]] = {}  # key of a pending group (dfg.group_key) -> fibers waiting for it
         self.at_barrier: list[tuple[int, Fiber]] = []  # (phase wanted, fiber)
         self.current: Fiber | None = None
 
@@ -89,7 +89,7 @@ class FiberScheduler:
             else:
                 return results
 
-    def wait(self, key: tuple[int, int, int]) -> None:
+    def wait(self, key: int) -> None:
         """Block the running fiber until the pending group with ``key`` has run."""
         assert self.current is not None
         fibers = self.waiting.get(key)
