@@ -1,0 +1,83 @@
+"""The native DFG node storage (``acrobat._native.Dfg``/``Group``, §4.1) against a plain Python model of it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acrobat import _native
+from acrobat.runtime.dfg import Group, group_key
+
+
+def _dfg() -> tuple[_native.Dfg, list[Group]]:
+    made: list[Group] = []
+
+    def make(depth: int, block: int) -> Group:
+        g = dfg.groups[group_key(dfg.phase, depth, block)] = Group(None, dfg.phase, depth, len(made), len(made) << 30)
+        made.append(g)
+        return g
+
+    dfg = _native.Dfg(make)
+    return dfg, made
+
+
+node = st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 3), st.integers(0, 9),
+                 st.lists(st.integers(0, 1 << 40), max_size=70), st.booleans())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(node, max_size=40))
+def test_nodes_land_in_their_group_in_order(nodes):
+    """Each node's handles, host tuple and instance go to the group of (phase, depth, block), in order;
+    the returned handle is the group's base plus the node's row."""
+    dfg, _ = _dfg()
+    want: dict[int, list[tuple]] = {}
+    for phase, depth, block, inst, handles, with_hosts in nodes:
+        dfg.phase, dfg.inst = phase, inst
+        key = group_key(phase, depth, block)
+        hosts = (inst, "x") if with_hosts else None
+        h = dfg.node_hosts(depth, block, hosts, *handles) if hosts else dfg.node(depth, block, *handles)
+        rows = want.setdefault(key, [])
+        assert h == dfg.groups[key].base + len(rows)
+        rows.append((handles, hosts, inst))
+    assert sorted(dfg.groups) == sorted(want)
+    for key, rows in want.items():
+        g = dfg.groups[key]
+        assert g.size() == len(rows)
+        assert list(g.tensors) == [h for handles, _, _ in rows for h in handles]
+        assert list(g.insts) == [inst for _, _, inst in rows]
+        assert g.hosts == [hosts for _, hosts, _ in rows if hosts is not None]
+        assert (g.phase, g.depth) == (key >> 48, (key >> 16) & 0xFFFFFFFF)
+
+
+def test_group_keys_sort_in_flush_order():
+    """Sorting packed keys sorts by (phase, depth, block)."""
+    triples = [(1, 0, 5), (0, 7, 1), (0, 7, 0), (0, 100000, 3), (2, 1, 65535), (0, 0, 9)]
+    assert sorted(triples) == [t for _, t in sorted((group_key(*t), t) for t in triples)]
+
+
+def test_bad_node_arguments_are_refused_and_leave_the_group_unchanged():
+    """A non-int handle, a key out of range or a view alive while the group grows: an error, no partial node."""
+    dfg, _ = _dfg()
+    dfg.node(0, 0, 1, 2)
+    g = dfg.groups[group_key(0, 0, 0)]
+    with pytest.raises(TypeError, match="argument 1 is a float, not a handle"):
+        dfg.node(0, 0, 3, 4.0)
+    assert list(g.tensors) == [1, 2] and g.size() == 1
+    with pytest.raises(ValueError, match="out of the key's range"):
+        dfg.node(-1, 0, 1)
+    with pytest.raises(ValueError, match="out of the key's range"):
+        dfg.node(0, 1 << 16, 1)
+    view = g.tensors
+    with pytest.raises(BufferError):
+        dfg.node(0, 0, 5, 6)
+    del view
+    assert dfg.node(0, 0, 5, 6) == g.base + 1
+
+
+def test_make_must_register_the_group():
+    """``make`` that returns a group without putting it in ``groups`` is an error, not a dangling group."""
+    dfg = _native.Dfg(lambda depth, block: Group(None, 0, depth, 0, 0))
+    with pytest.raises(TypeError, match="make\\(\\) must return a Group it put in groups"):
+        dfg.node(0, 0, 1)
