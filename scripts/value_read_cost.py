@@ -12,7 +12,6 @@ import statistics, time, timeit
 import torch
 from greenlet import greenlet
 import acrobat
-from acrobat.runtime.dfg import group_key
 
 @acrobat.function
 def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
