@@ -29,6 +29,8 @@ from acrobat.models.params import EMB_STD, seeded_bias, seeded_matrix, seeded_pa
 
 MAX_DEPTH = 4
 MAX_WIDTH = 3
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,16 @@ class DRNNInstance:
     seed: int
 
     def uniform(self, position: int, what: int) -> float:
-        """A number in [0, 1) for decision ``what`` (0 child, 1 sibling) at tree position ``position``."""
-        return random.Random(self.seed * 1_000_003 + position * 2 + what).random()
+        """A number in [0, 1) for decision ``what`` (0 child, 1 sibling) at tree position ``position``.
+
+        A counter-based draw (SplitMix64's finalizer of the key ``(seed, position, what)``, the top 53
+        bits): a pure function of the key, about 0.5 µs, where seeding a ``random.Random`` per draw
+        took 7 µs and was most of a batch's host time, in every system alike.
+        """
+        x = (self.seed * 1_000_003 + position * 2 + what + _GOLDEN) & _MASK64
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+        return ((x ^ (x >> 31)) >> 11) * 2.0 ** -53
 
 
 def drnn_instances(n: int, vocab_size: int, seed: int = 0) -> list[DRNNInstance]:
