@@ -22,16 +22,26 @@ from acrobat.errors import AcrobatError
 
 
 class Fiber:
-    """One execution context: an instance's skeleton, or one concurrent call of it."""
+    """One execution context: an instance's skeleton, or one concurrent call of it (``join`` set)."""
 
-    __slots__ = ("glet", "inst", "phase", "parent", "pending")
+    __slots__ = ("glet", "inst", "phase", "join")
 
-    def __init__(self, glet: greenlet, inst: int, phase: int, parent: "Fiber | None"):
+    def __init__(self, glet: greenlet, inst: int, phase: int, join: "Join | None"):
         self.glet = glet
         self.inst = inst
         self.phase = phase
-        self.parent = parent
-        self.pending = 0  # children still running (a parent waits for all of them)
+        self.join = join
+
+
+class Join:
+    """One ``fork``: the fiber that forked, its child fibers still running, and whether it waits for them."""
+
+    __slots__ = ("fiber", "pending", "waiting")
+
+    def __init__(self, fiber: Fiber, pending: int):
+        self.fiber = fiber
+        self.pending = pending
+        self.waiting = False
 
 
 class FiberScheduler:
@@ -67,10 +77,11 @@ class FiberScheduler:
                 self.rt.inst, self.rt.phase = fiber.inst, fiber.phase
                 fiber.glet.switch()
                 fiber.phase = self.rt.phase
-                if fiber.glet.dead and fiber.parent is not None:
-                    fiber.parent.pending -= 1
-                    if fiber.parent.pending == 0:
-                        self.ready.append(fiber.parent)
+                join = fiber.join
+                if join is not None and fiber.glet.dead:
+                    join.pending -= 1
+                    if join.pending == 0 and join.waiting:
+                        self.ready.append(join.fiber)
             if self.waiting:
                 # Run only up to the earliest awaited group and wake the fibers it serves: fibers
                 # that ran ahead wait, so the laggards catch up and their operators batch together.
@@ -107,14 +118,22 @@ class FiberScheduler:
             self.main.switch()
 
     def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
-        """Run ``thunks`` as child fibers of the running one; their results once all are done."""
+        """Run ``thunks`` concurrently; their results once all are done.
+
+        All but the last run as child fibers; the last runs on the running
+        fiber itself (one greenlet fewer per fork), which then waits for the
+        children still running.
+        """
         parent = self.current
         assert parent is not None
         results: list[Any] = [None] * len(thunks)
-        parent.pending = len(thunks)
-        for j, thunk in enumerate(thunks):
+        join = Join(parent, len(thunks) - 1)
+        for j, thunk in enumerate(thunks[:-1]):
             def body(j: int = j, thunk: Callable = thunk) -> None:
                 results[j] = thunk()
-            self.ready.append(Fiber(greenlet(body, parent=self.main), parent.inst, self.rt.phase, parent))
-        self.main.switch()
+            self.ready.append(Fiber(greenlet(body, parent=self.main), parent.inst, self.rt.phase, join))
+        results[-1] = thunks[-1]()
+        if join.pending:
+            join.waiting = True
+            self.main.switch()
         return results
