@@ -283,8 +283,7 @@ class Runtime:
             if self.threads is None or not self.threads.governs(self.device):
                 outs = self.kernels[block.id](g, self)
             else:
-                with self.threads.launch(block.id, block.name, self.device, g.size(), self.stats):
-                    outs = self.kernels[block.id](g, self)
+                outs = self.threads.run(block.id, block.name, g.size(), self.stats, self.kernels[block.id], g, self)
         except AcrobatError:
             raise
         except Exception as exc:  # a failing operator: find the instance and the source line
