@@ -18,22 +18,20 @@ operations: in Python, per-value work is most of a runtime's cost.
 from __future__ import annotations
 
 import array
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from acrobat.analysis.lowered import Block
 from acrobat.errors import AcrobatError
+from acrobat.runtime.plan import BlockCode as Block  # a static block, as compiled for the runtime
+from acrobat.runtime.plan import RowSpec
 
 try:
     from acrobat import _native
 except ImportError as exc:  # a source checkout run through PYTHONPATH without building the extension
     raise ImportError("acrobat's native module acrobat._native is not built: run `pip install -e .` "
                       "(or `python setup.py build_ext --inplace`) in the checkout") from exc
-
-if TYPE_CHECKING:
-    from acrobat.codegen.kernels import RowSpec
 
 ROW_BITS = 24
 """Bits of a handle that hold the row: a group (one launch) has at most 2**24 - 1 nodes."""
