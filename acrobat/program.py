@@ -23,20 +23,21 @@ from acrobat.analysis.aliases import check_lists, escaping_effects
 from acrobat.analysis.blocks import lower_function
 from acrobat.analysis.fusion import fuse_weights
 from acrobat.analysis.depth import base_depth, parallel_loops
-from acrobat.analysis.kinds import Kind, SharedK, analyze_kinds, describe_ref
+from acrobat.analysis.kinds import SharedK, analyze_kinds, describe_ref
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
 from acrobat.analysis.phases import insert_phases
-from acrobat.analysis.ragged import segment_reference
 from acrobat.analysis.shared import SharedSlots
-from acrobat.codegen.aot import write_skeleton
-from acrobat.codegen.blocks import compile_block
+from acrobat.codegen.aot import result_layout, write_skeleton
+from acrobat.codegen.blocks import block_code
+from acrobat.codegen.kernels import trace_block
 from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ParamError, ShapeError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
-from acrobat.runtime.backend import Backend, BlockKernel, choose_backend, get_backend
-from acrobat.runtime.executor import Runtime
+from acrobat.runtime.backend import choose_backend, get_backend
+from acrobat.runtime.executor import Backend, BlockKernel, Runtime
+from acrobat.runtime.plan import Plan
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
 
@@ -110,27 +111,18 @@ def function(fn: Callable) -> Function:
 
 @dataclass
 class Compiled:
-    """A compiled program: generated skeleton, blocks, shared-slot prologue."""
+    """A compiled program: the plan the runtime runs, and the generated code and analysed IR it came from."""
 
+    plan: Plan  # skeleton entry, prologue, block code, base depth, fibers (§4.2), result layout
     skeleton_source: str
     prologue_source: str
-    entry: Callable
-    prologue: Callable
-    blocks: dict[int, Block]
-    block_fns: dict[int, Callable]
-    base: int
+    blocks: dict[int, Block]  # the analysed static blocks (``plan.blocks`` holds their code)
     n_phases: int
-    needs_fibers: bool  # tensor-dependent control flow: instances run on fibers (§4.2)
     lowered: list[LoweredFunction]  # the analysed IR the skeleton was generated from
     entry_key: Any
     slots: SharedSlots
     skeleton_options: Options  # as the skeleton was written (fibers off where no value is read)
     effects: set  # spec keys whose calls change host state that outlives them (their concurrent calls don't fork)
-
-    @property
-    def result_kind(self) -> Kind:
-        """The kind of the entry's result: which parts of it are per-instance tensors."""
-        return next(f.spec.ret for f in self.lowered if f.spec.key == self.entry_key)
 
 
 class Program(Function):
@@ -206,7 +198,7 @@ class Program(Function):
         """The generated code: skeleton, shared-value prologue and every block."""
         c = self.compile(n_shared, options)
         parts = [c.skeleton_source, c.prologue_source]
-        parts += [f"# static block {b.name} ({b.loc})\n{b.source}" for b in c.blocks.values()]
+        parts += [f"# static block {b.name} ({b.site.loc})\n{b.source}" for b in c.plan.blocks.values()]
         return "\n".join(parts)
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
@@ -246,8 +238,8 @@ class Program(Function):
         c, be, rt = self._start(shared, backend, options or self.options)
         rt.sync = sync
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
-            be.announce(self.__name__, sum(b.segment is None for b in c.blocks.values()))
-            out = rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
+            be.announce(self.__name__, sum(b.segment is None for b in c.plan.blocks.values()))
+            out = rt.run(instances, shared)
         if stats is not None:
             stats.add(rt.stats)
         return out
@@ -256,10 +248,9 @@ class Program(Function):
         """The DFG of a batch as it ran: sorted (instance, block name, phase, depth), one per node."""
         options = options or self.options
         self.check_arity(len(shared), "trace")
-        c = self.compile(len(shared), options)
         rt = self.runtime(*shared, options=options)
         rt.trace = []
-        rt.run(c.entry, c.base, instances, shared, c.result_kind, fibers=c.needs_fibers)
+        rt.run(instances, shared)
         return sorted(rt.trace)
 
     def runtime(self, *shared: Any, backend: str = "eager", options: Options | None = None) -> Runtime:
@@ -271,9 +262,9 @@ class Program(Function):
         """The compiled program, the backend picked for ``shared`` (``"auto"`` resolved) and a fresh
         ``Runtime`` over that backend's kernels and this run's shared values."""
         c = self.compile(len(shared), options)
-        slots = c.prologue(self.shared_args(shared))
+        slots = c.plan.prologue(self.shared_args(shared))
         be, kernels = self.backend(choose_backend(backend, slots), len(shared), options)
-        rt = Runtime(c.blocks, c.block_fns, kernels, slots, arena=be.arena, threads=be.threads)
+        rt = Runtime(c.plan, kernels, slots, arena=be.arena, threads=be.threads)
         rt.stats.backend = be.name
         return c, be, rt
 
@@ -289,14 +280,15 @@ class Program(Function):
             if key not in self._batched:
                 c = self.compile(n_shared, options)
                 be = get_backend(name)
-                self._batched[key] = (be, block_kernels(be, c))
+                self._batched[key] = (be, block_kernels(be, c.plan))
             return self._batched[key]
 
 
-def block_kernels(be: Backend, c: Compiled) -> dict[int, BlockKernel]:
-    """Each block's batched launch on backend ``be``; segment operators run the same on every backend."""
-    return {bid: be.kernel(b, c.block_fns[bid]) if b.segment is None else SegmentKernel(b)
-            for bid, b in c.blocks.items()}
+def block_kernels(be: Backend, plan: Plan) -> dict[int, BlockKernel]:
+    """Each block's batched launch on backend ``be``, which is handed the kernel JIT (``trace_block``);
+    segment operators run the same on every backend."""
+    return {bid: be.kernel(b, trace_block) if b.segment is None else SegmentKernel(b)
+            for bid, b in plan.blocks.items()}
 
 
 class BoundProgram:
@@ -379,14 +371,13 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     blocks = {s.block.id: s.block for f in lowered for s in ir.walk_stmts(f.body) if isinstance(s, BlockCall)}
     base = base_depth([f.body for f in lowered])
     g = Globals()
-    block_fns = {bid: compile_block(b, g) if b.segment is None else segment_reference(b.segment)
-                 for bid, b in blocks.items()}
+    codes = {bid: block_code(b, g) for bid, b in blocks.items()}
     needs_fibers = any(spec.reads for spec in table.specs.values())
     skeleton_options = dataclasses.replace(options, fibers=options.fibers and needs_fibers)
     skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base, skeleton_options, effects)
     prologue, prologue_lines = _write_prologue(slots, g)
     namespace: dict[str, Any] = dict(g.values)
-    namespace["_B"] = blocks
+    namespace["_B"] = codes
     skeleton_file = f"<acrobat skeleton {prog.__name__}>"
     linecache.cache[skeleton_file] = (len(skeleton), None, skeleton.splitlines(True), skeleton_file)
     exec(compile(skeleton, skeleton_file, "exec"), namespace)
@@ -398,8 +389,8 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     entry = _located(namespace[entry_spec.name], skeleton_file, line_map, prog.instance_pos)
     located_prologue = _located_prologue(namespace["_prologue"], prologue_file, prologue_lines, slots,
                                          entry_spec.fn, prog.__name__, prog.instance_pos)
-    return Compiled(skeleton, prologue, entry, located_prologue, blocks, block_fns, base, n_phases, needs_fibers,
-                    lowered, table.entry, slots, skeleton_options, effects)
+    plan = Plan(entry, located_prologue, codes, base, needs_fibers, result_layout(entry_spec.ret))
+    return Compiled(plan, skeleton, prologue, blocks, n_phases, lowered, table.entry, slots, skeleton_options, effects)
 
 
 def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:

@@ -121,7 +121,8 @@ def tiny_block(aoti: bool) -> None:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from acrobat.codegen.kernels import BATCH_MARK, KernelGraph, RowSpec, _retrace_symbolic, _symbolize_batch
+    from acrobat.codegen.kernels import BATCH_MARK, _retrace_symbolic, _symbolize_batch
+    from acrobat.runtime.plan import KernelGraph, RowSpec
 
     def kernel(x: torch.Tensor, out: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple:
         out.copy_(torch.tanh(x @ w + b))

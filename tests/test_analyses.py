@@ -52,7 +52,7 @@ def blocks_at(compiled, line: int, prefix: str = "") -> list:
 
 def shared_values(compiled, block, *shared) -> list:
     """The objects a block's shared params are bound to in a run with ``shared``."""
-    slots = compiled.prologue((None, *shared))
+    slots = compiled.plan.prologue((None, *shared))
     # horizontally fused weights (a tuple built from the block's weights) are checked separately
     return [slots[p.slot] for p in block.shared_params if not isinstance(slots[p.slot], tuple)]
 
@@ -145,7 +145,7 @@ def test_treelstm_weights_are_shared_states_are_tensors(tparams):
     assert sorted(q.name for q in inner.params if q.role == "tensor") == ["lc", "lh", "rc", "rh"]
     assert not [q for q in inner.params if q.role == "host"]
     assert same_objects(shared_values(c, inner, p), [p.U_iou, p.b_iou, p.U_f, p.b_f])
-    slots = c.prologue((None, p))
+    slots = c.plan.prologue((None, p))
     [fused] = [slots[q.slot] for q in inner.shared_params if isinstance(slots[q.slot], tuple)]
     torch.testing.assert_close(fused[0], torch.cat([p.U_iou, p.U_f], 1))  # horizontal fusion (App. B.1)
     # classifier
@@ -192,7 +192,7 @@ def test_treelstm_depths(tparams):
     [inner] = blocks_at(c, INNER_LINE)
     [root] = blocks_at(c, ROOT_LINE)
     assert lf.sdepth is not None and inner.sdepth is None and root.sdepth is None
-    assert c.base == lf.sdepth + 1
+    assert c.plan.base == lf.sdepth + 1
     rows = treelstm.trace(TREES, tparams)
     # hoisted: every leaf of every instance at one static (phase, depth)
     leaf_rows = [r for r in rows if r[1] == lf.name]
@@ -201,13 +201,13 @@ def test_treelstm_depths(tparams):
     # internal nodes: 1 + max(children), counted from base (a node over two leaves is at base)
     for i, t in enumerate(TREES):
         got = sorted(d for inst, name, ph, d in rows if inst == i and name == inner.name)
-        assert got == expected_depths(t, c.base - 1), i
+        assert got == expected_depths(t, c.plan.base - 1), i
         assert all(ph == 0 for inst, name, ph, _ in rows if inst == i and name == inner.name)
-    assert min(d for _, name, _, d in rows if name == inner.name) == c.base
+    assert min(d for _, name, _, d in rows if name == inner.name) == c.plan.base
     # the classifier is a program phase: all roots at phase 1, one depth
     root_rows = [r for r in rows if r[1] == root.name]
     assert sorted(r[0] for r in root_rows) == list(range(len(TREES)))
-    assert {(ph, d) for _, _, ph, d in root_rows} == {(1, c.base)}
+    assert {(ph, d) for _, _, ph, d in root_rows} == {(1, c.plan.base)}
     assert c.n_phases == 2
 
 
@@ -218,16 +218,16 @@ def test_treelstm_without_hoisting(tparams):
     [inner] = blocks_at(c, INNER_LINE)
     assert lf.sdepth is None  # no static depth any more
     assert all(b.sdepth is None for b in c.blocks.values())
-    assert c.base == 0
+    assert c.plan.base == 0
     rows = treelstm.trace(TREES, tparams, options=opts)
     # leaves now run on the inline counter: a node over two leaves is one above them
     for i, t in enumerate(TREES):
         got = sorted(d for inst, name, _, d in rows if inst == i and name == inner.name)
-        assert got == expected_depths(t, c.base), i
+        assert got == expected_depths(t, c.plan.base), i
     hoisted_rows = treelstm.trace(TREES, tparams)
     inner_h = max(d for _, name, _, d in hoisted_rows if name == inner.name)
     inner_nh = max(d for _, name, _, d in rows if name == inner.name)
-    assert inner_nh - c.base == inner_h - treelstm.compile(1).base + 1
+    assert inner_nh - c.plan.base == inner_h - treelstm.compile(1).plan.base + 1
     assert_run_matches_plain(treelstm, TREES, tparams, options=opts)
 
 
@@ -256,7 +256,7 @@ def test_treelstm_depth_rule_random_trees(tparams, trees):
     rows = treelstm.trace(trees, tparams)
     for i, t in enumerate(trees):
         got = sorted(d for inst, name, _, d in rows if inst == i and name == inner.name)
-        assert got == expected_depths(t, c.base - 1)
+        assert got == expected_depths(t, c.plan.base - 1)
     assert_run_matches_plain(treelstm, trees, tparams)
 
 
@@ -271,7 +271,7 @@ def test_birnn_hoisted_projection_and_consecutive_recurrence(bparams):
         blocks = blocks_at(c, RNN_LINE, spec)
         [hoisted] = [b for b in blocks if b.sdepth is not None]
         assert any(q.role == "host" for q in hoisted.params)
-        assert hoisted.sdepth < c.base
+        assert hoisted.sdepth < c.plan.base
         names = {b.name for b in blocks}
         assert len(names) == 2  # the hoisted projection and the recurrent step are told apart
         for i, s in enumerate(sents):
@@ -280,7 +280,7 @@ def test_birnn_hoisted_projection_and_consecutive_recurrence(bparams):
             # the projections of all tokens share the static depth
             assert depths[: len(s)] == [hoisted.sdepth] * len(s)
             # the recurrent steps run at consecutive depths from base
-            assert depths[len(s):] == list(range(c.base, c.base + len(s)))
+            assert depths[len(s):] == list(range(c.plan.base, c.plan.base + len(s)))
     assert_run_matches_plain(birnn, sents, bparams)
 
 
@@ -290,7 +290,7 @@ def test_birnn_output_layer_is_a_program_phase(bparams):
     [out] = blocks_at(c, OUT_LINE)
     rows = [r for r in birnn.trace(sents, bparams) if r[1] == out.name]
     assert len(rows) == sum(map(len, sents))
-    assert {(ph, d) for _, _, ph, d in rows} == {(1, c.base)}  # one launch for all tokens of all sentences
+    assert {(ph, d) for _, _, ph, d in rows} == {(1, c.plan.base)}  # one launch for all tokens of all sentences
     assert c.n_phases == 2
     # the ablation: no phases, the output layer waits on each sentence's own recurrence
     opts = Options(phases=False)
@@ -332,7 +332,7 @@ def test_map_loop_iterations_share_depths(small):
     for i, items in enumerate(insts):
         depths = Counter(d for inst, name, _, d in rows if inst == i and name == step.name)
         # each item takes 2 recurrent steps; all items start together
-        assert depths == Counter({c.base: len(items), c.base + 1: len(items)}), i
+        assert depths == Counter({c.plan.base: len(items), c.plan.base + 1: len(items)}), i
     assert_run_matches_plain(progs.map_prog, insts, small)
     # with concurrency off the iterations are chained: 2 * len(items) distinct depths
     opts = Options(concurrency=False)
@@ -340,7 +340,7 @@ def test_map_loop_iterations_share_depths(small):
     [step_off] = [b for b in blocks_at(c_off, marker("walk_step")) if b.sdepth is None]
     rows_off = progs.map_prog.trace(insts, small, options=opts)
     depths_off = sorted(d for inst, name, _, d in rows_off if inst == 0 and name == step_off.name)
-    assert depths_off == list(range(c_off.base, c_off.base + 6))
+    assert depths_off == list(range(c_off.plan.base, c_off.plan.base + 6))
 
 
 def test_loop_carried_tensor_gives_increasing_depths(small):
@@ -350,8 +350,8 @@ def test_loop_carried_tensor_gives_increasing_depths(small):
     dyn_names = {b.name for b in blocks_at(c, marker("cell")) if b.sdepth is None}
     assert dyn_names
     for i, items in enumerate(insts):
-        depths = sorted(d for inst, name, _, d in rows if inst == i and name in dyn_names and d >= c.base)
-        assert depths == list(range(c.base, c.base + len(items))), i
+        depths = sorted(d for inst, name, _, d in rows if inst == i and name in dyn_names and d >= c.plan.base)
+        assert depths == list(range(c.plan.base, c.plan.base + len(items))), i
 
 
 def test_loop_carried_program_runs_correctly(small):

@@ -131,7 +131,7 @@ def test_host_effects_keep_python_order_under_fibers(n, seed):
 def test_only_concurrent_calls_with_host_effects_give_up_child_fibers():
     assert "_rt.fork(" in ep.pure_tree.source()
     assert "_rt.fork(" not in ep.numbered.source()
-    assert ep.numbered.compile(1).needs_fibers
+    assert ep.numbered.compile(1).plan.needs_fibers
 
 
 @pytest.mark.parametrize("prog, key", [(ep.aug_param, "aug_param"), (ep.aug_local, "aug_local")])

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from torch import nn
 
 import acrobat as ab
-from acrobat.codegen.kernels import RowSpec, trace_block
+from acrobat.codegen.kernels import trace_block
 from acrobat.codegen.modules import ModuleForm, call_form
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.data.tree import Tree
+from acrobat.runtime.plan import RowSpec
 from tests import nn_progs as P
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -109,7 +110,7 @@ def test_module_parameters_are_kernel_inputs():
                       if isinstance(s, ModuleForm) and s.key[0] == "LSTMCell")
     assert all(a is b for a, b in zip(form.tensors, params.cell.parameters()))  # the user's weights, not copies
     rows = [RowSpec((P.EMBED,), torch.float32), RowSpec((P.HIDDEN,), torch.float32), RowSpec((P.HIDDEN,), torch.float32)]
-    graph = trace_block(step, c.block_fns[step.id], rows, rt.shared[step.id], fused=False, device=torch.device("cpu"))
+    graph = trace_block(c.plan.blocks[step.id], rows, rt.shared[step.id], fused=False, device=torch.device("cpu"))
     nodes = list(graph.gm.graph.nodes)
     assert not [n for n in nodes if n.op == "get_attr"]
     shapes = [tuple(n.meta["val"].shape) for n in nodes if n.op == "placeholder"]

@@ -38,7 +38,7 @@ def check(prog, instances, p, options=None):
 
 def test_programs_with_value_reads_run_on_fibers():
     for prog in (tp.scaled, tp.early_exit, tp.countdown, tp.drnn, stackrnn):
-        assert prog.compile(1).needs_fibers, prog.__name__
+        assert prog.compile(1).plan.needs_fibers, prog.__name__
 
 
 def test_item_value_in_an_operator():

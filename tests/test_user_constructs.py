@@ -89,18 +89,18 @@ def test_shapes_of_per_instance_tensors(n):
     rng = torch.Generator().manual_seed(n)
     batch = [torch.randn(n, 4, generator=rng) for _ in range(5)]
     check(up.shapes, batch)
-    assert up.shapes.compile(1).needs_fibers  # host code reads `h.shape[0]`: a value read (§4.2)
+    assert up.shapes.compile(1).plan.needs_fibers  # host code reads `h.shape[0]`: a value read (§4.2)
 
 
 def test_shapes_inside_tensor_expressions_need_no_value_read():
-    assert not up.shape_in_block.compile(1).needs_fibers
+    assert not up.shape_in_block.compile(1).plan.needs_fibers
     assert "_rt.value" not in up.shape_in_block.source()
 
 
 def test_break_and_continue_are_plain_python_in_the_skeleton():
     src = up.break_continue.source()
     assert "continue" in src and "break" in src
-    assert up.break_continue.compile(1).needs_fibers  # `if h.sum() > 1.0: break` reads a tensor
+    assert up.break_continue.compile(1).plan.needs_fibers  # `if h.sum() > 1.0: break` reads a tensor
 
 
 def test_loop_with_break_is_not_a_map_loop():

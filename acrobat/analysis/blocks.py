@@ -25,12 +25,12 @@ from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST
 from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, has_shared, has_tensor,
                                     sdepth_of)
-from acrobat.analysis.ragged import (SEGMENT_OPS, SegmentOp, row_matmul, row_operands, row_scale, row_squeeze,
-                                     segment_reference)
+from acrobat.analysis.ragged import SEGMENT_OPS, row_matmul, row_operands, row_scale, row_squeeze, segment_reference
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.runtime.plan import SegmentOp
 
 
 class _Lowerer:

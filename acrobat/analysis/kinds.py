@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acrobat.analysis import ragged
-from acrobat.analysis.ragged import SegmentOp
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
+from acrobat.runtime.plan import SegmentOp
 
 #: Static depths above this are treated as dynamic, so specialization terminates.
 MAX_STATIC_DEPTH = 8

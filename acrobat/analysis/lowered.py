@@ -8,12 +8,11 @@ and ``ProgramCall``s (calls of program functions, possibly concurrent).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 from acrobat.analysis.kinds import Spec, SpecKey
-from acrobat.analysis.ragged import SegmentOp
 from acrobat.frontend import ir
+from acrobat.runtime.plan import SegmentOp
 
 
 @dataclass(eq=False)
@@ -54,32 +53,11 @@ class Block:
     loc: ir.Loc
     subst: dict[int, str] = field(default_factory=dict)  # expression nid -> block parameter name
     segment: SegmentOp | None = None  # a segment operator over one list per node (analysis.ragged), not a block
-    source: str = ""  # generated per-instance Python, filled by codegen
-    line_map: dict[int, ir.Loc] = field(default_factory=dict)  # generated line -> model source location
 
     @property
     def batched_params(self) -> list[BlockParam]:
         """Parameters that get one value per DFG node (tensor and host roles), in order."""
         return [p for p in self.params if p.role != "shared"]
-
-    @functools.cached_property
-    def batched_roles(self) -> tuple[str, ...]:
-        """The role of each batched parameter (``"tensor"`` or a host role), computed once."""
-        return tuple(p.role for p in self.batched_params)
-
-    @functools.cached_property
-    def n_tensor_params(self) -> int:
-        """How many batched parameters are tensors (the rest are host values)."""
-        return self.batched_roles.count("tensor")
-
-    def where(self) -> str:
-        """``  at file:line: source`` of the block's first model line, for error messages."""
-        return f"  at {self.loc}: {self.spec.fn.source_lines.get(self.loc.line, '').strip()}"
-
-    @property
-    def n_outputs(self) -> int:
-        """How many outputs a DFG node of this block has (handles per node)."""
-        return self.segment.n_outputs if self.segment is not None else len(self.outputs)
 
     @property
     def shared_params(self) -> list[BlockParam]:

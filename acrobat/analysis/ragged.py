@@ -26,29 +26,13 @@ kernels must equal them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
 from acrobat.frontend.ir import known
-
-
-@dataclass(frozen=True)
-class SegmentOp:
-    """A segment operator: ``op`` over the list axis of one instance's rows.
-
-    ``n_outputs`` is 2 for ``max``/``min`` (values, indices); ``ragged_out``
-    when the result has one row per input row (softmax, log_softmax);
-    ``flat`` for ``argmax``/``argmin`` without ``dim`` (checked at run time
-    to be the 1-D case, where they equal ``dim=0``).
-    """
-
-    op: str
-    n_outputs: int = 1
-    ragged_out: bool = False
-    flat: bool = False  # argmax/argmin written without dim: the same as dim=0 only for a 1-D stacked list
+from acrobat.runtime.plan import SegmentOp
 
 
 #: Segment operators by method / function name (dim 0 only).

@@ -25,6 +25,7 @@ interpreter runs exactly the IR the skeleton was generated from.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -57,7 +58,7 @@ def lower_program(prog: Program, n_shared: int, options: Options) -> LoweredProg
     """Compile ``prog`` and keep the lowered IR its skeleton was generated from."""
     c = prog.compile(n_shared, options)
     functions = {f.spec.key: f for f in c.lowered}
-    return LoweredProgram(functions, c.entry_key, c.slots, c.base, c.skeleton_options, c)
+    return LoweredProgram(functions, c.entry_key, c.slots, c.plan.base, c.skeleton_options, c)
 
 
 _BINOPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -131,12 +132,14 @@ class Interpreter:
     def stmt(self, f: _Frame, s: ir.Stmt) -> None:
         match s:
             case BlockCall(block=b) if b.segment is not None:
-                f.env[b.stmts[0].target.name] = self.rt.segment(b, f.d, self.expr(f, b.params[0].expr))  # type: ignore[arg-type]
+                rows = self.expr(f, b.params[0].expr)  # type: ignore[arg-type]
+                f.env[b.stmts[0].target.name] = self.rt.segment(self.rt.plan.blocks[b.id], f.d, rows)
                 f.d += 1
             case BlockCall(block=b):
                 tensors = tuple([self.expr(f, p.expr) for p in b.batched_params if p.role == "tensor"])  # type: ignore[arg-type]
                 hosts = tuple([self.expr(f, p.expr) for p in b.batched_params if p.role != "tensor"])  # type: ignore[arg-type]
-                outs = self.rt.invoke(b, b.sdepth if b.sdepth is not None else f.d, tensors, hosts)
+                at = b.sdepth if b.sdepth is not None else f.d
+                outs = self.rt.invoke(self.rt.plan.blocks[b.id], at, tensors, hosts)
                 for name, v in zip(b.outputs, outs):
                     f.env[name] = v
                 if b.sdepth is None:
@@ -329,14 +332,13 @@ class InterpretedProgram:
         self.lp = lower_program(prog, n_shared, options or prog.options)
         c = self.lp.compiled
         self.backend = get_backend(backend)
-        self.kernels = block_kernels(self.backend, c)
+        self.kernels = block_kernels(self.backend, c.plan)
 
     def run(self, instances: Sequence, *shared: Any, stats: RunStats | None = None) -> list:
-        c = self.lp.compiled
-        rt = Runtime(c.blocks, c.block_fns, self.kernels, c.prologue((None, *shared)), arena=self.backend.arena,
-                     threads=self.backend.threads)
-        out = rt.run(Interpreter(self.lp).entry, c.base, instances, shared, c.result_kind,
-                     fibers=bool(getattr(c, "needs_fibers", False)))
+        plan = self.lp.compiled.plan
+        rt = Runtime(dataclasses.replace(plan, entry=Interpreter(self.lp).entry), self.kernels,
+                     plan.prologue((None, *shared)), arena=self.backend.arena, threads=self.backend.threads)
+        out = rt.run(instances, shared)
         if stats is not None:
             stats.add(rt.stats)
         return out

@@ -5,16 +5,20 @@ Each lowered specialization becomes one Python function
 control flow for one instance, adds a DFG node per block invocation
 (``Runtime.invoke``, inlined) and computes depths inline with the counter ``_d``
 (Listing 2 of the paper): no interpreter walks the IR at run time.
+``result_layout`` tells the runtime where the entry's result holds handles.
 """
 
 from __future__ import annotations
 
-from acrobat.analysis.kinds import HOST, DictK, Kind, ListK, NoneK, OptionalK, SharedK, Spec, TensorK, TupleK
+from acrobat.analysis.kinds import (BOTTOM, HOST, DictK, Kind, ListK, NoneK, OptionalK, RaggedK, SharedK, Spec, TensorK,
+                                    TupleK)
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
 from acrobat.frontend import ir
 from acrobat.runtime.dfg import OUTPUT_STEP
+from acrobat.runtime.plan import (DictLayout, HostLayout, Layout, ListLayout, OptionalLayout, RaggedLayout,
+                                  TensorLayout, TupleLayout)
 
 
 def coerce(code: str, src: Kind, dst: Kind) -> str:
@@ -335,3 +339,22 @@ def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globa
     for fn in functions:
         w.function(fn, entry=fn.spec.key == entry_key)
     return "\n".join(w.lines) + "\n", w.line_map
+
+
+def result_layout(kind: Kind) -> Layout:
+    """The runtime's layout of a value of ``kind`` (``acrobat.runtime.plan``): where its handles lie, which
+    the runtime replaces by tensors in the entry's result."""
+    match kind:
+        case TensorK():
+            return TensorLayout()
+        case RaggedK():
+            return RaggedLayout(result_layout(kind.rows))
+        case OptionalK(inner=inner):
+            return OptionalLayout(result_layout(inner))
+        case DictK(keys=keys, items=items):
+            return DictLayout(keys, tuple(result_layout(k) for k in items))
+        case TupleK(items=items):
+            return TupleLayout(tuple(result_layout(k) for k in items))
+        case ListK(elem=elem):
+            return ListLayout(result_layout(elem), followed=elem is not BOTTOM)
+    return HostLayout()

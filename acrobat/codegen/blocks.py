@@ -4,17 +4,19 @@ A block's per-instance function is its tensor statements, printed back as
 Python over the block parameters. Its batched form is
 ``torch.func.vmap`` over the batched parameters with the shared ones
 unbatched (``in_dims=None``, parameter reuse §5.1): PyTorch's batching
-rules, not acrobat's, define what a batched operator is.
+rules, not acrobat's, define what a batched operator is. ``block_code``
+hands the block to the runtime as an ``acrobat.runtime.plan.BlockCode``.
 """
 
 from __future__ import annotations
 
 import linecache
-from typing import Callable
 
 from acrobat.analysis.lowered import Block
+from acrobat.analysis.ragged import segment_reference
 from acrobat.codegen.printer import Globals, expr_source, target_source
 from acrobat.frontend import ir
+from acrobat.runtime.plan import BatchedParam, BlockCode, Site
 
 
 def block_source(block: Block, g: Globals) -> tuple[str, dict[int, ir.Loc]]:
@@ -30,16 +32,27 @@ def block_source(block: Block, g: Globals) -> tuple[str, dict[int, ir.Loc]]:
     return "\n".join(lines) + "\n", line_map
 
 
-def compile_block(block: Block, g: Globals) -> Callable:
-    """Compile ``block``'s per-instance function; fills ``block.source`` and ``block.line_map``."""
-    block.source, block.line_map = block_source(block, g)
+def block_code(block: Block, g: Globals) -> BlockCode:
+    """``block`` as the runtime runs it: its per-instance function compiled (for a segment operator, the
+    reference function), its parameters, and the model lines its errors point at."""
+    source_lines = block.spec.fn.source_lines
+
+    def site(loc: ir.Loc) -> Site:
+        return Site(str(loc), source_lines.get(loc.line, "").strip())
+
+    params = tuple(BatchedParam(p.name, p.role, p.name, site(block.loc)) if p.expr is None else
+                   BatchedParam(p.name, p.role, expr_source(p.expr, Globals(), lambda _: None), site(p.expr.loc))
+                   for p in block.batched_params)
     filename = f"<acrobat block {block.id} {block.name}>"
-    linecache.cache[filename] = (len(block.source), None, block.source.splitlines(True), filename)
-    namespace = dict(g.values)
-    exec(compile(block.source, filename, "exec"), namespace)
-    return namespace[f"block_{block.id}"]
-
-
-def block_filename(block: Block) -> str:
-    """The pseudo file name of a block's generated code (in tracebacks and ``linecache``)."""
-    return f"<acrobat block {block.id} {block.name}>"
+    source, line_map = "", {}
+    if block.segment is not None:
+        fn = segment_reference(block.segment)
+    else:
+        source, locs = block_source(block, g)
+        line_map = {line: site(loc) for line, loc in locs.items()}
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        namespace = dict(g.values)
+        exec(compile(source, filename, "exec"), namespace)
+        fn = namespace[f"block_{block.id}"]
+    return BlockCode(block.id, block.name, site(block.loc), params, tuple(p.slot for p in block.shared_params),
+                     tuple(block.outputs), fn, block.sdepth is not None, block.segment, source, filename, line_map)

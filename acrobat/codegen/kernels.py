@@ -33,8 +33,7 @@ recompiling or guards (the runtime pads batch size 1 to 2).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -45,8 +44,7 @@ from torch.func import vmap
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from acrobat.analysis.lowered import Block
-from acrobat.codegen.modules import flatten_forms, unflatten_forms
+from acrobat.runtime.plan import BlockCode, KernelGraph, RowSpec, flatten_forms, unflatten_forms
 
 # Marker sizes for tracing: primes no model dimension is a multiple of.
 BATCH_MARK = 7919
@@ -54,45 +52,12 @@ ROWS_MARK = 7907
 HINT_BATCH, HINT_ROWS = 64, 4096  # typical sizes the compiler may tune for (any size works)
 
 
-class RowSpec(NamedTuple):
-    """The per-instance shape and dtype of one batched tensor (the batch dimension left out).
-
-    A named tuple: made and hashed in C, as the runtime does for every argument of every launch.
-    """
-
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-
-    @staticmethod
-    def of(t: torch.Tensor) -> "RowSpec":
-        """The row spec of a batched ``(B, ...)`` tensor."""
-        return RowSpec(tuple(t.shape[1:]), t.dtype)
-
-
-@dataclass
-class KernelGraph:
-    """A block's batched computation, traced for one argument signature.
-
-    ``gm(*storages, *inputs, *outs, *shared)`` (``shared`` flattened by
-    ``flatten_forms``: module forms as their tensors, then all arguments
-    into their pytree leaves) returns nothing: it writes
-    output ``k`` into ``outs[k]``, ``(B, *out_rows[k].shape)``.
-    ``storages[j]`` holds rows of spec ``storage_rows[j]``. ``inputs`` are
-    per batched parameter one ``(B, ...)`` tensor (explicit gather; host
-    parameters always), or for a tensor parameter with fused gather a
-    ``(B,)`` index into ``storages[in_slots[i]]``.
-    """
-
-    gm: GraphModule
-    out_rows: list[RowSpec]
-    storage_rows: list[RowSpec]
-    in_slots: list[int | None]  # per batched parameter: the storage its fused gather reads, or None
-    example_inputs: list[Any]  # fake tensors (and leaves of shared arguments), dim 0 of batched inputs symbolic: what the compiler specializes on
-
-
-def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: Sequence[Any],
+def trace_block(block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[Any],
                 fused: bool, device: torch.device) -> KernelGraph:
     """Trace ``block``'s batched form for arguments with per-instance specs ``in_rows`` (§5, App. C).
+
+    The kernel JIT that ``acrobat.program`` hands to compiling backends (an
+    ``acrobat.runtime.plan.Tracer``), so that the runtime imports no code generator.
 
     ``shared`` are the block's shared arguments; the kernel takes them
     flattened by ``flatten_forms`` (a module's parameters one by one).
@@ -103,9 +68,9 @@ def trace_block(block: Block, fn: Callable, in_rows: Sequence[RowSpec], shared: 
         Exception: whatever ``vmap`` or the operators raise on these shapes
             (the runtime reports it with the block's source line).
     """
-    roles = [p.role for p in block.batched_params]
+    roles = block.batched_roles
     dims = (0,) * len(roles) + (None,) * len(shared)
-    structured = vmap(fn, in_dims=dims, randomness="different")
+    structured = vmap(block.fn, in_dims=dims, randomness="different")
     flat_shared, specs = flatten_forms(shared)  # module forms as their tensors: kernel inputs (§5.1)
 
     def batched(*args: Any) -> Any:

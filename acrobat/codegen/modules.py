@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import copy
 import types
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +41,7 @@ from torch.func import functional_call
 
 from acrobat.errors import CompileError
 from acrobat.frontend.ir import Loc
+from acrobat.runtime.plan import Form
 
 
 # ---------------------------------------------------------------- the cells as F.linear + pointwise ops
@@ -178,7 +179,7 @@ class _Method(nn.Module):
         return getattr(self.inner, self.name)(*args, **kwargs)
 
 
-class ModuleForm:
+class ModuleForm(Form):
     """A module as a block calls it: its batchable twin applied to the leaves ``tensors``.
 
     ``form(*args)`` equals calling the user's module on the same per-instance
@@ -217,7 +218,7 @@ class ModuleForm:
         return f"ModuleForm({self.key[0]}.{self.key[1]}, {len(self.tensors)} tensors)"
 
 
-class TensorMethod:
+class TensorMethod(Form):
     """A method of a shared tensor called with per-instance arguments (``p.W.add(x)``); the tensor is the leaf."""
 
     def __init__(self, tensor: torch.Tensor, name: str):
@@ -290,36 +291,3 @@ def call_form(receiver: Any, method: str | None, path: str, file: str, line: int
     if isinstance(receiver, torch.Tensor) and method is not None:
         return TensorMethod(receiver, method)
     return receiver if method is None else getattr(receiver, method)
-
-
-FORMS = (ModuleForm, TensorMethod)
-
-
-def flatten_forms(values: Sequence[Any]) -> tuple[list[Any], list[pytree.TreeSpec | None]]:
-    """``values`` with every form replaced by its tensors (the kernel's inputs), and per value
-    the spec to rebuild it (None: not a form, kept as it is)."""
-    flat: list[Any] = []
-    specs: list[pytree.TreeSpec | None] = []
-    for v in values:
-        if isinstance(v, FORMS):
-            leaves, spec = pytree.tree_flatten(v)
-            flat += leaves
-            specs.append(spec)
-        else:
-            flat.append(v)
-            specs.append(None)
-    return flat, specs
-
-
-def unflatten_forms(flat: Sequence[Any], specs: Sequence[pytree.TreeSpec | None]) -> list[Any]:
-    """The inverse of ``flatten_forms``: the values, forms rebuilt around the tensors in ``flat``."""
-    out: list[Any] = []
-    i = 0
-    for spec in specs:
-        if spec is None:
-            out.append(flat[i])
-            i += 1
-        else:
-            out.append(pytree.tree_unflatten(flat[i:i + spec.num_leaves], spec))
-            i += spec.num_leaves
-    return out

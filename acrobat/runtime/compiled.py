@@ -1,7 +1,8 @@
 """The compiled backend: each static block as one TorchInductor kernel over arena memory (§5, App. C).
 
 Per block and argument signature (per-instance shapes, shared shapes),
-``acrobat.codegen.kernels`` traces the batched aten graph once, with a
+the tracer the program hands the backend (``acrobat.codegen.kernels.trace_block``,
+an ``acrobat.runtime.plan.Tracer``) traces the batched aten graph once, with a
 symbolic batch size, and TorchInductor (``torch._inductor.compile``: C++/
 OpenMP on CPU, Triton on CUDA) turns it into fused loops around library
 GEMMs. One compiled kernel serves every batch size (a launch of one row
@@ -59,15 +60,13 @@ import torch.utils._pytree as pytree
 from torch._inductor.graph import GraphLowering
 from torch._inductor.output_code import CompiledFxGraph
 
-from acrobat.analysis.lowered import Block
 from acrobat.cachedir import inductor_dir
-from acrobat.codegen.kernels import KernelGraph, RowSpec, trace_block
-from acrobat.codegen.modules import FORMS, flatten_forms
 from acrobat.errors import AcrobatError
-from acrobat.runtime.arena import Arena, Pool
-from acrobat.runtime.backend import EagerKernel, columns
+from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, Group, handle_matrix
-from acrobat.runtime.gather import gather, select_rows
+from acrobat.runtime.eager import EagerKernel
+from acrobat.runtime.gather import columns, gather, select_rows
+from acrobat.runtime.plan import BlockCode, Form, KernelGraph, RowSpec, Tracer, flatten_forms
 from acrobat.runtime.threads import ThreadPolicy
 
 if TYPE_CHECKING:
@@ -129,10 +128,10 @@ class CompiledKernel:
             (the compiled backend is inference only; use the eager backend).
     """
 
-    def __init__(self, backend: "CompiledBackend", block: Block, fn: Callable):
+    def __init__(self, backend: "CompiledBackend", block: BlockCode, trace: Tracer):
         self.backend = backend
         self.block = block
-        self.fn = fn
+        self.trace = trace
         self.variants: dict[tuple, Variant] = {}
         # per gather mode, per run it was timed in: [µs of gather + kernel, rows] over the run's launches
         self.samples: dict[str, dict[int, list[float]]] = {"explicit": {}, "fused": {}}
@@ -209,7 +208,7 @@ class CompiledKernel:
         self.eager_reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
         log.warning("block %s: TorchInductor could not compile it (%s); it runs eagerly (vmap)",
                     self.block.name, self.eager_reason)
-        self.eager = EagerKernel(self.block, self.fn)
+        self.eager = EagerKernel(self.block)
         return self.eager(g, rt)
 
     # -- pieces --------------------------------------------------------------
@@ -341,9 +340,9 @@ class CompiledKernel:
         log.info("compiling block %s (%s gather) ...", self.block.name, "fused" if fused else "explicit")
         # Tracing (torch.fx's patcher) and Inductor's hooks are process-global: one compile at a time.
         with _COMPILE_LOCK:
-            graph = trace_block(self.block, self.fn, in_rows, shared, fused, rt.device)
+            graph = self.trace(self.block, in_rows, shared, fused, rt.device)
             fn, code = compile_graph(graph, self.backend.wrapper)
-        tensor_slots = [slot for slot, p in zip(graph.in_slots, self.block.batched_params) if p.role == "tensor"]
+        tensor_slots = [slot for slot, role in zip(graph.in_slots, self.block.batched_roles) if role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code,
                                                first_run=rt.serial, fused_columns=fused_columns)  # the traced graph is not kept
@@ -424,7 +423,7 @@ def _signature(x: Any) -> Any:
         return ("tensor", tuple(x.shape), x.stride(), x.dtype, x.device)
     if isinstance(x, (list, tuple)):
         return tuple(_signature(i) for i in x)
-    if isinstance(x, FORMS):  # a module form: its settings and its tensors' signatures
+    if isinstance(x, Form):  # a module form: its settings and its tensors' signatures
         return type(x), x.key, tuple(_signature(i) for i in pytree.tree_leaves(x))
     return x
 
@@ -469,8 +468,8 @@ class CompiledBackend:
         else:
             print(f"[acrobat] {msg}", file=sys.stderr, flush=True)
 
-    def kernel(self, block: Block, fn: Callable) -> CompiledKernel:
-        k = CompiledKernel(self, block, fn)
+    def kernel(self, block: BlockCode, trace: Tracer) -> CompiledKernel:
+        k = CompiledKernel(self, block, trace)
         self.kernels.append(k)
         return k
 
@@ -485,7 +484,7 @@ class CompiledBackend:
             if not k.variants:
                 continue
             launches = sum(v.launches for v in k.variants.values())
-            if not any(p.role == "tensor" for p in k.block.batched_params):
+            if "tensor" not in k.block.batched_roles:
                 how = "none (no tensor inputs)"
             elif k.choice is None:
                 how = "explicit (inputs not all in the arena yet)" if not k.samples["fused"] else "probing"
@@ -511,7 +510,7 @@ def kernel_listing(backend: CompiledBackend) -> str:
     parts = []
     for k in backend.kernels:
         for (fused, in_rows, _), v in k.variants.items():
-            head = (f"# block {k.block.name} ({k.block.loc}), {'fused' if fused else 'explicit'} gather, "
+            head = (f"# block {k.block.name} ({k.block.site.loc}), {'fused' if fused else 'explicit'} gather, "
                     f"inputs {[r.shape for r in in_rows]}, {v.launches} launches")
             if not v.code:
                 parts.append(head + "\n#   (no generated code captured: compiled before this process captured it)")

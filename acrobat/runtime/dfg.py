@@ -18,22 +18,20 @@ operations: in Python, per-value work is most of a runtime's cost.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from acrobat.analysis.lowered import Block
 from acrobat.errors import AcrobatError
+from acrobat.runtime.plan import BlockCode
+from acrobat.runtime.plan import RowSpec
 
 try:
     from acrobat import _native
 except ImportError as exc:  # a source checkout run through PYTHONPATH without building the extension
     raise ImportError("acrobat's native module acrobat._native is not built: run `pip install -e .` "
                       "(or `python setup.py build_ext --inplace`) in the checkout") from exc
-
-if TYPE_CHECKING:
-    from acrobat.codegen.kernels import RowSpec
 
 ROW_BITS = 24
 """Bits of a handle that hold the row: a group (one launch) has at most 2**24 - 1 nodes."""
@@ -57,6 +55,13 @@ def group_key(phase: int, depth: int, block_id: int) -> int:
     """The key of the pending group of ``block_id`` at (``phase``, ``depth``) in ``Runtime.groups``: sorting
     keys sorts groups by (phase, depth, block), the flush order (§4.1)."""
     return phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block_id
+
+
+Dfg = _native.Dfg
+"""``Dfg(make)``: a run's pending groups (``groups``, keyed by ``group_key``), the running instance and phase
+(``inst``, ``phase``), and node insertion: ``node(depth, block_id, *handles)`` and ``node_hosts(depth,
+block_id, hosts, *handles)`` return the new node's output-0 handle; ``make(depth, block_id)`` creates and
+registers a group on a miss (``acrobat/_native.c``)."""
 
 
 class Group(_native.Group):
@@ -125,7 +130,7 @@ class ValueTable:
         self.arena_offset = np.full(64, NOT_PLACED, dtype=np.int64)
         self.specs: dict[int, RowSpec] = {}  # src -> row spec of the outputs placed in the arena
 
-    def group(self, block: Block | None, phase: int, depth: int) -> Group:
+    def group(self, block: BlockCode | None, phase: int, depth: int) -> Group:
         """A new, empty group."""
         gid = len(self.groups)
         g = Group(block, phase, depth, gid, (gid << self.kbits) << ROW_BITS)

@@ -1,12 +1,19 @@
 """The runtime: build the DFG by running the skeleton, then run it group by group (§4).
 
-Without tensor-dependent control flow every instance's skeleton runs to the
-end first (lazy DFG construction), then groups run in (phase, depth) order,
-each as one batched call of its block; results are read from the groups'
-output tensors through the handles. With the eager backend
-everything is out of place (``index_select``, ``cat``, slicing), so
-autograd can run ``backward`` through a batched run; the compiled backend
-writes into arena memory and runs inference only.
+A ``Runtime`` runs one batch of a compiled program's ``Plan``
+(``acrobat.runtime.plan``) with a backend's kernel per block. Without
+tensor-dependent control flow every instance's skeleton runs to the end
+first (lazy DFG construction, §4.1), then groups run in (phase, depth)
+order, each as one batched call of its block; results are read from the
+groups' output tensors through the handles. With tensor-dependent control
+flow instances run on fibers and the DFG is flushed whenever they all wait (§4.2).
+With the eager backend everything is out of place (``index_select``,
+``cat``, slicing), so autograd can run ``backward`` through a batched run;
+the compiled backend writes into arena memory and runs inference only.
+
+The backends' side of the kernel seam is defined here, where it is used:
+a ``Backend`` makes a ``BlockKernel`` per block (``acrobat.runtime.eager``,
+``acrobat.runtime.compiled``; named in ``acrobat.runtime.backend``).
 """
 
 from __future__ import annotations
@@ -15,25 +22,21 @@ import gc
 import itertools
 import time
 import traceback
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 
 import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from acrobat.analysis.kinds import BOTTOM, DictK, Kind, ListK, OptionalK, RaggedK, TensorK, TupleK
-from acrobat.analysis.lowered import Block
-from acrobat.codegen.blocks import block_filename
-from acrobat.codegen.kernels import RowSpec
-from acrobat.codegen.modules import FORMS
-from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
-from acrobat.runtime.backend import BlockKernel
-from acrobat import _native
-from acrobat.runtime.dfg import OUTPUT_STEP, ROW_BITS, ROW_MASK, Group, Handle, ValueTable, group_key, handle_matrix
+from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, Dfg, Group, Handle, ValueTable, group_key,
+                                 handle_matrix)
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
+from acrobat.runtime.plan import BlockCode
+from acrobat.runtime.plan import (DictLayout, Form, Layout, ListLayout, OptionalLayout, Plan, RaggedLayout, RowSpec,
+                                  Site, TensorLayout, Tracer, TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
 
@@ -41,33 +44,68 @@ from acrobat.runtime.threads import ThreadPolicy
 _SERIALS = itertools.count(1)
 
 
-class Runtime:
-    """One batched run: the DFG under construction and its execution.
+class BlockKernel(Protocol):
+    """One block's batched launch: ``kernel(group, runtime) -> tuple of (B, ...) outputs``.
 
-    ``blocks[i]`` is block ``i``, ``fns[i]`` its per-instance function,
-    ``kernels[i]`` its batched launch (from a backend); ``slots`` are the
-    run's shared values (read by the skeleton as ``_S``). With an
+    Adds its gather time to ``runtime.stats.gather_ms`` and its kernel
+    time to ``runtime.stats.kernel_ms`` (ms).
+    """
+
+    def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
+        ...
+
+
+class Backend(Protocol):
+    """What the runtime needs from a kernel backend: per-block kernels, and the arena they write to (or None)."""
+
+    name: str
+    arena: Arena | None
+    threads: ThreadPolicy  # threads per launch, chosen per block (kept across runs)
+
+    def kernel(self, block: BlockCode, trace: Tracer) -> BlockKernel:
+        """The batched launch of ``block``; ``trace`` builds its batched kernel graph (for a backend that compiles)."""
+        ...
+
+    def report(self) -> str:
+        """What the backend did (compiles, gather choices), for the run report; empty if nothing."""
+        ...
+
+    def exclusive(self) -> ContextManager[Any]:
+        """A context held for a whole run: concurrent runs of one backend wait for each other
+        where they share state (the compiled backend's arena), else a no-op."""
+        ...
+
+    def announce(self, program: str, n_blocks: int) -> None:
+        """Called at the start of every run of ``program`` (``n_blocks`` kernel blocks): a backend that
+        compiles says so on its first run (a progress line on stderr), else nothing."""
+        ...
+
+
+class Runtime:
+    """One batched run of ``plan``: the DFG under construction and its execution.
+
+    ``kernels[i]`` is the batched launch of block ``i`` (from a backend);
+    ``slots`` are the run's shared values (computed by ``plan.prologue``,
+    read by the skeleton as ``_S``). With an
     ``arena``, block outputs live in its pools and results are copied out
     at the end of the run. ``device`` defaults to the first shared tensor's.
     ``threads`` (the backend's, kept across runs) runs each launch on 1 CPU
     thread or all, per block (``acrobat.runtime.threads``); None: torch's setting.
     """
 
-    def __init__(self, blocks: dict[int, Block], fns: dict[int, Callable], kernels: dict[int, BlockKernel],
-                 slots: list, arena: Arena | None = None, device: torch.device | None = None,
-                 threads: ThreadPolicy | None = None):
+    def __init__(self, plan: Plan, kernels: dict[int, BlockKernel], slots: list, arena: Arena | None = None,
+                 device: torch.device | None = None, threads: ThreadPolicy | None = None):
         self.serial = next(_SERIALS)  # unique per run (``id`` may be reused by a later run)
-        self.blocks = blocks
-        self.fns = fns
+        self.plan = plan
         self.slots = slots
-        self.shared = {bid: [slots[p.slot] for p in b.shared_params] for bid, b in blocks.items()}
+        self.shared = {bid: [slots[i] for i in b.shared_slots] for bid, b in plan.blocks.items()}
         self.kernels = kernels
         self.arena = arena
         self.threads = threads
         self.device = device if device is not None else _device_of(slots)
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
-        self.table = ValueTable(max((b.n_outputs for b in blocks.values()), default=1))
-        self.dfg = _native.Dfg(self._new_group)  # node insertion, the running instance and phase (native)
+        self.table = ValueTable(max((b.n_outputs for b in plan.blocks.values()), default=1))
+        self.dfg = Dfg(self._new_group)  # node insertion, the running instance and phase (native)
         self.groups: dict[int, Group] = self.dfg.groups  # pending groups by group_key(phase, depth, block id)
         self.lifted: dict[int, Handle] = {}
         self.stats = RunStats()
@@ -95,12 +133,12 @@ class Runtime:
 
     def _new_group(self, depth: int, block_id: int) -> Group:
         """A new pending group of block ``block_id`` at ``depth`` in the current phase (``dfg`` calls it on a miss)."""
-        g = self.groups[group_key(self.phase, depth, block_id)] = self.table.group(self.blocks[block_id],
+        g = self.groups[group_key(self.phase, depth, block_id)] = self.table.group(self.plan.blocks[block_id],
                                                                                     self.phase, depth)
         return g
 
     # -- called by the generated skeleton ----------------------------------
-    def invoke(self, block: Block, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
+    def invoke(self, block: BlockCode, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
         """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs (handles).
 
         ``tensors`` are the node's arguments for the block's tensor
@@ -114,7 +152,7 @@ class Runtime:
             h = self.dfg.node(depth, block.id, *tensors)
         return tuple([h + k * OUTPUT_STEP for k in range(len(block.outputs))])
 
-    def segment(self, block: Block, depth: int, rows: list[Handle]) -> Any:
+    def segment(self, block: BlockCode, depth: int, rows: list[Handle]) -> Any:
         """Add a segment node of ``block`` (an operator over the list ``rows``) at ``depth``; its lazy result.
 
         The group keeps all its nodes' rows in one handle array and each
@@ -178,17 +216,16 @@ class Runtime:
         self.phase = phase
 
     # -- execution ------------------------------------------------------------
-    def run(self, entry: Callable, base: int, instances: Sequence, shared_args: tuple, result_kind: Kind,
-            fibers: bool = False) -> list:
+    def run(self, instances: Sequence, shared_args: tuple) -> list:
         """Build the DFG of all instances, execute it, return per-instance results.
 
-        ``result_kind`` is the kind of the entry's result: where its tensors are.
-
-        With ``fibers`` (programs with tensor-dependent control flow), every
+        ``shared_args`` are the entry's shared arguments. With
+        ``plan.needs_fibers`` (programs with tensor-dependent control flow), every
         instance runs on its own fiber and the DFG is flushed whenever all
         of them wait for values (§4.2); otherwise each instance's skeleton
-        runs to the end, then the whole DFG executes once.
+        runs to the end, then the whole DFG executes once (§4.1).
         """
+        plan = self.plan
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
         # The DFG holds no reference cycles (refcounting frees it), so the cycle
@@ -200,18 +237,18 @@ class Runtime:
             self.arena.reset()
         try:
             t0 = time.perf_counter()
-            if fibers:
+            if plan.needs_fibers:
                 self.scheduler = FiberScheduler(self)
-                results = self.scheduler.run(entry, base, instances, shared_args)
+                results = self.scheduler.run(plan.entry, plan.base, instances, shared_args)
             else:
                 results = []
                 for i, inst in enumerate(instances):
                     self.inst = i
                     self.phase = 0
-                    results.append(entry(self, base, inst, *shared_args)[0])
+                    results.append(plan.entry(self, plan.base, inst, *shared_args)[0])
             self.flush()
             t_copy = time.perf_counter()
-            out = self.results(results, result_kind)
+            out = self.results(results, plan.result)
             t1 = time.perf_counter()
             self.stats.gather_ms += (t1 - t_copy) * 1e3  # copying results out: memory copies, not construction
             self.exec_ms += (t1 - t_copy) * 1e3
@@ -255,7 +292,7 @@ class Runtime:
         inline group, ``upto``, and the hoisted groups whose outputs they read, directly or through
         other hoisted groups (a group's inputs always have smaller keys, so one backward pass finds them)."""
         groups = self.groups
-        hoisted = {groups[k].gid for k in keys if k != upto and groups[k].block.sdepth is not None}  # type: ignore[union-attr]
+        hoisted = {groups[k].gid for k in keys if k != upto and groups[k].block.hoisted}  # type: ignore[union-attr]
         if not hoisted:
             return keys
         shift = ROW_BITS + self.table.kbits
@@ -298,12 +335,12 @@ class Runtime:
         s.dfg_nodes += g.size()
         b = s.blocks.get(block.id)
         if b is None:
-            b = s.blocks[block.id] = BlockStats(block.name, hoisted=block.sdepth is not None)
+            b = s.blocks[block.id] = BlockStats(block.name, hoisted=block.hoisted)
         b.launches += 1
         b.nodes += g.size()
 
-    def results(self, results: list, kind: Kind) -> list:
-        """The instances' results (each of kind ``kind``) with every lazy value replaced by its tensor,
+    def results(self, results: list, layout: Layout) -> list:
+        """The instances' results (each of layout ``layout``) with every lazy value replaced by its tensor,
         copied out of the arena (whose rows the next run reuses) or the groups' outputs: one
         ``index_select`` per arena pool or group output, not one copy per value."""
         storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []  # by pool id
@@ -311,18 +348,18 @@ class Runtime:
         def copied(handles: Sequence[Handle]) -> list[torch.Tensor]:
             return gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages)
 
-        flat = _flat_tensors(kind)
+        flat = _flat_tensors(layout)
         if flat == 0:  # one tensor per instance
             return copied(results)
         if flat is not None:  # a tuple of tensors per instance: a column per position (usually one pool each)
             return list(zip(*[copied(col) for col in zip(*results)]))
         handles: list[Handle] = []
         for r in results:
-            _collect(r, kind, handles)
+            _collect(r, layout, handles)
         if not handles:
             return results
         it = iter(copied(handles))
-        return [_rebuild(r, kind, it) for r in results]
+        return [_rebuild(r, layout, it) for r in results]
 
     def diagnose(self, g: Group, exc: Exception) -> Exception:
         """Re-run a failed group instance by instance to name the instance and source line.
@@ -337,99 +374,94 @@ class Runtime:
         for row, inst in enumerate(g.insts):
             args = g.node_args(row)
             values = []
-            for p, a in zip(block.batched_params, args):
+            for p, a in zip(block.params, args):
                 try:
                     values.append(self.table.tensor(a) if p.role == "tensor" else host_tensor(a, self.device))
                 except Exception as e:  # noqa: BLE001 - a host value that is no number (a str, None, ...)
-                    loc = p.expr.loc if p.expr is not None else block.loc
-                    text = block.spec.fn.source_lines.get(loc.line, "")
-                    what = expr_source(p.expr, Globals(), lambda _: None) if p.expr is not None else p.name
-                    return InstanceError(f"instance {inst}: the host value `{what}` "
+                    return InstanceError(f"instance {inst}: the host value `{p.source}` "
                                       f"({type(a).__name__} {a!r}) is an operand of a tensor operator but is no "
-                                      f"number ({type(e).__name__}: {e})\n  at {loc}: {text.strip()}\n"
+                                      f"number ({type(e).__name__}: {e})\n{p.site.where()}\n"
                                       f"  (static block {block.name})", inst)
             per_instance.append(values)
             try:
-                self.fns[block.id](*values, *self.shared[block.id])
+                block.fn(*values, *self.shared[block.id])
             except Exception as e:  # noqa: BLE001 - reported with its location
-                loc, text = _failing_line(block, e)
-                return ShapeError(f"instance {inst}: {type(e).__name__}: {e}\n  at {loc}: {text.strip()}\n"
+                return ShapeError(f"instance {inst}: {type(e).__name__}: {e}\n{_failing_line(block, e).where()}\n"
                                   f"  (static block {block.name})", instance=inst)
-        for j, p in enumerate(block.batched_params):
+        for j, p in enumerate(block.params):
             shapes = [tuple(v[j].shape) for v in per_instance]
             if len(set(shapes)) > 1:
                 first = shapes[0]
                 odd = next(r for r, s in enumerate(shapes) if s != first)
                 return ShapeError(
                     f"instances {g.insts[0]} and {g.insts[odd]} give `{p.name}` different shapes {first} vs "
-                    f"{shapes[odd]} in static block {block.name} ({block.loc}): instances batched together must "
+                    f"{shapes[odd]} in static block {block.name} ({block.site.loc}): instances batched together must "
                     f"agree on tensor shapes", instance=g.insts[odd])
-        loc, text = _failing_line(block, exc)
         why = ("an operator there has no batching rule, or reads a tensor's value inside the block"
                if self.arena is None else "an operator there has no batching rule or is rejected by the kernel "
                "compiler; backend='eager' runs the block without compiling it")
         return BatchError(f"static block {block.name} runs instance by instance but its batched form "
-                          f"fails: {type(exc).__name__}: {exc}\n  at {loc}: {text.strip()}\n  ({why})")
+                          f"fails: {type(exc).__name__}: {exc}\n{_failing_line(block, exc).where()}\n  ({why})")
 
 
-def _flat_tensors(kind: Kind) -> int | None:
-    """0 if results of ``kind`` are single tensors, n if they are tuples of n tensors, else None."""
-    if isinstance(kind, TensorK):
+def _flat_tensors(layout: Layout) -> int | None:
+    """0 if results of ``layout`` are single tensors, n if they are tuples of n tensors, else None."""
+    if isinstance(layout, TensorLayout):
         return 0
-    if isinstance(kind, TupleK) and kind.items and all(isinstance(k, TensorK) for k in kind.items):
-        return len(kind.items)
+    if isinstance(layout, TupleLayout) and layout.items and all(isinstance(k, TensorLayout) for k in layout.items):
+        return len(layout.items)
     return None
 
 
-def _collect(x: Any, kind: Kind, handles: list[Handle]) -> None:
-    """Append the handles in ``x`` (a result of kind ``kind``) to ``handles``, depth first."""
-    if isinstance(kind, TensorK):
-        handles.append(x)
-    elif isinstance(kind, RaggedK):  # a stacked list: its rows
-        for i in x:
-            _collect(i, kind.rows, handles)
-    elif isinstance(kind, OptionalK):
-        if x is not None:
-            _collect(x, kind.inner, handles)
-    elif isinstance(kind, DictK):
-        for key, k in zip(kind.keys, kind.items):
-            _collect(x[key], k, handles)
-    elif isinstance(kind, TupleK):
-        for i, k in zip(x, kind.items):
-            _collect(i, k, handles)
-    elif isinstance(kind, ListK):
-        if x and kind.elem is BOTTOM:  # the analysis saw nothing put in: never hand out what is there
-            raise AcrobatError(f"internal: a result list holds {len(x)} value(s) of a kind the compiler did "
-                               "not follow; please report this model")
-        for i in x:
-            _collect(i, kind.elem, handles)
+def _collect(x: Any, layout: Layout, handles: list[Handle]) -> None:
+    """Append the handles in ``x`` (a result of layout ``layout``) to ``handles``, depth first."""
+    match layout:
+        case TensorLayout():
+            handles.append(x)
+        case RaggedLayout(rows=rows):  # a stacked list: its rows
+            for i in x:
+                _collect(i, rows, handles)
+        case OptionalLayout(inner=inner):
+            if x is not None:
+                _collect(x, inner, handles)
+        case DictLayout(keys=keys, items=items):
+            for key, k in zip(keys, items):
+                _collect(x[key], k, handles)
+        case TupleLayout(items=items):
+            for i, k in zip(x, items):
+                _collect(i, k, handles)
+        case ListLayout(elem=elem, followed=followed):
+            if x and not followed:  # the analysis saw nothing put in: never hand out what is there
+                raise AcrobatError(f"internal: a result list holds {len(x)} value(s) of a kind the compiler did "
+                                   "not follow; please report this model")
+            for i in x:
+                _collect(i, elem, handles)
 
 
-def _rebuild(x: Any, kind: Kind, tensors: Iterator[torch.Tensor]) -> Any:
-    """``x`` (a result of kind ``kind``) with its handles replaced by the next ``tensors``, depth first."""
-    if isinstance(kind, TensorK):
-        return next(tensors)
-    if isinstance(kind, RaggedK):
-        return torch.stack([_rebuild(i, kind.rows, tensors) for i in x])
-    if isinstance(kind, OptionalK):
-        return None if x is None else _rebuild(x, kind.inner, tensors)
-    if isinstance(kind, DictK):
-        return {key: _rebuild(x[key], k, tensors) for key, k in zip(kind.keys, kind.items)}
-    if isinstance(kind, TupleK):
-        return tuple(_rebuild(i, k, tensors) for i, k in zip(x, kind.items))
-    if isinstance(kind, ListK):
-        return [_rebuild(i, kind.elem, tensors) for i in x]
+def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
+    """``x`` (a result of layout ``layout``) with its handles replaced by the next ``tensors``, depth first."""
+    match layout:
+        case TensorLayout():
+            return next(tensors)
+        case RaggedLayout(rows=rows):
+            return torch.stack([_rebuild(i, rows, tensors) for i in x])
+        case OptionalLayout(inner=inner):
+            return None if x is None else _rebuild(x, inner, tensors)
+        case DictLayout(keys=keys, items=items):
+            return {key: _rebuild(x[key], k, tensors) for key, k in zip(keys, items)}
+        case TupleLayout(items=items):
+            return tuple(_rebuild(i, k, tensors) for i, k in zip(x, items))
+        case ListLayout(elem=elem):
+            return [_rebuild(i, elem, tensors) for i in x]
     return x
 
 
-def _failing_line(block: Block, e: Exception) -> tuple[str, str]:
-    """The model source location of the block statement that raised ``e``."""
-    name = block_filename(block)
+def _failing_line(block: BlockCode, e: Exception) -> Site:
+    """The model source line of the block statement that raised ``e`` (the block's first line if none is found)."""
     for frame in reversed(traceback.extract_tb(e.__traceback__)):
-        if frame.filename == name and frame.lineno in block.line_map:
-            loc = block.line_map[frame.lineno]
-            return str(loc), block.spec.fn.source_lines.get(loc.line, "")
-    return str(block.loc), block.spec.fn.source_lines.get(block.loc.line, "")
+        if frame.filename == block.filename and frame.lineno in block.line_map:
+            return block.line_map[frame.lineno]
+    return block.site
 
 
 def _device_of(slots: list) -> torch.device:
@@ -439,7 +471,7 @@ def _device_of(slots: list) -> torch.device:
             return v.device
         if isinstance(v, torch.nn.Module):
             inner = itertools.chain(v.parameters(), v.buffers())
-        elif isinstance(v, FORMS):
+        elif isinstance(v, Form):
             inner = (t for t in pytree.tree_leaves(v) if isinstance(t, torch.Tensor))
         else:
             inner = iter(())

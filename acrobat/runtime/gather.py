@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, ROW_MASK, ValueTable
+from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, ROW_MASK, Group, ValueTable, handle_matrix
 
 
 def int_tensor(values: Sequence[int], device: torch.device) -> torch.Tensor:
@@ -50,6 +50,21 @@ def host_tensor(x: Any, device: torch.device) -> torch.Tensor:
 def _python_dtype(*values: Any) -> torch.dtype | None:
     """float64 when a value is a Python float (not float32, the default dtype); else None (inferred)."""
     return torch.float64 if any(type(v) is float for v in values) else None
+
+
+def columns(g: Group, device: torch.device) -> tuple[np.ndarray | None, list[torch.Tensor | None]]:
+    """A group's batched arguments: the handles of its tensor parameters as an int64 array
+    ``(tensor params, B)`` (None if it has none), and per batched parameter its host column as a
+    ``(B,)`` tensor (``None`` for tensor parameters)."""
+    block = g.block
+    assert block is not None
+    m = block.n_tensor_params
+    if g.hosts:
+        host_cols = iter(zip(*g.hosts))
+        hosts = [None if role == "tensor" else host_column(next(host_cols), device) for role in block.batched_roles]
+    else:
+        hosts = [None] * m
+    return (handle_matrix(g.tensors, m) if m else None), hosts
 
 
 def select_rows(t: torch.Tensor, rows: np.ndarray, device: torch.device) -> torch.Tensor:

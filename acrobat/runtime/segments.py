@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from acrobat.analysis.lowered import Block
 from acrobat.errors import ShapeError
-from acrobat.runtime.backend import timed
 from acrobat.runtime.dfg import Group
 from acrobat.runtime.gather import gather
+from acrobat.runtime.plan import BlockCode
+from acrobat.runtime.stats import timed
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -34,7 +34,7 @@ class SegmentKernel:
         ShapeError: the rows of one instance's list differ in shape (names the instance and source line).
     """
 
-    def __init__(self, block: Block):
+    def __init__(self, block: BlockCode):
         assert block.segment is not None
         self.block = block
         self.op = block.segment
@@ -42,7 +42,7 @@ class SegmentKernel:
     def __call__(self, g: Group, rt: "Runtime") -> tuple[torch.Tensor, ...]:
         handles = np.frombuffer(g.tensors, dtype=np.int64)
         try:
-            x = timed("gather_ms", rt, lambda: gather(rt.table, handles, rt.device))
+            x = timed(rt.stats, "gather_ms", rt.sync, lambda: gather(rt.table, handles, rt.device))
         except RuntimeError as exc:
             raise self._shape_error(g, rt) from exc
         lengths = torch.tensor([n for (n,) in g.hosts], device=rt.device)
@@ -50,7 +50,7 @@ class SegmentKernel:
             raise ShapeError(f"instance {g.insts[0]}: {self.op.op} without dim= of a stacked list of "
                              f"{x.dim() - 1}-D rows flattens it: write dim=0 (per column) or flatten the rows first\n"
                              f"{self.block.where()}", instance=g.insts[0])
-        return timed("kernel_ms", rt, lambda: segment_op(self.op.op, x, lengths))
+        return timed(rt.stats, "kernel_ms", rt.sync, lambda: segment_op(self.op.op, x, lengths))
 
     def _shape_error(self, g: Group, rt: "Runtime") -> ShapeError:
         start = 0

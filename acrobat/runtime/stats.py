@@ -1,8 +1,12 @@
-"""Run statistics and the batching report (per block: launches, mean batch size)."""
+"""Run statistics, the batching report (per block: launches, mean batch size), and timing a region of a run."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
 
 
 @dataclass
@@ -104,3 +108,13 @@ class RunStats:
                          "launches are mostly per-instance work (value reads that split the batch, §4.2, or "
                          "control flow that ghost operators could not line up)")
         return "\n".join(lines)
+
+
+def timed(stats: RunStats, name: str, sync: bool, f: Callable[[], Any]) -> Any:
+    """``f()``, adding its wall time in ms to ``stats.<name>`` (after a device sync when ``sync``: profiling)."""
+    t0 = time.perf_counter()
+    out = f()
+    if sync:
+        torch.cuda.synchronize()
+    setattr(stats, name, getattr(stats, name) + (time.perf_counter() - t0) * 1e3)
+    return out

@@ -1,0 +1,285 @@
+"""The hand-off from the compiler to the runtime: what a compiled program gives the runtime to run (§3, Fig. 3).
+
+The compiler (``acrobat.program`` driving ``acrobat.codegen``) turns a
+program into a ``Plan``: the skeleton's entry function, the shared-value
+prologue, every static block as a ``BlockCode``, the base depth, whether
+instances run on fibers, and the layout of the entry's result. The runtime
+reads only this module's types, so it imports nothing from
+``acrobat.analysis`` or ``acrobat.codegen`` (``tests/test_layers.py``
+checks it); the compiler imports this module to build them.
+
+The plan also fixes what compiled code hands over at run time and the
+runtime takes apart: handles stand for per-instance tensors (``acrobat.runtime.dfg``),
+a ``Form`` is a callable shared value whose tensors are pytree leaves, and
+a ``Tracer`` builds a block's batched kernel graph for a backend that
+compiles (the kernel JIT, ``acrobat.codegen.kernels.trace_block``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+if TYPE_CHECKING:
+    from torch.fx import GraphModule
+
+
+class Site(NamedTuple):
+    """A model source location (``file:line``) and the text of its line, stripped: where an error points."""
+
+    loc: str
+    text: str
+
+    def where(self) -> str:
+        """``  at file:line: source``, the line error messages end with."""
+        return f"  at {self.loc}: {self.text}"
+
+
+class BatchedParam(NamedTuple):
+    """A block parameter that gets one value per DFG node: ``role`` ``"tensor"`` (a handle) or a host
+    role (a Python number); ``source`` is the model expression that computes it and ``site`` its line."""
+
+    name: str
+    role: str
+    source: str
+    site: Site
+
+
+@dataclass(frozen=True)
+class SegmentOp:
+    """A segment operator: ``op`` over the list axis of one instance's rows (``acrobat.runtime.segments``).
+
+    ``n_outputs`` is 2 for ``max``/``min`` (values, indices); ``ragged_out``
+    when the result has one row per input row (softmax, log_softmax);
+    ``flat`` for ``argmax``/``argmin`` without ``dim`` (checked at run time
+    to be the 1-D case, where they equal ``dim=0``).
+    """
+
+    op: str
+    n_outputs: int = 1
+    ragged_out: bool = False
+    flat: bool = False  # argmax/argmin written without dim: the same as dim=0 only for a 1-D stacked list
+
+
+@dataclass(frozen=True, eq=False)
+class BlockCode:
+    """A static block as the runtime runs it: a DFG node's arguments, its per-instance code, its errors' sites.
+
+    ``fn(*batched, *shared)`` is the per-instance function (the batched
+    launch is ``vmap`` of it or a kernel traced from it, §5); its batched
+    arguments are ``params`` in order, its shared ones the run's shared
+    values at ``shared_slots`` (parameter reuse, §5.1). ``hoisted``: the
+    block has a static depth (App. A.1). With ``segment`` set it is a
+    segment operator over one list per node instead. ``source`` is the
+    generated code of ``fn`` (compiled as ``filename``), ``line_map`` maps
+    its lines to model lines.
+    """
+
+    id: int
+    name: str
+    site: Site  # the block's first model line
+    params: tuple[BatchedParam, ...]
+    shared_slots: tuple[int, ...]
+    outputs: tuple[str, ...]  # names of the per-instance outputs (handles per DFG node)
+    fn: Callable
+    hoisted: bool
+    segment: SegmentOp | None = None
+    source: str = ""
+    filename: str = ""
+    line_map: dict[int, Site] = field(default_factory=dict)
+
+    @cached_property
+    def batched_roles(self) -> tuple[str, ...]:
+        """The role of each batched parameter (``"tensor"`` or a host role)."""
+        return tuple(p.role for p in self.params)
+
+    @cached_property
+    def n_tensor_params(self) -> int:
+        """How many batched parameters are tensors (the rest are host values)."""
+        return self.batched_roles.count("tensor")
+
+    @property
+    def n_outputs(self) -> int:
+        """How many outputs a DFG node of this block has (handles per node)."""
+        return self.segment.n_outputs if self.segment is not None else len(self.outputs)
+
+    def where(self) -> str:
+        """``  at file:line: source`` of the block's first model line, for error messages."""
+        return self.site.where()
+
+
+# ---------------------------------------------------------------- the entry's result layout
+
+
+class Layout:
+    """Where the per-instance tensors lie in the entry's result: a tree shaped like the value.
+
+    The compiler derives it from the result's kind; the runtime walks it to
+    replace every handle by its tensor.
+    """
+
+
+@dataclass(frozen=True)
+class TensorLayout(Layout):
+    """A per-instance tensor (a handle while the run builds the DFG)."""
+
+
+@dataclass(frozen=True)
+class RaggedLayout(Layout):
+    """A stacked list (a ragged tensor): a list of rows, stacked into one tensor in the result."""
+
+    rows: Layout
+
+
+@dataclass(frozen=True)
+class OptionalLayout(Layout):
+    """None or a value of layout ``inner``."""
+
+    inner: Layout
+
+
+@dataclass(frozen=True)
+class DictLayout(Layout):
+    """A dict with fixed ``keys``, the value of each of layout ``items[i]``."""
+
+    keys: tuple[str, ...]
+    items: tuple[Layout, ...]
+
+
+@dataclass(frozen=True)
+class TupleLayout(Layout):
+    """A tuple whose item ``i`` has layout ``items[i]``."""
+
+    items: tuple[Layout, ...]
+
+
+@dataclass(frozen=True)
+class ListLayout(Layout):
+    """A list of values of layout ``elem``; not ``followed`` when the compiler saw nothing put in it
+    (a non-empty one at run time holds values it did not follow: an internal error)."""
+
+    elem: Layout
+    followed: bool = True
+
+
+@dataclass(frozen=True)
+class HostLayout(Layout):
+    """Plain Python data (numbers, strings, None, shared values): returned as it is."""
+
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A compiled program as the runtime runs it (``Runtime(plan, kernels, slots).run(instances, shared)``).
+
+    ``entry(rt, depth, instance, *shared) -> (result, depth)`` runs one
+    instance's skeleton, adding DFG nodes to ``rt`` (§4.1); its depth
+    counter starts at ``base``. ``prologue(args) -> slots`` computes the
+    run's shared values from the entry's arguments (``None`` at the
+    instance's place). ``needs_fibers``: the program reads tensor values in
+    host code, so instances run on fibers (§4.2). ``result`` is the layout
+    of the entry's result.
+    """
+
+    entry: Callable
+    prologue: Callable[[tuple], list]
+    blocks: dict[int, BlockCode]
+    base: int
+    needs_fibers: bool
+    result: Layout
+
+
+# ---------------------------------------------------------------- values and kernels compiled code hands over
+
+
+class Form:
+    """A callable shared value the prologue makes for blocks (``acrobat.codegen.modules``: a module's
+    batchable form, a method of a shared tensor).
+
+    A pytree node whose leaves are its tensors: a compiled kernel takes them
+    as inputs (parameter reuse, §5.1); ``key`` is what else its computation
+    depends on (settings, method name), part of a kernel's signature.
+    """
+
+    key: Any
+
+
+def flatten_forms(values: Sequence[Any]) -> tuple[list[Any], list[pytree.TreeSpec | None]]:
+    """``values`` with every form replaced by its tensors (the kernel's inputs), and per value
+    the spec to rebuild it (None: not a form, kept as it is)."""
+    flat: list[Any] = []
+    specs: list[pytree.TreeSpec | None] = []
+    for v in values:
+        if isinstance(v, Form):
+            leaves, spec = pytree.tree_flatten(v)
+            flat += leaves
+            specs.append(spec)
+        else:
+            flat.append(v)
+            specs.append(None)
+    return flat, specs
+
+
+def unflatten_forms(flat: Sequence[Any], specs: Sequence[pytree.TreeSpec | None]) -> list[Any]:
+    """The inverse of ``flatten_forms``: the values, forms rebuilt around the tensors in ``flat``."""
+    out: list[Any] = []
+    i = 0
+    for spec in specs:
+        if spec is None:
+            out.append(flat[i])
+            i += 1
+        else:
+            out.append(pytree.tree_unflatten(flat[i:i + spec.num_leaves], spec))
+            i += spec.num_leaves
+    return out
+
+
+class RowSpec(NamedTuple):
+    """The per-instance shape and dtype of one batched tensor (the batch dimension left out).
+
+    A named tuple: made and hashed in C, as the runtime does for every argument of every launch.
+    """
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "RowSpec":
+        """The row spec of a batched ``(B, ...)`` tensor."""
+        return RowSpec(tuple(t.shape[1:]), t.dtype)
+
+
+@dataclass
+class KernelGraph:
+    """A block's batched computation, traced for one argument signature (§5, App. C).
+
+    ``gm(*storages, *inputs, *outs, *shared)`` (``shared`` flattened by
+    ``flatten_forms``: module forms as their tensors, then all arguments
+    into their pytree leaves) returns nothing: it writes
+    output ``k`` into ``outs[k]``, ``(B, *out_rows[k].shape)``.
+    ``storages[j]`` holds rows of spec ``storage_rows[j]``. ``inputs`` are
+    per batched parameter one ``(B, ...)`` tensor (explicit gather; host
+    parameters always), or for a tensor parameter with fused gather a
+    ``(B,)`` index into ``storages[in_slots[i]]`` (§5.2).
+    """
+
+    gm: GraphModule
+    out_rows: list[RowSpec]
+    storage_rows: list[RowSpec]
+    in_slots: list[int | None]  # per batched parameter: the storage its fused gather reads, or None
+    # fake tensors (and leaves of shared arguments), dim 0 of batched inputs symbolic: what the compiler specializes on
+    example_inputs: list[Any]
+
+
+class Tracer(Protocol):
+    """The kernel JIT a compiling backend is handed (``acrobat.codegen.kernels.trace_block``): ``block``'s
+    batched form for arguments of per-instance specs ``in_rows`` and the shared arguments ``shared``,
+    with fused gathers or not, on ``device``."""
+
+    def __call__(self, block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[Any], fused: bool,
+                 device: torch.device) -> KernelGraph:
+        ...
