@@ -30,7 +30,8 @@
  *   ``out[j * nodes + i]`` (out is (columns, nodes), column-major: each column one index vector)
  *   and returns True when every value of column j lies in the pool ``pool_base[j]`` names (0 <= row
  *   < 2**POOL_SHIFT), else False (out is then partly written and meaningless). Arguments are any
- *   objects exporting a C-contiguous buffer of 8-byte signed ints; nothing is kept across calls.
+ *   objects exporting a C-contiguous buffer of 8-byte signed ints (the handles may also be a Group's
+ *   tensor_buf); nothing is kept across calls.
  *   Replaces five numpy calls and a transposing copy (handle_matrix + ValueTable.arena_rows).
  */
 #define PY_SSIZE_T_CLEAN
@@ -294,7 +295,8 @@ static PyTypeObject DfgType = {
 
 /* ---- 2. Per launch: arena rows ------------------------------------------------------------- */
 
-/* Get a C-contiguous buffer of int64 from obj (writable if asked); 0 on success, -1 with an exception. */
+/* Get a C-contiguous buffer of int64 from obj (writable if asked): a buffer of format 'q'/'l', or a bytearray
+ * of a multiple of 8 bytes (a Group's tensor_buf); 0 on success, -1 with an exception. */
 static int int64_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) < 0)
@@ -302,6 +304,8 @@ static int int64_buffer(PyObject *obj, Py_buffer *view, int writable, const char
     const char *f = view->format ? view->format : "B";
     if (*f == '@' || *f == '=' || *f == '<')
         f++;
+    if (PyByteArray_Check(obj) && view->len % 8 == 0) /* a Group's tensor_buf: int64 stored as bytes */
+        return 0;
     if (view->itemsize != 8 || !(strcmp(f, "q") == 0 || strcmp(f, "l") == 0)) {
         PyErr_Format(PyExc_TypeError, "arena_rows: %s must be a buffer of int64 (got format '%s', itemsize %zd)",
                      what, view->format ? view->format : "B", view->itemsize);

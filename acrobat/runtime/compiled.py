@@ -157,7 +157,7 @@ class CompiledKernel:
         t0 = time.perf_counter()
         stats = rt.stats
         compile_ms = stats.compile_ms  # a compile in this launch counts as compiling, not gathering
-        n = len(g.insts)
+        n = g.size()
         m = self.block.n_tensor_params
         hosts = columns(g, rt.device)[1] if g.hosts else self._no_hosts
         specs = self._specs(g, hosts, m, rt)
@@ -166,7 +166,7 @@ class CompiledKernel:
             layout = self._layout(shared_sig, specs, hosts, rt)
         located = None
         if layout.pool_base is not None:  # every tensor column's spec has a pool: look the rows up there
-            located = rt.table.arena_rows(g.tensors, layout.pool_base)
+            located = rt.table.arena_rows(g.tensor_buf, layout.pool_base)
         fused = located is not None and self._mode(True) == "fused"
         variant = layout.variants.get((fused, shared_sig))
         if variant is None:
@@ -259,8 +259,8 @@ class CompiledKernel:
         """The per-instance spec of each batched argument (the kernel signature), from its first value."""
         specs = rt.table.specs
         if hosts is self._no_hosts:  # tensor parameters only
-            return tuple([specs.get(h >> ROW_BITS) or _spec(h, rt) for h in g.tensors[:m]])
-        heads = iter(g.tensors[:m])
+            return tuple([specs.get(h >> ROW_BITS) or _spec(h, rt) for h in g.heads(m)])
+        heads = iter(g.heads(m))
         return tuple([RowSpec.of(h) if h is not None else _spec(next(heads), rt) for h in hosts])
 
     def _layout(self, shared_sig: int, specs: tuple[RowSpec, ...], hosts: list[torch.Tensor | None], rt: "Runtime") -> "Layout":

@@ -18,6 +18,7 @@ operations: in Python, per-value work is most of a runtime's cost.
 
 from __future__ import annotations
 
+import struct
 from typing import Sequence
 
 import numpy as np
@@ -84,6 +85,10 @@ class Group(_native.Group):
     def insts(self) -> memoryview:
         """Per node, its instance index (an int64 view)."""
         return memoryview(self.inst_buf).cast("q")
+
+    def heads(self, m: int) -> tuple[int, ...]:
+        """The first node's ``m`` tensor-argument handles (a launch's argument specs come from them)."""
+        return struct.unpack_from(f"{m}q", self.tensor_buf)
 
     def node_args(self, row: int) -> list:
         """Node ``row``'s batched arguments in parameter order: handles (tensor parameters) and host values."""
@@ -179,8 +184,8 @@ class ValueTable:
         """The row spec of handle ``h``'s value, if its group output was placed in the arena, else None."""
         return self.specs.get(h >> ROW_BITS)
 
-    def arena_rows(self, values: memoryview, pool_base: np.ndarray) -> np.ndarray | None:
-        """The arena rows of a group's handles ``values`` (``columns = len(pool_base)`` per node, node
+    def arena_rows(self, values: bytearray | memoryview, pool_base: np.ndarray) -> np.ndarray | None:
+        """The arena rows of a group's handles ``values`` (its ``tensor_buf``: int64, ``columns = len(pool_base)`` per node, node
         after node) as a ``(columns, nodes)`` array, each column one contiguous index vector, when
         column ``j`` lies wholly in the pool whose ``id << POOL_SHIFT`` is ``pool_base[j]``, else None
         (a value outside the arena, or in another pool: another row spec).
@@ -188,7 +193,7 @@ class ValueTable:
         One pass in C (``acrobat._native.arena_rows``): five numpy calls and a transposing copy
         took 8-20 µs of a launch, right after a kernel has evicted the caches.
         """
-        out = np.empty((len(pool_base), len(values) // len(pool_base)), dtype=np.int64)
+        out = np.empty((len(pool_base), memoryview(values).nbytes // (8 * len(pool_base))), dtype=np.int64)
         return out if _native.arena_rows(values, self.arena_offset, pool_base, out) else None
 
 

@@ -101,8 +101,9 @@ class Runtime:
         self.shared = {bid: [slots[i] for i in b.shared_slots] for bid, b in plan.blocks.items()}
         self.kernels = kernels
         self.arena = arena
-        self.threads = threads
         self.device = device if device is not None else _device_of(slots)
+        # launches on 1 thread or all, per block; None when the policy does not govern this device or pool
+        self.threads = threads if threads is not None and threads.governs(self.device) else None
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
         self.table = ValueTable(max((b.n_outputs for b in plan.blocks.values()), default=1))
         self.dfg = Dfg(self._new_group)  # node insertion, the running instance and phase (native)
@@ -317,7 +318,7 @@ class Runtime:
             raise BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most {ROW_MASK} "
                              "are supported; run smaller batches")
         try:
-            if self.threads is None or not self.threads.governs(self.device):
+            if self.threads is None:
                 outs = self.kernels[block.id](g, self)
             else:
                 outs = self.threads.run(block.id, block.name, g.size(), self.stats, self.kernels[block.id], g, self)
