@@ -195,7 +195,7 @@ class DynetRunner:
         oom = {k: r["out_of_memory"] for k, r in results.items() if "out_of_memory" in r}
         runs = {k: r for k, r in results.items() if k not in oom}
         if not runs:
-            raise OutOfMemory(f"out of memory (worker limit {self.limit_mb} MB; "
+            raise OutOfMemory(f"the worker's memory limit ({self.limit_mb} MB) was reached ("
                               + "; ".join(f"{STRATEGIES[k]}: {m}" for k, m in oom.items()) + ")")
         best = min(runs, key=lambda k: statistics.median(runs[k]["samples_ms"]))
         first = next(iter(runs))

@@ -315,6 +315,8 @@ MODELS: dict[str, ModelDef] = {
 
 @dataclass
 class _Fiber:
+    """A running generator; its parent (None for an instance) gets its result in ``results[slot]``."""
+
     gen: Fiber
     parent: "_Fiber | None"
     slot: int
@@ -351,6 +353,8 @@ def run_fibers(dy: Any, items: list[Any]) -> list[Any]:
             if isinstance(request, Fork):
                 f.results, f.left = [None] * len(request), len(request)
                 ready.extend((_Fiber(g, f, k), None) for k, g in enumerate(request))
+                if not request:
+                    ready.append((f, []))
             else:
                 waiting.append((f, request))
         if waiting:
