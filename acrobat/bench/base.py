@@ -1,4 +1,4 @@
-"""What every benchmarked system shares: its inputs (``Setup``), its runner, ``Unavailable``."""
+"""What every benchmarked system shares: its inputs (``Setup``), its runner, ``Unavailable``, ``OutOfMemory``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ from acrobat.runtime.stats import RunStats
 
 class Unavailable(Exception):
     """A system cannot run here: not installed, or no version of the model for it (the message says which)."""
+
+
+class OutOfMemory(Unavailable):
+    """A system ran out of memory on this configuration (reported as such, not as an error: paper Table 5)."""
 
 
 @dataclass(frozen=True)

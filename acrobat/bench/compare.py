@@ -4,7 +4,7 @@ For one configuration (model, size, batch size) every selected system is
 prepared on the same instances and the same parameter object; its outputs
 are checked equal to the per-instance PyTorch reference (a system whose
 outputs differ is reported as wrong and not timed; one that cannot run
-here says why); then it is timed: median of repeated runs after a
+here says why, one that runs out of memory is reported as such); then it is timed: median of repeated runs after a
 warm-up, in ms (``TimingPolicy``). acrobat-based systems also report the
 last timed run's ``RunStats`` (DFG construction, scheduling + gathers, kernels).
 """
@@ -17,14 +17,15 @@ from typing import Any, Callable
 
 import torch
 
-from acrobat.bench.base import Setup, Unavailable
+from acrobat.bench.base import OutOfMemory, Setup, Unavailable
 from acrobat.bench.systems import System, default_backend
 from acrobat.bench.timing import Timing, TimingPolicy
 from acrobat.runtime.stats import RunStats
 
 RTOL, ATOL = 1e-4, 1e-5
 
-OK, WRONG, NOT_INSTALLED, NOT_AVAILABLE, ERROR = "ok", "wrong", "not installed", "not available", "error"
+OK, WRONG, NOT_INSTALLED, NOT_AVAILABLE, OUT_OF_MEMORY, ERROR = (
+    "ok", "wrong", "not installed", "not available", "out of memory", "error")
 """A system's status on a configuration."""
 
 
@@ -89,6 +90,9 @@ def run_system(system: System, setup: Setup, expected: list, policy: TimingPolic
         res.detail = getattr(runner, "detail", res.detail)
         if hasattr(runner, "stats"):
             res.stats = runner.stats()
+    except OutOfMemory as exc:  # the paper's Table 5 reports these runs as "OOM", not as failures
+        res.status = OUT_OF_MEMORY
+        res.detail = str(exc)
     except Unavailable as exc:
         msg = str(exc)
         res.status = NOT_INSTALLED if msg.startswith(NOT_INSTALLED) else NOT_AVAILABLE

@@ -5,98 +5,440 @@ per strategy: DyNet fixes its strategy at initialisation):
 
     python dynet_worker.py JOB.pkl RESULT.pkl
 
-The job holds the model name, the strategy, the repeats, the weights as
-numpy arrays (named as in the PyTorch parameter module) and the instances
-as plain data (a tree: a word id, or ``(left, right)``; a sentence: word
-ids). Imports only numpy and DyNet, so it starts fast.
+The job holds the model name, the strategy, DyNet's initial memory and
+the worker's memory limit (MB), the repeats, the model's settings
+(``config``: hidden size and per-model constants), the weights as numpy
+arrays (named as in the PyTorch parameter module) and the instances as
+plain data (``dynet_models.ENCODERS`` says per model). Imports only numpy
+and DyNet, so it starts fast.
+
+The seven models of the paper's DyNet comparison (Table 5) are here, each
+the same math as its per-instance reference in ``acrobat.models``:
+TreeLSTM, MV-RNN, BiRNN, NestedRNN, DRNN, Berxit and StackRNN.
+
+Models without tensor-dependent control flow build every instance's graph
+and run one ``dy.forward``. DRNN, Berxit and StackRNN decide from computed
+values (a child or sibling; exiting early; SHIFT or REDUCE), which DyNet
+has only after running the graph built so far. Their per-instance code is
+a generator mirroring the reference: it yields the expressions a decision
+reads, gets their values back, and decides as the reference does; the
+DRNN's two subtrees are forked (``Fork``) so that they run side by side,
+as acrobat's concurrent calls do (paper §4.2). ``run_fibers`` advances
+every instance (and branch) until all wait for values, then computes all
+those values with one ``dy.forward``: DyNet autobatches across instances
+at every decision point, and the graph is executed once per round of
+decisions instead of once per instance's decision.
+
+A job that runs out of memory while it runs writes ``{"out_of_memory":
+message}`` instead of outputs (the paper's Table 5 reports such runs as out
+of memory); DyNet aborts the process when its initial memory cannot be had,
+and the runner reads that from the worker's stderr (``is_memory_message``).
 """
 
 from __future__ import annotations
 
+import math
 import pickle
+import resource
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from types import GeneratorType
+from typing import Any, Callable, Generator
 
 import numpy as np
 
+MEMORY_ERRORS = ("memory allocation failed", "failed to allocate", "out of memory", "bad_alloc",
+                 "cannot allocate memory")
+"""Lower-case fragments of the errors raised when memory runs out: DyNet 2.1's ``dynet::out_of_memory``
+("CPU memory allocation failed", mem.cc) and a memory pool's "... failed to allocate N"
+(aligned-mem-pool.cc), both ``RuntimeError`` in Python; the C++ runtime's ``std::bad_alloc`` is a
+``MemoryError``. (DyNet grows its forward memory pools on demand, so inference runs out of memory when
+the worker reaches its memory limit, the job's ``limit_mb``.)"""
 
-def _treelstm(dy: Any, P: dict[str, Any], H: int) -> Callable[[Any], tuple[Any, Any]]:
+WARMUP = 2
+"""Untimed runs first (as the harness's output check + warm-up): DyNet grows its memory pools in the
+first run and merges them into one at the start of the next, which is slow."""
+
+Build = Callable[[Any, dict[str, Any], dict[str, Any]], Callable[[Any], Any]]
+"""``build(dy, params, config)``: per-instance function, given the graph's parameter expressions."""
+
+
+@dataclass(frozen=True)
+class ModelDef:
+    """One model's DyNet code and how its weights load.
+
+    ``lookups`` are loaded as lookup parameters (the first axis indexes
+    the entries; DyNet fills an entry column-major, so matrix entries go in
+    transposed, ``_load``); other 2-D weights are used as ``x @ W`` in PyTorch, i.e. ``W^T x`` in
+    DyNet, and load transposed, except those in ``as_is`` (used as ``W @ X``).
+    """
+
+    build: Build
+    lookups: frozenset[str] = frozenset({"emb"})
+    as_is: frozenset[str] = frozenset()
+
+
+class Fork(list):
+    """Yielded by an instance's generator: generators to run side by side; the yield returns their results."""
+
+
+# ------------------------------------------------------------------ shared pieces
+
+
+def _affine(dy: Any, P: dict[str, Any], w: str, b: str, x: Any) -> Any:
+    """``x @ P[w] + P[b]`` of the PyTorch reference (``W^T x + b`` in DyNet; ``P[w]`` was loaded transposed)."""
+    return dy.affine_transform([P[b], P[w], x])
+
+
+def _rnn_step(dy: Any, P: dict[str, Any], b: str, *pairs: tuple[str, Any]) -> Any:
+    """``tanh(x1 @ P[w1] + x2 @ P[w2] + ... + P[b])`` for ``pairs`` ``(w, x)``."""
+    return dy.tanh(dy.affine_transform([P[b]] + [e for w, x in pairs for e in (P[w], x)]))
+
+
+# ------------------------------------------------------------------ models without tensor-dependent control flow
+
+
+def _treelstm(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], tuple[Any, Any]]:
+    """TreeLSTM (``acrobat.models.treelstm``); a tree is a word id or ``(left, right)``; ``(logits, root h)``."""
+    H = cfg["hidden"]
+
     def node(t: Any) -> tuple[Any, Any]:
         if isinstance(t, int):
-            iou = dy.affine_transform([P["b_iou"], P["W_iou"], dy.lookup(P["emb"], t)])
+            iou = _affine(dy, P, "W_iou", "b_iou", dy.lookup(P["emb"], t))
             i, o, u = (dy.pick_range(iou, k * H, (k + 1) * H) for k in range(3))
             c = dy.cmult(dy.logistic(i), dy.tanh(u))
         else:
             (lh, lc), (rh, rc) = node(t[0]), node(t[1])
             hc = dy.concatenate([lh, rh])
-            iou = dy.affine_transform([P["b_iou"], P["U_iou"], hc])
+            iou = _affine(dy, P, "U_iou", "b_iou", hc)
             i, o, u = (dy.pick_range(iou, k * H, (k + 1) * H) for k in range(3))
-            f = dy.logistic(dy.affine_transform([P["b_f"], P["U_f"], hc]))
+            f = dy.logistic(_affine(dy, P, "U_f", "b_f", hc))
             fl, fr = dy.pick_range(f, 0, H), dy.pick_range(f, H, 2 * H)
             c = dy.cmult(dy.logistic(i), dy.tanh(u)) + dy.cmult(fl, lc) + dy.cmult(fr, rc)
         return dy.cmult(dy.logistic(o), dy.tanh(c)), c
 
     def run(tree: Any) -> tuple[Any, Any]:
         h, _ = node(tree)
-        return dy.affine_transform([P["b_out"], P["W_out"], h]), h
+        return _affine(dy, P, "W_out", "b_out", h), h
 
     return run
 
 
-def _birnn(dy: Any, P: dict[str, Any], H: int) -> Callable[[Any], list[Any]]:
+def _mvrnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], Any]:
+    """MV-RNN (``acrobat.models.mvrnn``); a tree as for the TreeLSTM; the logits.
+
+    ``B a`` and ``A b`` multiply two per-instance tensors, which DyNet's
+    autobatcher does not batch (paper §6.2).
+    """
+    buckets = cfg["mat_buckets"]
+
+    def node(t: Any) -> tuple[Any, Any]:
+        if isinstance(t, int):
+            return dy.lookup(P["emb"], t), dy.lookup(P["mat_emb"], t % buckets)
+        (a, A), (b, B) = node(t[0]), node(t[1])
+        v = dy.tanh(_affine(dy, P, "W", "b", dy.concatenate([B * a, A * b])))
+        return v, P["W_M"] * dy.concatenate([A, B])
+
+    def run(tree: Any) -> Any:
+        v, _ = node(tree)
+        return _affine(dy, P, "W_out", "b_out", v)
+
+    return run
+
+
+def _birnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], list[Any]]:
+    """BiRNN (``acrobat.models.birnn``); a sentence is a list of word ids; per-token logits."""
+
     def direction(tokens: list[int], d: str) -> list[Any]:
         h, states = P[f"{d}.h0"], []
         for tok in tokens:
-            h = dy.tanh(dy.affine_transform([P[f"{d}.b"], P[f"{d}.W"], dy.lookup(P["emb"], tok), P[f"{d}.U"], h]))
+            h = _rnn_step(dy, P, f"{d}.b", (f"{d}.W", dy.lookup(P["emb"], tok)), (f"{d}.U", h))
             states.append(h)
         return states
 
     def run(tokens: list[int]) -> list[Any]:
         fw, bw = direction(tokens, "fwd"), direction(tokens[::-1], "bwd")
         n = len(tokens)
-        return [dy.affine_transform([P["b_out"], P["W_out"], dy.concatenate([fw[t], bw[n - 1 - t]])])
-                for t in range(n)]
+        return [_affine(dy, P, "W_out", "b_out", dy.concatenate([fw[t], bw[n - 1 - t]])) for t in range(n)]
 
     return run
 
 
+def _nestedrnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], Any]:
+    """NestedRNN (``acrobat.models.nestedrnn``); an instance is ``(tokens, inner counts)``; the logits."""
+
+    def run(inst: tuple[list[int], list[int]]) -> Any:
+        g = P["g0"]
+        for tok, m in zip(*inst):
+            x = _affine(dy, P, "W_x", "b_x", dy.lookup(P["emb"], tok))
+            h = g
+            for _ in range(m):
+                h = dy.tanh(dy.affine_transform([x, P["U_h"], h]))
+            z = dy.logistic(dy.affine_transform([P["b_z"], P["W_z"], h, P["U_z"], g]))
+            r = dy.logistic(dy.affine_transform([P["b_r"], P["W_r"], h, P["U_r"], g]))
+            n = _rnn_step(dy, P, "b_n", ("W_n", h), ("U_n", dy.cmult(r, g)))
+            g = dy.cmult(1 - z, n) + dy.cmult(z, g)
+        return _affine(dy, P, "W_out", "b_out", g)
+
+    return run
+
+
+# ------------------------------------------------------------------ models with tensor-dependent control flow
+
+Fiber = Generator[Any, Any, Any]
+"""An instance's (or branch's) computation: yields a list of expressions (gets their values as numpy
+arrays) or a ``Fork`` (gets the forked generators' results); returns its outputs."""
+
+
+def _drnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], Fiber]:
+    """DRNN (``acrobat.models.drnn``); an instance is ``(token, draws)``; the node labels, depth first.
+
+    ``draws[position]`` is ``(u_child, u_sibling)``, the instance's uniform
+    draws at that tree position, ``None`` where the reference makes no draw
+    (depth or width at its bound), so the bounds come with the draws. Both
+    decisions read the node's state only, so both probabilities are asked
+    for at once; the child's and the sibling's subtrees are forked.
+    """
+
+    def prob(w: str, b: str, h: Any) -> Any:  # sigmoid(h @ w + b), a (1,) value
+        return dy.logistic(dy.dot_product(P[w], h) + P[b])
+
+    def grow(ha: Any, hf: Any, position: int, draws: dict[int, tuple[float | None, float | None]]) -> Fiber:
+        h = _rnn_step(dy, P, "b_h", ("U_a", ha), ("U_f", hf))
+        label = _affine(dy, P, "W_out", "b_out", h)
+        u_child, u_sibling = draws[position]
+        decisions = [(u, w, b, branch) for u, w, b, branch in (
+            (u_child, "w_c", "b_c", lambda: grow(h, P["h0"], 2 * position, draws)),
+            (u_sibling, "w_s", "b_s", lambda: grow(ha, h, 2 * position + 1, draws))) if u is not None]
+        values = (yield [prob(w, b, h) for _, w, b, _ in decisions]) if decisions else []
+        branches = [branch() for (u, _, _, branch), p in zip(decisions, values) if float(p[0]) > u]
+        below = (yield Fork(branches)) if branches else []
+        return [label] + [x for labels in below for x in labels]
+
+    def run(inst: tuple[int, dict[int, tuple[float | None, float | None]]]) -> Fiber:
+        token, draws = inst
+        return grow(dy.lookup(P["emb"], token), P["h0"], 1, draws)
+
+    return run
+
+
+def _berxit(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], Fiber]:
+    """Berxit (``acrobat.models.berxit``); an instance is ``(tokens, exit thresholds per layer)``;
+    ``(exit logits, layers run)``.
+
+    A sequence is an (H, L) matrix, one column per token; attention runs
+    per head on row ranges; layer norm (eps ``cfg["ln_eps"]``, as
+    ``F.layer_norm``) and the exact (erf) GELU normalise each column.
+    """
+    heads, dh, eps = cfg["heads"], cfg["head_dim"], cfg["ln_eps"]
+    scale = math.sqrt(dh)
+
+    def column_mean(x: Any) -> Any:  # (1, L): mean_dim drops the reduced dimension
+        return dy.reshape(dy.mean_dim(x, [0], False), (1, x.dim()[0][1]))
+
+    def layer_norm(x: Any, w: str, b: str) -> Any:
+        xc = x - column_mean(x)
+        var = column_mean(dy.square(xc))
+        return dy.cmult(dy.cdiv(xc, dy.sqrt(var + eps)), P[w]) + P[b]
+
+    def gelu(x: Any) -> Any:
+        return dy.cmult(x, dy.erf(x * (1 / math.sqrt(2))) + 1) * 0.5
+
+    def layer(x: Any) -> Any:
+        q, k, v = (_affine(dy, P, f"W{n}", f"b{n}", x) for n in "qkv")
+        att = []
+        for hd in range(heads):
+            qh, kh, vh = (dy.pick_range(m, hd * dh, (hd + 1) * dh) for m in (q, k, v))
+            att.append(vh * dy.softmax((dy.transpose(kh) * qh) / scale, 0))  # column i: token i's mix
+        x = layer_norm(x + _affine(dy, P, "Wo", "bo", dy.concatenate(att)), "ln1_w", "ln1_b")
+        ffn = _affine(dy, P, "W2", "b2", gelu(_affine(dy, P, "W1", "b1", x)))
+        return layer_norm(x + ffn, "ln2_w", "ln2_b")
+
+    def run(inst: tuple[list[int], list[float]]) -> Fiber:
+        tokens, thresholds = inst
+        x = dy.concatenate_cols([dy.lookup(P["emb"], t) for t in tokens]) + P["pos"]
+        for layers_run, threshold in enumerate(thresholds, start=1):
+            x = layer(x)
+            logits = _affine(dy, P, "W_exit", "b_exit", dy.pick(x, 0, 1))  # from the first token's column
+            (probs,) = yield [dy.softmax(logits)]
+            if float(probs.max()) > threshold:
+                break
+        return logits, layers_run
+
+    return run
+
+
+def _stackrnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], Fiber]:
+    """StackRNN (``acrobat.models.stackrnn``); a sentence is a list of word ids; ``(logits, final phrase)``.
+
+    The action is read (``argmax`` of the scores) only where the reference
+    reads it: while words are left and two phrases are on the stack.
+    """
+
+    def run(tokens: list[int]) -> Fiber:
+        stack: list[Any] = []
+        h, i = P["h0"], 0
+        while i < len(tokens) or len(stack) > 1:
+            shift = i < len(tokens)
+            if shift and len(stack) >= 2:
+                (scores,) = yield [_affine(dy, P, "W_act", "b_act", h)]
+                shift = int(np.argmax(scores)) == 0
+            if shift:
+                top = dy.tanh(_affine(dy, P, "W_s", "b_s", dy.lookup(P["emb"], tokens[i])))
+                i += 1
+            else:
+                r, l = stack.pop(), stack.pop()
+                top = dy.tanh(_affine(dy, P, "W_c", "b_c", dy.concatenate([l, r])))
+            stack.append(top)
+            h = _rnn_step(dy, P, "b_h", ("W_h", top), ("U_h", h))
+        return _affine(dy, P, "W_out", "b_out", h), stack[0]
+
+    return run
+
+
+MODELS: dict[str, ModelDef] = {
+    "treelstm": ModelDef(_treelstm),
+    "mvrnn": ModelDef(_mvrnn, lookups=frozenset({"emb", "mat_emb"}), as_is=frozenset({"W_M"})),
+    "birnn": ModelDef(_birnn),
+    "nestedrnn": ModelDef(_nestedrnn),
+    "drnn": ModelDef(_drnn),
+    "berxit": ModelDef(_berxit),
+    "stackrnn": ModelDef(_stackrnn),
+}
+"""The DyNet models by registry name (``acrobat.models.MODELS``)."""
+
+
+# ------------------------------------------------------------------ running
+
+
+@dataclass
+class _Fiber:
+    """A running generator; its parent (None for an instance) gets its result in ``results[slot]``."""
+
+    gen: Fiber
+    parent: "_Fiber | None"
+    slot: int
+    results: list[Any] = field(default_factory=list)
+    left: int = 0
+
+
+def run_fibers(dy: Any, items: list[Any]) -> list[Any]:
+    """Finish every instance's computation; ``items`` are outputs already built, or generators (``Fiber``).
+
+    Runs every generator until it waits for values, then computes all the
+    values asked for with one ``dy.forward`` (autobatched), hands them
+    back and repeats; a ``Fork``'s generators run as generators of their own.
+    """
+    out = list(items)
+    ready: list[tuple[_Fiber, Any]] = [(_Fiber(x, None, i), None) for i, x in enumerate(items)
+                                       if isinstance(x, GeneratorType)]
+    waiting: list[tuple[_Fiber, list[Any]]] = []
+    while ready:
+        while ready:
+            f, reply = ready.pop()
+            try:
+                request = f.gen.send(reply)
+            except StopIteration as stop:
+                if f.parent is None:
+                    out[f.slot] = stop.value
+                    continue
+                parent = f.parent
+                parent.results[f.slot] = stop.value
+                parent.left -= 1
+                if parent.left == 0:
+                    ready.append((parent, parent.results))
+                continue
+            if isinstance(request, Fork):
+                f.results, f.left = [None] * len(request), len(request)
+                ready.extend((_Fiber(g, f, k), None) for k, g in enumerate(request))
+                if not request:
+                    ready.append((f, []))
+            else:
+                waiting.append((f, request))
+        if waiting:
+            dy.forward([e for _, exprs in waiting for e in exprs])
+            ready = [(f, [e.npvalue() for e in exprs]) for f, exprs in waiting]
+            waiting = []
+    return out
+
+
+def _expressions(x: Any) -> list[Any]:
+    """The DyNet expressions in an output structure (lists, tuples, ints)."""
+    if isinstance(x, (list, tuple)):
+        return [e for item in x for e in _expressions(item)]
+    return [] if isinstance(x, (int, float)) else [x]
+
+
+def _values(x: Any) -> Any:
+    """An output structure with each expression replaced by its value (numpy); lists, tuples, ints kept."""
+    if isinstance(x, list):
+        return [_values(i) for i in x]
+    if isinstance(x, tuple):
+        return tuple(_values(i) for i in x)
+    return x if isinstance(x, (int, float)) else x.npvalue()
+
+
+def is_memory_message(text: str) -> bool:
+    """True when ``text`` (an error message, or a dead worker's stderr) says memory ran out."""
+    return any(m in text.lower() for m in MEMORY_ERRORS)
+
+
+def is_memory_error(exc: BaseException) -> bool:
+    """True for DyNet's (or the C++ allocator's) out-of-memory errors."""
+    return isinstance(exc, MemoryError) or is_memory_message(f"{type(exc).__name__}: {exc}")
+
+
+def _load(dy: Any, model: Any, spec: ModelDef, params: dict[str, np.ndarray]) -> dict[str, Any]:
+    P: dict[str, Any] = {}
+    for name, arr in params.items():
+        if name in spec.lookups:  # DyNet reads each entry column-major: matrix entries go in transposed
+            entries = arr.swapaxes(1, 2) if arr.ndim == 3 else arr
+            P[name] = model.lookup_parameters_from_numpy(np.ascontiguousarray(entries))
+        elif arr.ndim == 2 and name not in spec.as_is:  # x @ W in PyTorch is W^T x in DyNet
+            P[name] = model.parameters_from_numpy(np.ascontiguousarray(arr.T))
+        else:
+            P[name] = model.parameters_from_numpy(np.ascontiguousarray(arr))
+    return P
+
+
 def _worker(src: str, dst: str) -> None:
     job = pickle.loads(Path(src).read_bytes())
+    if job["model"] not in MODELS:
+        raise SystemExit(f"dynet_worker: no DyNet version of {job['model']!r} (have {', '.join(MODELS)})")
+    spec = MODELS[job["model"]]
+    limit = job["limit_mb"] << 20  # past it, allocations fail (and are reported) instead of the machine running out
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import dynet_config
 
-    dynet_config.set(mem="1024", random_seed=1, autobatch=job["strategy"])
+    dynet_config.set(mem=str(job["mem_mb"]), random_seed=1, autobatch=job["strategy"])
     import dynet as dy
 
     model = dy.ParameterCollection()
-    P: dict[str, Any] = {}
-    for name, arr in job["params"].items():
-        if name == "emb":
-            P[name] = model.lookup_parameters_from_numpy(arr)
-        elif arr.ndim == 2:  # x @ W in PyTorch is W^T x in DyNet
-            P[name] = model.parameters_from_numpy(np.ascontiguousarray(arr.T))
-        else:
-            P[name] = model.parameters_from_numpy(arr)
-    make = _treelstm if job["model"] == "treelstm" else _birnn
+    P = _load(dy, model, spec, job["params"])
 
-    def once() -> list:
+    def once() -> list[Any]:
         dy.renew_cg()
-        E = {k: v if k == "emb" else dy.parameter(v) for k, v in P.items()}  # parameters in this graph
-        build = make(dy, E, job["hidden"])
-        outs = [build(x) for x in job["instances"]]
-        flat = [e for o in outs for e in (o if isinstance(o, (list, tuple)) else [o])]
-        dy.forward(flat)
-        if job["model"] == "treelstm":
-            return [(lo.npvalue(), h.npvalue()) for lo, h in outs]
-        return [[e.npvalue() for e in o] for o in outs]
+        E = {k: v if k in spec.lookups else dy.parameter(v) for k, v in P.items()}  # parameters in this graph
+        run = spec.build(dy, E, job["config"])
+        outs = run_fibers(dy, [run(x) for x in job["instances"]])
+        dy.forward(_expressions(outs))
+        return _values(outs)
 
-    result = once()  # warm-up
-    samples = []
-    for _ in range(job["repeats"]):
-        t0 = time.perf_counter()
-        result = once()
-        samples.append((time.perf_counter() - t0) * 1e3)
+    try:
+        for _ in range(WARMUP):
+            result = once()
+        samples = []
+        for _ in range(job["repeats"]):
+            t0 = time.perf_counter()
+            result = once()
+            samples.append((time.perf_counter() - t0) * 1e3)
+    except Exception as exc:  # noqa: BLE001 - only memory errors are reported; the rest re-raised
+        if not is_memory_error(exc):
+            raise
+        Path(dst).write_bytes(pickle.dumps({"out_of_memory": f"{type(exc).__name__}: {exc}".strip()}))
+        return
     Path(dst).write_bytes(pickle.dumps({"outputs": result, "samples_ms": samples}))
 
 

@@ -14,9 +14,11 @@ Groups (the ``--systems`` names):
   warmed up (compiles, gather profiling) before they are checked and timed;
 - ``pytorch``: PyTorch eager, one instance at a time (the reference);
 - ``hand``: hand-batched PyTorch, where the model has one;
-- ``torchfold``: TorchFold (``acrobat.bench.torchfold_models``);
-- ``dynet``: DyNet with autobatching, best of its two strategies
-  (``acrobat.bench.dynet_models``, run in a subprocess);
+- ``torchfold``: TorchFold (``acrobat.bench.torchfold_models``), where its API can express the model
+  (not with tensor-dependent control flow: DRNN, Berxit, StackRNN say so);
+- ``dynet``: DyNet with autobatching, best of its two strategies, all seven
+  models (``acrobat.bench.dynet_models``, run in a subprocess; a
+  configuration where it runs out of memory is reported as such, Table 5);
 - ``ablation``: acrobat with optimizations switched on one at a time (Fig. 8),
   on the eager backend (each step is another program: compiling its kernels
   would cost more than the whole ablation);
@@ -31,7 +33,7 @@ from typing import Callable
 
 from acrobat.bench.ablation import ablation_steps
 from acrobat.bench.base import AcrobatRunner, FnRunner, Runner, Setup, Unavailable
-from acrobat.bench.torchfold_models import TORCHFOLD_MODELS, load_torchfold
+from acrobat.bench.torchfold_models import TORCHFOLD_CANNOT, TORCHFOLD_MODELS, load_torchfold
 from acrobat.program import Options
 from acrobat.runtime.backend import BACKENDS
 from acrobat.runtime.compiled import PROBE_RUNS
@@ -85,6 +87,8 @@ def _hand(s: Setup) -> Runner:
 
 
 def _torchfold(s: Setup) -> Runner:
+    if s.spec.name in TORCHFOLD_CANNOT:
+        raise Unavailable(TORCHFOLD_CANNOT[s.spec.name])
     load_torchfold()
     fn = TORCHFOLD_MODELS.get(s.spec.name)
     if fn is None:

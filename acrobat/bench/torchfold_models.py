@@ -1,4 +1,5 @@
-"""TorchFold (PyPI ``torchfold==0.1.0``) versions of TreeLSTM and BiRNN, a dynamic-batching baseline.
+"""TorchFold (PyPI ``torchfold==0.1.0``) versions of TreeLSTM, MV-RNN, BiRNN and NestedRNN, a
+dynamic-batching baseline (paper §6, Table 5).
 
 TorchFold records ``fold.add(op, *args)`` calls into a graph, gives each
 node a step (its depth: one more than its deepest argument), and runs all
@@ -13,6 +14,12 @@ below gives the module a ``torch`` whose ``tensor._TensorBase`` is
 
 Weights are read from the same parameter objects acrobat and the PyTorch
 references use, so the outputs must agree with theirs.
+
+TorchFold's graph is recorded before anything runs, so it cannot express
+tensor-dependent control flow: DRNN, Berxit and StackRNN have no TorchFold
+version and report why (``TORCHFOLD_CANNOT``). The loops of NestedRNN and
+the trees of TreeLSTM and MV-RNN depend on the instance only, and are
+unrolled while the graph is recorded.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from torch import Tensor
 
 from acrobat.bench.base import Unavailable
 from acrobat.data.tree import Tree
+from acrobat.models.mvrnn import MAT_BUCKETS
+from acrobat.models.nestedrnn import NestedInstance
 
 
 class _TorchShim(types.ModuleType):
@@ -76,22 +85,54 @@ class TreeLSTMFoldOps:
         return h @ self.p.W_out + self.p.b_out
 
 
+def _fold_tree(fold: Any, t: Tree) -> tuple[Any, Any]:
+    """Record a binary tree bottom-up: ``leaf(word_id)`` and ``internal(left pair, right pair)``, each
+    giving a pair (the TreeLSTM's ``(h, c)``, the MV-RNN's ``(vector, matrix)``)."""
+    if t.is_leaf:
+        return fold.add("leaf", t.word_id).split(2)
+    left, right = _fold_tree(fold, t.left), _fold_tree(fold, t.right)  # type: ignore[arg-type]
+    return fold.add("internal", *left, *right).split(2)
+
+
+def _fold_trees(trees: list[Tree], ops: Any) -> tuple[Tensor, Tensor]:
+    """Every tree recorded with ``_fold_tree``, then ``classify`` of each root's first value; runs the fold.
+
+    Returns ``(logits, roots)``, one row per tree.
+    """
+    fold = load_torchfold().Fold()
+    roots = [_fold_tree(fold, t)[0] for t in trees]
+    logits = [fold.add("classify", h) for h in roots]
+    return tuple(fold.apply(ops, [logits, roots]))  # type: ignore[return-value]
+
+
 def treelstm_torchfold(trees: list[Tree], p: Any) -> list[tuple[Tensor, Tensor]]:
     """TreeLSTM over ``trees`` with TorchFold; per tree ``(logits, root h)`` like the reference."""
-    tf = load_torchfold()
-    fold = tf.Fold()
-
-    def node(t: Tree) -> tuple[Any, Any]:
-        if t.is_leaf:
-            return fold.add("leaf", t.word_id).split(2)
-        lh, lc = node(t.left)  # type: ignore[arg-type]
-        rh, rc = node(t.right)  # type: ignore[arg-type]
-        return fold.add("internal", lh, lc, rh, rc).split(2)
-
-    roots = [node(t)[0] for t in trees]
-    logits = [fold.add("classify", h) for h in roots]
-    out, hs = fold.apply(TreeLSTMFoldOps(p), [logits, roots])
+    out, hs = _fold_trees(trees, TreeLSTMFoldOps(p))
     return list(zip(out.unbind(0), hs.unbind(0)))
+
+
+class MVRNNFoldOps:
+    """The MV-RNN's batched ops: leaves' vectors and matrices, the composition (``torch.bmm``), the classifier."""
+
+    def __init__(self, p: Any) -> None:
+        self.p = p
+
+    def leaf(self, word_ids: Tensor) -> tuple[Tensor, Tensor]:
+        return self.p.emb[word_ids], self.p.mat_emb[word_ids % MAT_BUCKETS]
+
+    def internal(self, a: Tensor, A: Tensor, b: Tensor, B: Tensor) -> tuple[Tensor, Tensor]:
+        p = self.p
+        ba, ab = torch.bmm(B, a.unsqueeze(-1)).squeeze(-1), torch.bmm(A, b.unsqueeze(-1)).squeeze(-1)
+        return torch.tanh(torch.cat([ba, ab], 1) @ p.W + p.b), torch.matmul(p.W_M, torch.cat([A, B], 1))
+
+    def classify(self, v: Tensor) -> Tensor:
+        return v @ self.p.W_out + self.p.b_out
+
+
+def mvrnn_torchfold(trees: list[Tree], p: Any) -> list[Tensor]:
+    """MV-RNN over ``trees`` with TorchFold; per tree its logits like the reference."""
+    out, _ = _fold_trees(trees, MVRNNFoldOps(p))
+    return list(out.unbind(0))
 
 
 class BiRNNFoldOps:
@@ -139,8 +180,58 @@ def birnn_torchfold(sentences: list[list[int]], p: Any) -> list[list[Tensor]]:
     return result
 
 
+class NestedRNNFoldOps:
+    """The NestedRNN's batched ops: input projection, inner RNN step, GRU cell, output layer."""
+
+    def __init__(self, p: Any) -> None:
+        self.p = p
+
+    def project(self, tok: Tensor) -> Tensor:
+        return self.p.emb[tok] @ self.p.W_x + self.p.b_x
+
+    def inner(self, x: Tensor, h: Tensor) -> Tensor:
+        return torch.tanh(x + h @ self.p.U_h)
+
+    def gru(self, h: Tensor, g: Tensor) -> Tensor:
+        p = self.p
+        z = torch.sigmoid(h @ p.W_z + g @ p.U_z + p.b_z)
+        r = torch.sigmoid(h @ p.W_r + g @ p.U_r + p.b_r)
+        n = torch.tanh(h @ p.W_n + (r * g) @ p.U_n + p.b_n)
+        return (1 - z) * n + z * g
+
+    def out(self, g: Tensor) -> Tensor:
+        return g @ self.p.W_out + self.p.b_out
+
+
+def nestedrnn_torchfold(batch: list[NestedInstance], p: Any) -> list[Tensor]:
+    """NestedRNN over ``batch`` with TorchFold (both loops unrolled: their counts are data); the logits."""
+    fold = load_torchfold().Fold()
+    outs = []
+    for inst in batch:
+        g: Any = p.g0.unsqueeze(0)
+        for tok, m in zip(inst.tokens, inst.inner):
+            x = fold.add("project", tok)
+            h = g
+            for _ in range(m):
+                h = fold.add("inner", x, h)
+            g = fold.add("gru", h, g)
+        outs.append(fold.add("out", g))
+    (rows,) = fold.apply(NestedRNNFoldOps(p), [outs])
+    return list(rows.unbind(0))
+
+
 TORCHFOLD_MODELS: dict[str, Callable[[list[Any], Any], list[Any]]] = {
     "treelstm": treelstm_torchfold,
+    "mvrnn": mvrnn_torchfold,
     "birnn": birnn_torchfold,
+    "nestedrnn": nestedrnn_torchfold,
 }
-"""Models with a TorchFold version; other models report TorchFold as not available."""
+"""Models with a TorchFold version; the others say why not (``TORCHFOLD_CANNOT``)."""
+
+_NO_TDC = "TorchFold cannot express tensor-dependent control flow (its graph is built before any value is computed)"
+TORCHFOLD_CANNOT: dict[str, str] = {
+    "drnn": f"{_NO_TDC}: DRNN decides from computed probabilities whether a node gets a child and a sibling",
+    "berxit": f"{_NO_TDC}: Berxit decides from the exit classifier's confidence whether to run another layer",
+    "stackrnn": f"{_NO_TDC}: StackRNN chooses SHIFT or REDUCE by the argmax of computed scores",
+}
+"""Models TorchFold cannot express, with the reason (the benchmark's "not available" note)."""
