@@ -33,6 +33,11 @@
  *   objects exporting a C-contiguous buffer of 8-byte signed ints (the handles may also be a Group's
  *   tensor_buf); nothing is kept across calls.
  *   Replaces five numpy calls and a transposing copy (handle_matrix + ValueTable.arena_rows).
+ *
+ * sources(handles, shift) -> set (per partial flush, §4.2)
+ *
+ *   The distinct ``h >> shift`` of a group's handles: the groups it reads (ValueTable.read_groups),
+ *   which a partial flush on fibers needs to run only the hoisted groups it must. Replaces np.unique.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -307,7 +312,7 @@ static int int64_buffer(PyObject *obj, Py_buffer *view, int writable, const char
     if (PyByteArray_Check(obj) && view->len % 8 == 0) /* a Group's tensor_buf: int64 stored as bytes */
         return 0;
     if (view->itemsize != 8 || !(strcmp(f, "q") == 0 || strcmp(f, "l") == 0)) {
-        PyErr_Format(PyExc_TypeError, "arena_rows: %s must be a buffer of int64 (got format '%s', itemsize %zd)",
+        PyErr_Format(PyExc_TypeError, "%s must be a buffer of int64 (got format '%s', itemsize %zd)",
                      what, view->format ? view->format : "B", view->itemsize);
         PyBuffer_Release(view);
         return -1;
@@ -375,10 +380,47 @@ done:
     return result;
 }
 
+/* sources(handles, shift) -> set: the distinct values ``h >> shift`` of a group's handles (its tensor_buf, or
+ * any int64 buffer); with shift = ROW_BITS + kbits, the ids of the groups its nodes read. */
+static PyObject *sources(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "sources(handles, shift) takes 2 arguments");
+        return NULL;
+    }
+    long shift = PyLong_AsLong(args[1]);
+    if (shift == -1 && PyErr_Occurred())
+        return NULL;
+    if (shift < 0 || shift > 62) {
+        PyErr_Format(PyExc_ValueError, "sources: shift %ld out of [0, 62]", shift);
+        return NULL;
+    }
+    Py_buffer hb;
+    if (int64_buffer(args[0], &hb, 0, "handles") < 0)
+        return NULL;
+    const int64_t *h = (const int64_t *)hb.buf;
+    Py_ssize_t n = hb.len / 8;
+    PyObject *out = PySet_New(NULL);
+    int64_t last = 0;
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        int64_t src = h[i] >> shift;
+        if (i > 0 && src == last) /* handles of one node come mostly from one group: skip repeats cheaply */
+            continue;
+        last = src;
+        PyObject *v = PyLong_FromLongLong(src);
+        if (v == NULL || PySet_Add(out, v) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    PyBuffer_Release(&hb);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"arena_rows", (PyCFunction)(void (*)(void))arena_rows, METH_FASTCALL,
      "arena_rows(handles, arena_offset, pool_base, out) -> bool: locate a launch's handles in the arena "
      "(see the module source)."},
+    {"sources", (PyCFunction)(void (*)(void))sources, METH_FASTCALL,
+     "sources(handles, shift) -> set: the distinct h >> shift of the handles (the groups a group reads)."},
     {NULL, NULL, 0, NULL},
 };
 

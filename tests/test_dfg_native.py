@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -81,3 +83,11 @@ def test_make_must_register_the_group():
     dfg = _native.Dfg(lambda depth, block: Group(None, 0, depth, 0, 0))
     with pytest.raises(TypeError, match="make\\(\\) must return a Group it put in groups"):
         dfg.node(0, 0, 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 1 << 50), max_size=60), st.integers(0, 40))
+def test_sources_are_the_distinct_shifted_handles(handles, shift):
+    """``_native.sources`` (the groups a group reads) equals the set of ``h >> shift`` computed in Python."""
+    buf = bytearray(struct.pack(f"{len(handles)}q", *handles))
+    assert _native.sources(buf, shift) == {h >> shift for h in handles}

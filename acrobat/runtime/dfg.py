@@ -184,6 +184,10 @@ class ValueTable:
         """The row spec of handle ``h``'s value, if its group output was placed in the arena, else None."""
         return self.specs.get(h >> ROW_BITS)
 
+    def read_groups(self, g: Group) -> set[int]:
+        """The ids of the groups whose outputs ``g``'s nodes read (one pass in C, ``acrobat._native.sources``)."""
+        return _native.sources(g.tensor_buf, ROW_BITS + self.kbits)
+
     def arena_rows(self, values: bytearray | memoryview, pool_base: np.ndarray) -> np.ndarray | None:
         """The arena rows of a group's handles ``values`` (its ``tensor_buf``: int64, ``columns = len(pool_base)`` per node, node
         after node) as a ``(columns, nodes)`` array, each column one contiguous index vector, when

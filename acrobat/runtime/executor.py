@@ -24,13 +24,12 @@ import time
 import traceback
 from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 
-import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
-from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, Dfg, Group, Handle, ValueTable, group_key,
+from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_MASK, Dfg, Group, Handle, ValueTable, group_key,
                                  handle_matrix)
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
@@ -296,7 +295,6 @@ class Runtime:
         hoisted = {groups[k].gid for k in keys if k != upto and groups[k].block.hoisted}  # type: ignore[union-attr]
         if not hoisted:
             return keys
-        shift = ROW_BITS + self.table.kbits
         needed: set[int] = set()
         run: list[int] = []
         for key in reversed(keys):
@@ -304,9 +302,7 @@ class Runtime:
             if g.gid in hoisted and g.gid not in needed:
                 continue  # not needed yet: more nodes may join it
             run.append(key)
-            if g.tensors:
-                srcs = np.unique(np.frombuffer(g.tensors, dtype=np.int64) >> shift)
-                needed.update(gid for gid in srcs.tolist() if gid in hoisted)
+            needed |= self.table.read_groups(g) & hoisted
         run.reverse()
         return run
 
