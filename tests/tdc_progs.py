@@ -82,3 +82,44 @@ def gated_steps(tokens, p):
         if h.sum().item() > 0:
             h = h * 0.5
     return h, feats
+
+
+@ab.program
+def pondering(tokens, p):
+    """A per-token input projection the loop's own step reads at once, and a value read per step: the
+    projection is hoisted, and on fibers its nodes for every token are added before the loop, so it runs
+    as one launch a run, not one per flush (§4.2, App. A.1)."""
+    h = p.h0
+    for tok in tokens:
+        x = torch.tanh(p.emb[tok] @ p.U)
+        h = torch.tanh(x + h @ p.W + p.b)
+        if h.sum().item() > 0:
+            h = h * 0.5
+    return h
+
+
+@ab.program
+def pondering_grows(tokens, p):
+    """``pondering`` over a list the loop changes as it runs: it appends items and replaces the last one,
+    so some iterations' items are not the ones their nodes were added for ahead."""
+    toks = list(tokens)
+    h = p.h0
+    for tok in toks:
+        x = torch.tanh(p.emb[tok] @ p.U)
+        h = torch.tanh(x + h @ p.W + p.b)
+        if h.sum().item() > 0 and len(toks) < 2 * len(tokens):
+            toks.append((tok + 3) % 10)
+        toks[-1] = (toks[-1] + 1) % 10
+    return h
+
+
+@ab.program
+def pondering_stops(tokens, p):
+    """``pondering`` that leaves the loop early: nodes of later tokens must not be added ahead."""
+    h = p.h0
+    for tok in tokens:
+        x = torch.tanh(p.emb[tok] @ p.U)
+        h = torch.tanh(x + h @ p.W + p.b)
+        if h.sum().item() > 1.0:
+            break
+    return h

@@ -144,3 +144,26 @@ def test_hoisted_block_runs_once_per_run_on_fibers():
         tp.gated_steps.run(insts, P(), stats=twice)
         tp.gated_steps.run(insts[:3], P(), stats=twice)
     assert [b.launches for b in twice.blocks.values() if b.hoisted] == [2]  # once per run
+
+
+token_lists = st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=8), min_size=1, max_size=6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(token_lists, st.integers(0, 5))
+def test_hoisted_nodes_of_a_loop_are_added_ahead_on_fibers(insts, seed):
+    """The hoisted input projection a step reads at once runs as one launch a run (its nodes for every
+    token added before the loop), and results equal plain Python, also when the loop changes its list
+    or leaves early (where nothing is added ahead)."""
+    p = P(seed=seed)
+    stats = check(tp.pondering, insts, p)
+    hoisted = [b for b in stats.blocks.values() if b.hoisted]
+    assert [b.launches for b in hoisted] == [1]
+    assert hoisted[0].nodes == sum(len(x) for x in insts)
+    check(tp.pondering_grows, insts, p)
+    check(tp.pondering_stops, insts, p)
+
+
+def test_nothing_is_added_ahead_of_a_loop_that_may_leave_early():
+    assert "_pf" in tp.pondering.source(1) and "_pf" in tp.pondering_grows.source(1)
+    assert "_pf" not in tp.pondering_stops.source(1)

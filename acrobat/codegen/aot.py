@@ -77,6 +77,7 @@ class SkeletonWriter:
         self.line_map: dict[int, tuple[ir.Loc, str]] = {}  # generated line -> (model location, source text)
         self.loc: tuple[ir.Loc, str] | None = None
         self.spec: Spec
+        self.prefetched: dict[int, tuple[int, str]] = {}  # block id -> (its loop's nid, loop variable): see prefetch
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
@@ -144,7 +145,13 @@ class SkeletonWriter:
         at = str(b.sdepth) if b.sdepth is not None else "_d"
         where = f"static depth {b.sdepth}" if b.sdepth is not None else "inline depth"
         call = f"_rt.dfg.node_hosts({at}, {b.id}, ({hosts}), {tensors})" if hosts else f"_rt.dfg.node({at}, {b.id}, {tensors})"
-        self.emit(depth, f"{'_h = ' if b.outputs else ''}{call}  # DFG node of block {b.name} ({where})")
+        if b.id in self.prefetched:  # added ahead of its loop: take it if the item is the one it was added for
+            loop, var = self.prefetched.pop(b.id)
+            i, items = f"_i{loop}", f"_items{loop}"
+            self.emit(depth, f"_h = _pf{loop}_{b.id}[{i}] if {i} < len({items}) and {var} is {items}[{i}] "
+                             f"else {call}  # DFG node of block {b.name} ({where}), added before the loop")
+        else:
+            self.emit(depth, f"{'_h = ' if b.outputs else ''}{call}  # DFG node of block {b.name} ({where})")
         if b.outputs:
             handles = ", ".join(f"_h + {k * OUTPUT_STEP}" if k else "_h" for k in range(len(b.outputs)))
             self.emit(depth, f"{''.join(o + ', ' for o in b.outputs)} = {handles},  # its outputs' handles")
@@ -248,17 +255,54 @@ class SkeletonWriter:
         return top - nb, top - no
 
     def for_loop(self, s: ir.For, t: ir.Target, it: ir.Expr, b: list[ir.Stmt], depth: int) -> None:
+        header = f"for {target_source(t)} in {self.expr(it)}:"
+        blocks = self.prefetchable(t, b)
+        if blocks:
+            header = self.prefetch(s, t, it, blocks, depth)
         if s.nid not in self.parallel:
-            self.emit(depth, f"for {target_source(t)} in {self.expr(it)}:")
+            self.emit(depth, header)
             self.body(b, depth + 1)
             return
         fork, joined = f"_fork{s.nid}", f"_join{s.nid}"
         self.emit(depth, f"{fork} = {joined} = _d  # map loop: every iteration starts at the same depth")
-        self.emit(depth, f"for {target_source(t)} in {self.expr(it)}:")
+        self.emit(depth, header)
         self.emit(depth + 1, f"_d = {fork}")
         self.body(b, depth + 1)
         self.emit(depth + 1, f"{joined} = max({joined}, _d)")
         self.emit(depth, f"_d = {joined}")
+
+    def prefetchable(self, t: ir.Target, b: list[ir.Stmt]) -> list[Block]:
+        """The hoisted blocks a ``for`` loop's body calls in every iteration with the loop variable as their
+        only argument (``x = p.emb[tok]``), when the program runs on fibers: their nodes can be added for
+        all iterations before the loop. (On fibers a hoisted group runs when a fiber needs its value, so
+        nodes added iteration by iteration run in one launch per flush instead of one per run.)
+
+        Only where no iteration can leave the loop or skip the call (no ``break``/``continue`` of this
+        loop, no ``return``), so every node added ahead would have been added anyway.
+        """
+        if not self.fibers or t.name is None or _may_leave(b, nested=False):
+            return []
+        return [s.block for s in b if isinstance(s, BlockCall) and s.block.sdepth is not None
+                and s.block.segment is None and s.block.batched_params
+                and all(p.role != "tensor" and isinstance(p.expr, ir.Name) and p.expr.id == t.name
+                        for p in s.block.batched_params)]
+
+    def prefetch(self, s: ir.For, t: ir.Target, it: ir.Expr, blocks: list[Block], depth: int) -> str:
+        """Add the nodes of ``blocks`` (see ``prefetchable``) for every item of a list or tuple iterable before
+        the loop (§4.2, App. A.1); the loop header that numbers the iterations. In the loop each call takes
+        its node from there when the item is the one it was added for (a list changed by the loop body
+        falls back to adding the node in place)."""
+        src, items, i = f"_src{s.nid}", f"_items{s.nid}", f"_i{s.nid}"
+        self.emit(depth, f"{src} = {self.expr(it)}")
+        self.emit(depth, f"{items} = tuple({src}) if type({src}) in (list, tuple) else ()  "
+                         f"# hoisted nodes of every iteration, added ahead (one launch for all fibers)")
+        for blk in blocks:
+            n_hosts = len(blk.batched_params)
+            args = "(" + f"{t.name}, " * n_hosts + ")"
+            self.emit(depth, f"_pf{s.nid}_{blk.id} = [_rt.dfg.node_hosts({blk.sdepth}, {blk.id}, {args}) "
+                             f"for {t.name} in {items}]")
+        self.prefetched.update({blk.id: (s.nid, t.name) for blk in blocks})
+        return f"for {i}, {t.name} in enumerate({src}):"
 
     def call_args(self, key, args: list[ir.Expr]) -> str:
         """Argument code of a program call, each coerced to the kind the callee is specialized on."""
@@ -312,6 +356,22 @@ def _static_advance(body: list[ir.Stmt]) -> int | None:
                 return None
             total += max(a, b)
     return total
+
+
+def _may_leave(body: list[ir.Stmt], nested: bool) -> bool:
+    """Whether running ``body`` (a loop's, or with ``nested`` a loop inside it) can return, or end or
+    skip an iteration of the outer loop (``break``/``continue`` outside any inner loop)."""
+    for s in body:
+        match s:
+            case ir.Return():
+                return True
+            case ir.Break() | ir.Continue() if not nested:
+                return True
+            case ir.If(body=a, orelse=o) if _may_leave(a, nested) or _may_leave(o, nested):
+                return True
+            case ir.For(body=a) | ir.While(body=a) if _may_leave(a, True):
+                return True
+    return False
 
 
 def _returns(body: list[ir.Stmt]) -> bool:
