@@ -14,10 +14,10 @@
  *      in Python for everything not on the hot path. bytearrays grow in place and refuse to grow
  *      while a memoryview of them is alive, so a view can never see freed memory.
  *
- *    Dfg: the pending groups of a run, ``groups``, a dict keyed by the packed int
+ *    Dfg(groups, make): the pending groups of a run, ``groups``, a dict keyed by the packed int
  *      ``phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block`` (sorting keys sorts by (phase, depth,
  *      block): the flush order), plus the running instance ``inst`` and phase ``phase``, which the
- *      runtime sets. ``node`` finds the group of (phase, depth, block) (calling ``make(depth,
+ *      runtime sets. ``node`` finds the group of (phase, depth, block) (calling ``make(phase, depth,
  *      block)``, a Python callable that creates and registers a group, on a miss), appends the node
  *      and returns the handle of its output 0, row r: ``group.base + r``.
  *
@@ -149,20 +149,21 @@ static PyTypeObject GroupType = {
 typedef struct {
     PyObject_HEAD
     PyObject *groups; /* dict: packed (phase, depth, block) key -> pending Group */
-    PyObject *make;   /* make(depth, block_id) -> a new Group, already in groups */
+    PyObject *make;   /* make(phase, depth, block_id) -> a new Group, already in groups */
     long long phase, inst;
 } DfgObject;
 
 static int Dfg_init(DfgObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"make", NULL};
-    PyObject *make;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &make))
+    static char *kwlist[] = {"groups", "make", NULL};
+    PyObject *groups, *make;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O", kwlist, &PyDict_Type, &groups, &make))
         return -1;
     Py_INCREF(make);
     Py_XSETREF(self->make, make);
-    Py_XSETREF(self->groups, PyDict_New());
+    Py_INCREF(groups);
+    Py_XSETREF(self->groups, groups);
     self->phase = self->inst = 0;
-    return self->groups ? 0 : -1;
+    return 0;
 }
 
 static int Dfg_traverse(DfgObject *self, visitproc visit, void *arg) {
@@ -199,7 +200,10 @@ static GroupObject *pending_group(DfgObject *self, PyObject *depth_obj, PyObject
         return NULL;
     PyObject *g = PyDict_GetItemWithError(self->groups, key); /* borrowed */
     if (g == NULL && !PyErr_Occurred()) {
-        PyObject *made = PyObject_CallFunctionObjArgs(self->make, depth_obj, block_obj, NULL);
+        PyObject *phase_obj = PyLong_FromLongLong(self->phase);
+        PyObject *made = phase_obj == NULL ? NULL
+                         : PyObject_CallFunctionObjArgs(self->make, phase_obj, depth_obj, block_obj, NULL);
+        Py_XDECREF(phase_obj);
         if (made != NULL) {
             g = PyDict_GetItemWithError(self->groups, key); /* make() registered it: groups holds it */
             if (g != made || !PyObject_TypeCheck(g, &GroupType)) {
@@ -270,6 +274,8 @@ static PyObject *Dfg_node_hosts(DfgObject *self, PyObject *const *args, Py_ssize
 static PyMemberDef Dfg_members[] = {
     {"groups", T_OBJECT, offsetof(DfgObject, groups), READONLY,
      "dict: packed (phase, depth, block) key -> pending Group"},
+    {"make", T_OBJECT, offsetof(DfgObject, make), READONLY,
+     "make(phase, depth, block_id) -> a new Group, put in groups (called on a miss)"},
     {"phase", T_LONGLONG, offsetof(DfgObject, phase), 0, "the running instance's program phase"},
     {"inst", T_LONGLONG, offsetof(DfgObject, inst), 0, "the running instance's index"},
     {NULL},
@@ -286,7 +292,7 @@ static PyMethodDef Dfg_methods[] = {
 
 static PyTypeObject DfgType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Dfg",
-    .tp_doc = "Dfg(make): a run's pending DFG groups and its node insertion (see the module source).",
+    .tp_doc = "Dfg(groups, make): a run's pending DFG groups and its node insertion (see the module source).",
     .tp_basicsize = sizeof(DfgObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -14,14 +14,14 @@ from acrobat.runtime.dfg import Group, group_key
 
 def _dfg() -> tuple[_native.Dfg, list[Group]]:
     made: list[Group] = []
+    groups: dict[int, Group] = {}
 
-    def make(depth: int, block: int) -> Group:
-        g = dfg.groups[group_key(dfg.phase, depth, block)] = Group(None, dfg.phase, depth, len(made), len(made) << 30)
+    def make(phase: int, depth: int, block: int) -> Group:
+        g = groups[group_key(phase, depth, block)] = Group(None, phase, depth, len(made), len(made) << 30)
         made.append(g)
         return g
 
-    dfg = _native.Dfg(make)
-    return dfg, made
+    return _native.Dfg(groups, make), made
 
 
 node = st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 3), st.integers(0, 9),
@@ -80,7 +80,7 @@ def test_bad_node_arguments_are_refused_and_leave_the_group_unchanged():
 
 def test_make_must_register_the_group():
     """``make`` that returns a group without putting it in ``groups`` is an error, not a dangling group."""
-    dfg = _native.Dfg(lambda depth, block: Group(None, 0, depth, 0, 0))
+    dfg = _native.Dfg({}, lambda phase, depth, block: Group(None, phase, depth, 0, 0))
     with pytest.raises(TypeError, match="make\\(\\) must return a Group it put in groups"):
         dfg.node(0, 0, 1)
 
@@ -91,3 +91,37 @@ def test_sources_are_the_distinct_shifted_handles(handles, shift):
     """``_native.sources`` (the groups a group reads) equals the set of ``h >> shift`` computed in Python."""
     buf = bytearray(struct.pack(f"{len(handles)}q", *handles))
     assert _native.sources(buf, shift) == {h >> shift for h in handles}
+
+
+@pytest.mark.parametrize("fibers", [False, True])
+def test_a_run_holds_no_reference_cycle(monkeypatch, fibers):
+    """With the cycle collector off, a run's runtime (its DFG, groups and outputs) is freed when the run
+    ends: the native DFG's ``make`` does not point back at the runtime."""
+    import gc
+    import weakref
+
+    import torch
+
+    import acrobat.runtime.executor as executor
+    from tests import tdc_progs as tp
+    from tests.test_tdc import P
+
+    runs: list[weakref.ref] = []
+    init = executor.Runtime.__init__
+
+    def recording_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        runs.append(weakref.ref(self))
+
+    monkeypatch.setattr(executor.Runtime, "__init__", recording_init)
+    prog = tp.pondering if fibers else tp.scaled
+    insts = [[1, 2, 3], [4, 5]] if fibers else [1, 2, 3]
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with torch.no_grad():
+            prog.run(insts, P(), backend="eager")
+        assert runs and runs[-1]() is None
+    finally:
+        if was_enabled:
+            gc.enable()

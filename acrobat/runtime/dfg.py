@@ -19,7 +19,7 @@ operations: in Python, per-value work is most of a runtime's cost.
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -59,10 +59,10 @@ def group_key(phase: int, depth: int, block_id: int) -> int:
 
 
 Dfg = _native.Dfg
-"""``Dfg(make)``: a run's pending groups (``groups``, keyed by ``group_key``), the running instance and phase
-(``inst``, ``phase``), and node insertion: ``node(depth, block_id, *handles)`` and ``node_hosts(depth,
-block_id, hosts, *handles)`` return the new node's output-0 handle; ``make(depth, block_id)`` creates and
-registers a group on a miss (``acrobat/_native.c``)."""
+"""``Dfg(groups, make)``: a run's pending groups (``groups``, keyed by ``group_key``), the running instance
+and phase (``inst``, ``phase``), and node insertion: ``node(depth, block_id, *handles)`` and
+``node_hosts(depth, block_id, hosts, *handles)`` return the new node's output-0 handle; ``make(phase,
+depth, block_id)`` creates and registers a group on a miss (``acrobat/_native.c``). Made by ``new_dfg``."""
 
 
 class Group(_native.Group):
@@ -199,6 +199,19 @@ class ValueTable:
         """
         out = np.empty((len(pool_base), memoryview(values).nbytes // (8 * len(pool_base))), dtype=np.int64)
         return out if _native.arena_rows(values, self.arena_offset, pool_base, out) else None
+
+
+def new_dfg(table: ValueTable, blocks: Mapping[int, BlockCode]) -> Dfg:
+    """A run's ``Dfg``, its groups numbered by ``table``. Its ``make`` holds the table, the blocks and the
+    pending-group dict, not the runtime: a run's DFG holds no reference cycle, so refcounting frees it
+    when the run ends (the runtime pauses the cycle collector during runs)."""
+    groups: dict[int, Group] = {}
+
+    def make(phase: int, depth: int, block_id: int) -> Group:
+        g = groups[group_key(phase, depth, block_id)] = table.group(blocks[block_id], phase, depth)
+        return g
+
+    return Dfg(groups, make)
 
 
 def handle_matrix(values: Sequence[Handle] | memoryview, columns: int) -> np.ndarray:

@@ -29,8 +29,8 @@ import torch.utils._pytree as pytree
 
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
-from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_MASK, Dfg, Group, Handle, ValueTable, group_key,
-                                 handle_matrix)
+from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTable, group_key, handle_matrix,
+                                 new_dfg)
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.plan import BlockCode
@@ -105,7 +105,7 @@ class Runtime:
         self.threads = threads if threads is not None and threads.governs(self.device) else None
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
         self.table = ValueTable(max((b.n_outputs for b in plan.blocks.values()), default=1))
-        self.dfg = Dfg(self._new_group)  # node insertion, the running instance and phase (native)
+        self.dfg = new_dfg(self.table, plan.blocks)  # node insertion, the running instance and phase (native)
         self.groups: dict[int, Group] = self.dfg.groups  # pending groups by group_key(phase, depth, block id)
         self.lifted: dict[int, Handle] = {}
         self.stats = RunStats()
@@ -130,12 +130,6 @@ class Runtime:
     @inst.setter
     def inst(self, inst: int) -> None:
         self.dfg.inst = inst
-
-    def _new_group(self, depth: int, block_id: int) -> Group:
-        """A new pending group of block ``block_id`` at ``depth`` in the current phase (``dfg`` calls it on a miss)."""
-        g = self.groups[group_key(self.phase, depth, block_id)] = self.table.group(self.plan.blocks[block_id],
-                                                                                    self.phase, depth)
-        return g
 
     # -- called by the generated skeleton ----------------------------------
     def invoke(self, block: BlockCode, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
@@ -169,7 +163,7 @@ class Runtime:
             raise InstanceError(f"instance {self.inst}: {op.op} over an empty list of tensors (torch.stack of an "
                                 f"empty list fails; sum() of one is the int 0, which acrobat cannot batch with "
                                 f"tensors)\n{block.where()}", self.inst)
-        g = self.groups.get(group_key(self.phase, depth, block.id)) or self._new_group(depth, block.id)
+        g = self.groups.get(group_key(self.phase, depth, block.id)) or self.dfg.make(self.phase, depth, block.id)
         first = len(g.tensor_buf) // 8
         row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows) - g.base
         if op.ragged_out:
