@@ -359,11 +359,11 @@ def _static_advance(body: list[ir.Stmt]) -> int | None:
 
 
 def _may_leave(body: list[ir.Stmt], nested: bool) -> bool:
-    """Whether running ``body`` (a loop's, or with ``nested`` a loop inside it) can return, or end or
-    skip an iteration of the outer loop (``break``/``continue`` outside any inner loop)."""
+    """Whether running ``body`` (a loop's, or with ``nested`` a loop inside it) can return, end or skip an
+    iteration of the outer loop (``break``/``continue`` outside any inner loop), or cross a phase boundary."""
     for s in body:
         match s:
-            case ir.Return():
+            case ir.Return() | ir.PhaseMark():  # a phase boundary: nodes added ahead would be in the wrong phase
                 return True
             case ir.Break() | ir.Continue() if not nested:
                 return True
