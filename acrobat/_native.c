@@ -19,7 +19,7 @@
  *      block): the flush order), plus the running instance ``inst`` and phase ``phase``, which the
  *      runtime sets. ``node`` finds the group of (phase, depth, block) (calling ``make(phase, depth,
  *      block)``, a Python callable that creates and registers a group, on a miss), appends the node
- *      and returns the handle of its output 0, row r: ``group.base + r``.
+ *      and returns the handle of its output 0, row r: ``group.base + r``; ``group`` returns the group.
  *
  * 2. arena_rows(handles, arena_offset, pool_base, out) -> bool (per launch)
  *
@@ -271,11 +271,20 @@ static PyObject *Dfg_node_hosts(DfgObject *self, PyObject *const *args, Py_ssize
     return g == NULL ? NULL : add_node(self, g, args, 3, nargs, args[2]);
 }
 
+/* group(depth, block_id) -> Group: the pending group of the block at depth in the current phase, made if new */
+static PyObject *Dfg_group(DfgObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "group(depth, block_id) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *g = (PyObject *)pending_group(self, args[0], args[1]);
+    Py_XINCREF(g);
+    return g;
+}
+
 static PyMemberDef Dfg_members[] = {
     {"groups", T_OBJECT, offsetof(DfgObject, groups), READONLY,
      "dict: packed (phase, depth, block) key -> pending Group"},
-    {"make", T_OBJECT, offsetof(DfgObject, make), READONLY,
-     "make(phase, depth, block_id) -> a new Group, put in groups (called on a miss)"},
     {"phase", T_LONGLONG, offsetof(DfgObject, phase), 0, "the running instance's program phase"},
     {"inst", T_LONGLONG, offsetof(DfgObject, inst), 0, "the running instance's index"},
     {NULL},
@@ -287,6 +296,8 @@ static PyMethodDef Dfg_methods[] = {
      "running instance, with these tensor-argument handles; the handle of its output 0"},
     {"node_hosts", (PyCFunction)(void (*)(void))Dfg_node_hosts, METH_FASTCALL,
      "node_hosts(depth, block_id, hosts, *handles) -> int: node() for a block with host parameters (hosts: tuple)"},
+    {"group", (PyCFunction)(void (*)(void))Dfg_group, METH_FASTCALL,
+     "group(depth, block_id) -> Group: the pending group of the block at depth in the current phase, made if new"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -125,3 +125,12 @@ def test_a_run_holds_no_reference_cycle(monkeypatch, fibers):
     finally:
         if was_enabled:
             gc.enable()
+
+
+def test_group_is_the_pending_group_nodes_go_to():
+    """``Dfg.group`` makes the pending group on a miss and returns the one ``node`` appends to."""
+    dfg, made = _dfg()
+    dfg.phase = 1
+    g = dfg.group(3, 2)
+    assert made == [g] and dfg.groups[group_key(1, 3, 2)] is g
+    assert dfg.node(3, 2, 7) == g.base and dfg.group(3, 2) is g and list(g.tensors) == [7]

@@ -140,11 +140,8 @@ class SkeletonWriter:
                              f"  # DFG node of {b.segment.op} over a list (inline depth)")
             self.emit(depth, "_d += 1")
             return
-        tensors = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role == "tensor")  # type: ignore[arg-type]
-        hosts = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role != "tensor")  # type: ignore[arg-type]
-        at = str(b.sdepth) if b.sdepth is not None else "_d"
         where = f"static depth {b.sdepth}" if b.sdepth is not None else "inline depth"
-        call = f"_rt.dfg.node_hosts({at}, {b.id}, ({hosts}), {tensors})" if hosts else f"_rt.dfg.node({at}, {b.id}, {tensors})"
+        call = self.node_call(b)
         if b.id in self.prefetched:  # added ahead of its loop: take it if the item is the one it was added for
             loop, var = self.prefetched.pop(b.id)
             i, items = f"_i{loop}", f"_items{loop}"
@@ -157,6 +154,13 @@ class SkeletonWriter:
             self.emit(depth, f"{''.join(o + ', ' for o in b.outputs)} = {handles},  # its outputs' handles")
         if b.sdepth is None:
             self.emit(depth, "_d += 1")
+
+    def node_call(self, b: Block) -> str:
+        """The native call that adds a DFG node of block ``b`` for the running instance (its output-0 handle)."""
+        tensors = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role == "tensor")  # type: ignore[arg-type]
+        hosts = "".join(self.expr(p.expr) + ", " for p in b.batched_params if p.role != "tensor")  # type: ignore[arg-type]
+        at = str(b.sdepth) if b.sdepth is not None else "_d"
+        return f"_rt.dfg.node_hosts({at}, {b.id}, ({hosts}), {tensors})" if hosts else f"_rt.dfg.node({at}, {b.id}, {tensors})"
 
     def stmt(self, s: ir.Stmt, depth: int) -> None:
         self.loc = (s.loc, self.spec.fn.source_lines.get(s.loc.line, "").strip())
@@ -297,10 +301,7 @@ class SkeletonWriter:
         self.emit(depth, f"{items} = tuple({src}) if type({src}) in (list, tuple) else ()  "
                          f"# hoisted nodes of every iteration, added ahead (one launch for all fibers)")
         for blk in blocks:
-            n_hosts = len(blk.batched_params)
-            args = "(" + f"{t.name}, " * n_hosts + ")"
-            self.emit(depth, f"_pf{s.nid}_{blk.id} = [_rt.dfg.node_hosts({blk.sdepth}, {blk.id}, {args}) "
-                             f"for {t.name} in {items}]")
+            self.emit(depth, f"_pf{s.nid}_{blk.id} = [{self.node_call(blk)} for {t.name} in {items}]")
         self.prefetched.update({blk.id: (s.nid, t.name) for blk in blocks})
         return f"for {i}, {t.name} in enumerate({src}):"
 

@@ -65,7 +65,7 @@ from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, Group, handle_matrix
 from acrobat.runtime.eager import EagerKernel
-from acrobat.runtime.gather import columns, gather, select_rows
+from acrobat.runtime.gather import gather, host_columns, select_rows
 from acrobat.runtime.plan import BlockCode, Form, KernelGraph, RowSpec, Tracer, flatten_forms
 from acrobat.runtime.threads import ThreadPolicy
 
@@ -159,7 +159,7 @@ class CompiledKernel:
         compile_ms = stats.compile_ms  # a compile in this launch counts as compiling, not gathering
         n = g.size()
         m = self.block.n_tensor_params
-        hosts = columns(g, rt.device)[1] if g.hosts else self._no_hosts
+        hosts = host_columns(g, rt.device) if g.hosts else self._no_hosts
         specs = self._specs(g, hosts, m, rt)
         layout = self._layouts.get((shared_sig, specs))
         if layout is None:

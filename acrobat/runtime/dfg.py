@@ -25,8 +25,7 @@ import numpy as np
 import torch
 
 from acrobat.errors import AcrobatError
-from acrobat.runtime.plan import BlockCode
-from acrobat.runtime.plan import RowSpec
+from acrobat.runtime.plan import BlockCode, RowSpec
 
 try:
     from acrobat import _native
@@ -61,8 +60,9 @@ def group_key(phase: int, depth: int, block_id: int) -> int:
 Dfg = _native.Dfg
 """``Dfg(groups, make)``: a run's pending groups (``groups``, keyed by ``group_key``), the running instance
 and phase (``inst``, ``phase``), and node insertion: ``node(depth, block_id, *handles)`` and
-``node_hosts(depth, block_id, hosts, *handles)`` return the new node's output-0 handle; ``make(phase,
-depth, block_id)`` creates and registers a group on a miss (``acrobat/_native.c``). Made by ``new_dfg``."""
+``node_hosts(depth, block_id, hosts, *handles)`` return the new node's output-0 handle; ``group(depth,
+block_id)`` the pending group itself; ``make(phase, depth, block_id)`` creates and registers a group on a
+miss (``acrobat/_native.c``). Made by ``new_dfg``."""
 
 
 class Group(_native.Group):

@@ -33,9 +33,8 @@ from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTabl
                                  new_dfg)
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
-from acrobat.runtime.plan import BlockCode
-from acrobat.runtime.plan import (DictLayout, Form, Layout, ListLayout, OptionalLayout, Plan, RaggedLayout, RowSpec,
-                                  Site, TensorLayout, Tracer, TupleLayout)
+from acrobat.runtime.plan import (BlockCode, DictLayout, Form, Layout, ListLayout, OptionalLayout, Plan, RaggedLayout,
+                                  RowSpec, Site, TensorLayout, Tracer, TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
 
@@ -163,7 +162,7 @@ class Runtime:
             raise InstanceError(f"instance {self.inst}: {op.op} over an empty list of tensors (torch.stack of an "
                                 f"empty list fails; sum() of one is the int 0, which acrobat cannot batch with "
                                 f"tensors)\n{block.where()}", self.inst)
-        g = self.groups.get(group_key(self.phase, depth, block.id)) or self.dfg.make(self.phase, depth, block.id)
+        g = self.dfg.group(depth, block.id)
         first = len(g.tensor_buf) // 8
         row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows) - g.base
         if op.ragged_out:

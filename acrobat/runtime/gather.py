@@ -59,12 +59,17 @@ def columns(g: Group, device: torch.device) -> tuple[np.ndarray | None, list[tor
     block = g.block
     assert block is not None
     m = block.n_tensor_params
-    if g.hosts:
-        host_cols = iter(zip(*g.hosts))
-        hosts = [None if role == "tensor" else host_column(next(host_cols), device) for role in block.batched_roles]
-    else:
-        hosts = [None] * m
-    return (handle_matrix(g.tensors, m) if m else None), hosts
+    return (handle_matrix(g.tensors, m) if m else None), host_columns(g, device)
+
+
+def host_columns(g: Group, device: torch.device) -> list[torch.Tensor | None]:
+    """Per batched parameter of ``g``'s block its host column as a ``(B,)`` tensor (``None`` for tensor parameters)."""
+    block = g.block
+    assert block is not None
+    if not g.hosts:
+        return [None] * block.n_tensor_params
+    host_cols = iter(zip(*g.hosts))
+    return [None if role == "tensor" else host_column(next(host_cols), device) for role in block.batched_roles]
 
 
 def select_rows(t: torch.Tensor, rows: np.ndarray, device: torch.device) -> torch.Tensor:
