@@ -14,12 +14,14 @@
  *      in Python for everything not on the hot path. bytearrays grow in place and refuse to grow
  *      while a memoryview of them is alive, so a view can never see freed memory.
  *
- *    Dfg(groups, make): the pending groups of a run, ``groups``, a dict keyed by the packed int
- *      ``phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block`` (sorting keys sorts by (phase, depth,
- *      block): the flush order), plus the running instance ``inst`` and phase ``phase``, which the
- *      runtime sets. ``node`` finds the group of (phase, depth, block) (calling ``make(phase, depth,
- *      block)``, a Python callable that creates and registers a group, on a miss), appends the node
- *      and returns the handle of its output 0, row r: ``group.base + r``; ``group`` returns the group.
+ *    Dfg(groups, make, hoisted): the pending groups of a run, ``groups``, a dict keyed by the packed
+ *      int ``phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block`` (sorting keys sorts by (phase,
+ *      depth, block): the flush order), plus the running instance ``inst`` and phase ``phase``, which
+ *      the runtime sets. ``node`` finds the group of (phase, depth, block) (calling ``make(phase,
+ *      depth, block)``, a Python callable that creates and registers a group, on a miss), appends the
+ *      node and returns the handle of its output 0, row r: ``group.base + r``; ``group`` returns the
+ *      group. ``hoisted`` (bytes, one per block id) marks hoisted blocks: their nodes ignore the stage
+ *      bits of the phase (a staged loop's hoisted nodes all join one group, App. A.1).
  *
  * 2. arena_rows(handles, arena_offset, pool_base, out) -> bool (per launch)
  *
@@ -47,8 +49,9 @@
 
 #define ROW_BITS 24    /* acrobat.runtime.dfg.ROW_BITS */
 #define POOL_SHIFT 40  /* acrobat.runtime.dfg.POOL_SHIFT */
-#define PHASE_SHIFT 48 /* acrobat.runtime.dfg.PHASE_SHIFT: a group key's phase bits */
+#define PHASE_SHIFT 40 /* acrobat.runtime.dfg.PHASE_SHIFT: a group key's phase bits */
 #define DEPTH_SHIFT 16 /* acrobat.runtime.dfg.DEPTH_SHIFT: its depth bits; the block id takes the low 16 */
+#define STAGE_BITS 15  /* acrobat.runtime.dfg.STAGE_BITS: a phase's low bits, the stage of a staged loop */
 
 /* ---- 1. DFG construction ------------------------------------------------------------------- */
 
@@ -150,18 +153,22 @@ typedef struct {
     PyObject_HEAD
     PyObject *groups; /* dict: packed (phase, depth, block) key -> pending Group */
     PyObject *make;   /* make(phase, depth, block_id) -> a new Group, already in groups */
+    PyObject *hoisted; /* bytes: hoisted[block_id] != 0 for a hoisted block */
     long long phase, inst;
 } DfgObject;
 
 static int Dfg_init(DfgObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"groups", "make", NULL};
-    PyObject *groups, *make;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O", kwlist, &PyDict_Type, &groups, &make))
+    static char *kwlist[] = {"groups", "make", "hoisted", NULL};
+    PyObject *groups, *make, *hoisted;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!", kwlist, &PyDict_Type, &groups, &make, &PyBytes_Type,
+                                     &hoisted))
         return -1;
     Py_INCREF(make);
     Py_XSETREF(self->make, make);
     Py_INCREF(groups);
     Py_XSETREF(self->groups, groups);
+    Py_INCREF(hoisted);
+    Py_XSETREF(self->hoisted, hoisted);
     self->phase = self->inst = 0;
     return 0;
 }
@@ -169,12 +176,14 @@ static int Dfg_init(DfgObject *self, PyObject *args, PyObject *kwds) {
 static int Dfg_traverse(DfgObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->groups);
     Py_VISIT(self->make);
+    Py_VISIT(self->hoisted);
     return 0;
 }
 
 static int Dfg_clear(DfgObject *self) {
     Py_CLEAR(self->groups);
     Py_CLEAR(self->make);
+    Py_CLEAR(self->hoisted);
     return 0;
 }
 
@@ -184,23 +193,29 @@ static void Dfg_dealloc(DfgObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The pending group of (self->phase, depth, block), made through self->make on a miss (borrowed). */
+/* The pending group of (phase, depth, block), made through self->make on a miss (borrowed). The phase is
+ * the running instance's, without its stage bits for a hoisted block. */
 static GroupObject *pending_group(DfgObject *self, PyObject *depth_obj, PyObject *block_obj) {
     long long depth = PyLong_AsLongLong(depth_obj), block = PyLong_AsLongLong(block_obj);
     if ((depth == -1 || block == -1) && PyErr_Occurred())
         return NULL;
     if (depth < 0 || depth >= (1LL << (PHASE_SHIFT - DEPTH_SHIFT)) || block < 0 || block >= (1LL << DEPTH_SHIFT) ||
         self->phase < 0 || self->phase >= (1LL << (63 - PHASE_SHIFT))) {
-        PyErr_Format(PyExc_ValueError, "DFG node at phase %lld, depth %lld, block %lld: out of the key's range",
-                     self->phase, depth, block);
+        PyErr_Format(PyExc_ValueError,
+                     "DFG node at phase %lld, depth %lld, block %lld: out of the key's range (depth below 2**%d, "
+                     "block id below 2**%d, phase below 2**%d)",
+                     self->phase, depth, block, PHASE_SHIFT - DEPTH_SHIFT, DEPTH_SHIFT, 63 - PHASE_SHIFT);
         return NULL;
     }
-    PyObject *key = PyLong_FromLongLong(self->phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block);
+    long long phase = self->phase;
+    if (block < PyBytes_GET_SIZE(self->hoisted) && PyBytes_AS_STRING(self->hoisted)[block])
+        phase &= ~((1LL << STAGE_BITS) - 1);
+    PyObject *key = PyLong_FromLongLong(phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block);
     if (key == NULL)
         return NULL;
     PyObject *g = PyDict_GetItemWithError(self->groups, key); /* borrowed */
     if (g == NULL && !PyErr_Occurred()) {
-        PyObject *phase_obj = PyLong_FromLongLong(self->phase);
+        PyObject *phase_obj = PyLong_FromLongLong(phase);
         PyObject *made = phase_obj == NULL ? NULL
                          : PyObject_CallFunctionObjArgs(self->make, phase_obj, depth_obj, block_obj, NULL);
         Py_XDECREF(phase_obj);
@@ -303,7 +318,7 @@ static PyMethodDef Dfg_methods[] = {
 
 static PyTypeObject DfgType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Dfg",
-    .tp_doc = "Dfg(groups, make): a run's pending DFG groups and its node insertion (see the module source).",
+    .tp_doc = "Dfg(groups, make, hoisted): a run's pending DFG groups and its node insertion (see the module source).",
     .tp_basicsize = sizeof(DfgObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -64,6 +64,10 @@ class Options:
     - ``hoisting``: give recursion-independent blocks static depths (App. A.1);
     - ``concurrency``: concurrent calls and map loops share depths (§4.1);
     - ``phases``: split the entry into program phases (§4.1);
+    - ``stages``: give the iterations of a sequential loop of the entry whose
+      body mixes work of varying depth (an inner loop, a call) with fixed work
+      phases of their own, so the fixed work batches (staged loops,
+      ``acrobat.analysis.phases``; needs ``phases``);
     - ``ghosts``: pad ``if`` branches with ghost operators so both advance
       the depth equally (§4.1, App. A.3);
     - ``fibers``: with tensor-dependent control flow, run concurrent calls
@@ -77,6 +81,7 @@ class Options:
     hoisting: bool = True
     concurrency: bool = True
     phases: bool = True
+    stages: bool = True
     ghosts: bool = True
     fibers: bool = True
     horizontal_fusion: bool = True
@@ -244,8 +249,10 @@ class Program(Function):
             stats.add(rt.stats)
         return out
 
-    def trace(self, instances: Sequence, *shared: Any, options: Options | None = None) -> list[tuple[int, str, int, int]]:
-        """The DFG of a batch as it ran: sorted (instance, block name, phase, depth), one per node."""
+    def trace(self, instances: Sequence, *shared: Any,
+              options: Options | None = None) -> list[tuple[int, str, int, int, int]]:
+        """The DFG of a batch as it ran: sorted (instance, block name, program phase, loop stage, depth), one per
+        node (the stage is 0 outside staged loops, ``acrobat.analysis.phases``)."""
         options = options or self.options
         self.check_arity(len(shared), "trace")
         rt = self.runtime(*shared, options=options)
@@ -361,13 +368,14 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     effects = escaping_effects(table.specs)
     slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
     block_ids = itertools.count()
-    lowered: list[LoweredFunction] = []
-    for spec in table.specs.values():
-        body = lower_function(spec, copy.deepcopy(spec.fn.body), slots, block_ids, options)
-        if spec.key == table.entry:
-            body = insert_phases(body, options.phases)
-        loops = parallel_loops(spec, body) if options.concurrency else set()
-        lowered.append(LoweredFunction(spec, body, loops))
+    bodies = {key: lower_function(spec, copy.deepcopy(spec.fn.body), slots, block_ids, options)
+              for key, spec in table.specs.items()}
+    maps = {key: parallel_loops(spec, bodies[key]) if options.concurrency else set()
+            for key, spec in table.specs.items()}
+    entry_spec = table.specs[table.entry]
+    bodies[table.entry] = insert_phases(bodies[table.entry], entry_spec, bodies, set().union(*maps.values()),
+                                        options.phases, options.stages)
+    lowered = [LoweredFunction(spec, bodies[key], maps[key]) for key, spec in table.specs.items()]
     blocks = {s.block.id: s.block for f in lowered for s in ir.walk_stmts(f.body) if isinstance(s, BlockCall)}
     base = base_depth([f.body for f in lowered])
     g = Globals()
@@ -384,8 +392,7 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     prologue_file = f"<acrobat prologue {prog.__name__}>"
     linecache.cache[prologue_file] = (len(prologue), None, prologue.splitlines(True), prologue_file)
     exec(compile(prologue, prologue_file, "exec"), namespace)
-    n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for f in lowered if f.spec.key == table.entry for s in f.body)
-    entry_spec = table.specs[table.entry]
+    n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for s in bodies[table.entry])
     entry = _located(namespace[entry_spec.name], skeleton_file, line_map, prog.instance_pos)
     located_prologue = _located_prologue(namespace["_prologue"], prologue_file, prologue_lines, slots,
                                          entry_spec.fn, prog.__name__, prog.instance_pos)

@@ -197,17 +197,17 @@ def test_treelstm_depths(tparams):
     # hoisted: every leaf of every instance at one static (phase, depth)
     leaf_rows = [r for r in rows if r[1] == lf.name]
     assert len(leaf_rows) == sum(len(t.leaves()) for t in TREES)
-    assert {(ph, d) for _, _, ph, d in leaf_rows} == {(0, lf.sdepth)}
+    assert {(ph, d) for _, _, ph, _, d in leaf_rows} == {(0, lf.sdepth)}
     # internal nodes: 1 + max(children), counted from base (a node over two leaves is at base)
     for i, t in enumerate(TREES):
-        got = sorted(d for inst, name, ph, d in rows if inst == i and name == inner.name)
+        got = sorted(d for inst, name, ph, _, d in rows if inst == i and name == inner.name)
         assert got == expected_depths(t, c.plan.base - 1), i
-        assert all(ph == 0 for inst, name, ph, _ in rows if inst == i and name == inner.name)
-    assert min(d for _, name, _, d in rows if name == inner.name) == c.plan.base
+        assert all(ph == 0 for inst, name, ph, _, _ in rows if inst == i and name == inner.name)
+    assert min(d for _, name, _, _, d in rows if name == inner.name) == c.plan.base
     # the classifier is a program phase: all roots at phase 1, one depth
     root_rows = [r for r in rows if r[1] == root.name]
     assert sorted(r[0] for r in root_rows) == list(range(len(TREES)))
-    assert {(ph, d) for _, _, ph, d in root_rows} == {(1, c.plan.base)}
+    assert {(ph, d) for _, _, ph, _, d in root_rows} == {(1, c.plan.base)}
     assert c.n_phases == 2
 
 
@@ -222,11 +222,11 @@ def test_treelstm_without_hoisting(tparams):
     rows = treelstm.trace(TREES, tparams, options=opts)
     # leaves now run on the inline counter: a node over two leaves is one above them
     for i, t in enumerate(TREES):
-        got = sorted(d for inst, name, _, d in rows if inst == i and name == inner.name)
+        got = sorted(d for inst, name, _, _, d in rows if inst == i and name == inner.name)
         assert got == expected_depths(t, c.plan.base), i
     hoisted_rows = treelstm.trace(TREES, tparams)
-    inner_h = max(d for _, name, _, d in hoisted_rows if name == inner.name)
-    inner_nh = max(d for _, name, _, d in rows if name == inner.name)
+    inner_h = max(d for _, name, _, _, d in hoisted_rows if name == inner.name)
+    inner_nh = max(d for _, name, _, _, d in rows if name == inner.name)
     assert inner_nh - c.plan.base == inner_h - treelstm.compile(1).plan.base + 1
     assert_run_matches_plain(treelstm, TREES, tparams, options=opts)
 
@@ -238,8 +238,8 @@ def test_treelstm_without_concurrency_depths_grow(tparams):
     [inner_off] = blocks_at(c_off, INNER_LINE)
     on = treelstm.trace([T3], tparams)
     off = treelstm.trace([T3], tparams, options=opts)
-    d_on = [d for _, name, _, d in on if name == inner_on.name]
-    d_off = [d for _, name, _, d in off if name == inner_off.name]
+    d_on = [d for _, name, _, _, d in on if name == inner_on.name]
+    d_off = [d for _, name, _, _, d in off if name == inner_off.name]
     assert len(d_on) == len(d_off) == len(internal_nodes(T3))
     # concurrent subtrees share depths; the sequential counter gives every internal node its own depth
     assert len(set(d_off)) > len(set(d_on))
@@ -255,7 +255,7 @@ def test_treelstm_depth_rule_random_trees(tparams, trees):
     [inner] = blocks_at(c, INNER_LINE)
     rows = treelstm.trace(trees, tparams)
     for i, t in enumerate(trees):
-        got = sorted(d for inst, name, _, d in rows if inst == i and name == inner.name)
+        got = sorted(d for inst, name, _, _, d in rows if inst == i and name == inner.name)
         assert got == expected_depths(t, c.plan.base - 1)
     assert_run_matches_plain(treelstm, trees, tparams)
 
@@ -275,7 +275,7 @@ def test_birnn_hoisted_projection_and_consecutive_recurrence(bparams):
         names = {b.name for b in blocks}
         assert len(names) == 2  # the hoisted projection and the recurrent step are told apart
         for i, s in enumerate(sents):
-            depths = sorted(d for inst, nm, ph, d in rows if inst == i and nm in names)
+            depths = sorted(d for inst, nm, ph, _, d in rows if inst == i and nm in names)
             assert len(depths) == 2 * len(s)  # one projection and one recurrent step per token
             # the projections of all tokens share the static depth
             assert depths[: len(s)] == [hoisted.sdepth] * len(s)
@@ -290,15 +290,15 @@ def test_birnn_output_layer_is_a_program_phase(bparams):
     [out] = blocks_at(c, OUT_LINE)
     rows = [r for r in birnn.trace(sents, bparams) if r[1] == out.name]
     assert len(rows) == sum(map(len, sents))
-    assert {(ph, d) for _, _, ph, d in rows} == {(1, c.plan.base)}  # one launch for all tokens of all sentences
+    assert {(ph, d) for _, _, ph, _, d in rows} == {(1, c.plan.base)}  # one launch for all tokens of all sentences
     assert c.n_phases == 2
     # the ablation: no phases, the output layer waits on each sentence's own recurrence
     opts = Options(phases=False)
     c_off = birnn.compile(1, opts)
     [out_off] = blocks_at(c_off, OUT_LINE)
     rows_off = [r for r in birnn.trace(sents, bparams, options=opts) if r[1] == out_off.name]
-    assert {ph for _, _, ph, _ in rows_off} == {0}
-    assert len({d for _, _, _, d in rows_off}) > 1
+    assert {ph for _, _, ph, _, _ in rows_off} == {0}
+    assert len({d for _, _, _, _, d in rows_off}) > 1
     assert c_off.n_phases == 1
     assert_run_matches_plain(birnn, sents, bparams, options=opts)
 
@@ -330,7 +330,7 @@ def test_map_loop_iterations_share_depths(small):
     insts = [[1, 2, 3], [4], [5, 6]]
     rows = progs.map_prog.trace(insts, small)
     for i, items in enumerate(insts):
-        depths = Counter(d for inst, name, _, d in rows if inst == i and name == step.name)
+        depths = Counter(d for inst, name, _, _, d in rows if inst == i and name == step.name)
         # each item takes 2 recurrent steps; all items start together
         assert depths == Counter({c.plan.base: len(items), c.plan.base + 1: len(items)}), i
     assert_run_matches_plain(progs.map_prog, insts, small)
@@ -339,7 +339,7 @@ def test_map_loop_iterations_share_depths(small):
     c_off = progs.map_prog.compile(1, opts)
     [step_off] = [b for b in blocks_at(c_off, marker("walk_step")) if b.sdepth is None]
     rows_off = progs.map_prog.trace(insts, small, options=opts)
-    depths_off = sorted(d for inst, name, _, d in rows_off if inst == 0 and name == step_off.name)
+    depths_off = sorted(d for inst, name, _, _, d in rows_off if inst == 0 and name == step_off.name)
     assert depths_off == list(range(c_off.plan.base, c_off.plan.base + 6))
 
 
@@ -350,7 +350,7 @@ def test_loop_carried_tensor_gives_increasing_depths(small):
     dyn_names = {b.name for b in blocks_at(c, marker("cell")) if b.sdepth is None}
     assert dyn_names
     for i, items in enumerate(insts):
-        depths = sorted(d for inst, name, _, d in rows if inst == i and name in dyn_names and d >= c.plan.base)
+        depths = sorted(d for inst, name, _, _, d in rows if inst == i and name in dyn_names and d >= c.plan.base)
         assert depths == list(range(c.plan.base, c.plan.base + len(items))), i
 
 

@@ -27,8 +27,8 @@ def test_while_loop(insts):
 
 def test_while_loop_steps_batch_across_instances():
     stats_trace = cp.countdown.trace([(1, 3), (2, 3), (3, 1)], Small())
-    steps = [r for r in stats_trace if r[3] >= cp.countdown.compile(1).plan.base]
-    assert len({r[3] for r in steps}) == 3  # 3 depths: the step-1 nodes of all instances share one
+    steps = [r for r in stats_trace if r[4] >= cp.countdown.compile(1).plan.base]
+    assert len({r[4] for r in steps}) == 3  # 3 depths: the step-1 nodes of all instances share one
 
 
 @settings(max_examples=15, deadline=None)

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acrobat import _native
-from acrobat.runtime.dfg import Group, group_key
+from acrobat.runtime.dfg import DEPTH_SHIFT, PHASE_SHIFT, STAGE_BITS, STAGE_MASK, Group, group_key
 
 
-def _dfg() -> tuple[_native.Dfg, list[Group]]:
+def _dfg(hoisted: bytes = b"") -> tuple[_native.Dfg, list[Group]]:
     made: list[Group] = []
     groups: dict[int, Group] = {}
 
@@ -21,23 +21,25 @@ def _dfg() -> tuple[_native.Dfg, list[Group]]:
         made.append(g)
         return g
 
-    return _native.Dfg(groups, make), made
+    return _native.Dfg(groups, make, hoisted), made
 
 
-node = st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 3), st.integers(0, 9),
+phases = st.tuples(st.integers(0, 2), st.integers(0, 3)).map(lambda p: p[0] << STAGE_BITS | p[1])
+node = st.tuples(phases, st.integers(0, 40), st.integers(0, 3), st.integers(0, 9),
                  st.lists(st.integers(0, 1 << 40), max_size=70), st.booleans())
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(node, max_size=40))
-def test_nodes_land_in_their_group_in_order(nodes):
+@given(st.lists(node, max_size=40), st.binary(min_size=0, max_size=4))
+def test_nodes_land_in_their_group_in_order(nodes, hoisted):
     """Each node's handles, host tuple and instance go to the group of (phase, depth, block), in order;
-    the returned handle is the group's base plus the node's row."""
-    dfg, _ = _dfg()
+    the returned handle is the group's base plus the node's row. A hoisted block's group ignores the
+    phase's stage bits."""
+    dfg, _ = _dfg(hoisted)
     want: dict[int, list[tuple]] = {}
     for phase, depth, block, inst, handles, with_hosts in nodes:
         dfg.phase, dfg.inst = phase, inst
-        key = group_key(phase, depth, block)
+        key = group_key(phase & ~STAGE_MASK if block < len(hoisted) and hoisted[block] else phase, depth, block)
         hosts = (inst, "x") if with_hosts else None
         h = dfg.node_hosts(depth, block, hosts, *handles) if hosts else dfg.node(depth, block, *handles)
         rows = want.setdefault(key, [])
@@ -50,12 +52,13 @@ def test_nodes_land_in_their_group_in_order(nodes):
         assert list(g.tensors) == [h for handles, _, _ in rows for h in handles]
         assert list(g.insts) == [inst for _, _, inst in rows]
         assert g.hosts == [hosts for _, hosts, _ in rows if hosts is not None]
-        assert (g.phase, g.depth) == (key >> 48, (key >> 16) & 0xFFFFFFFF)
+        assert (g.phase, g.depth) == (key >> PHASE_SHIFT, (key >> DEPTH_SHIFT) & ((1 << PHASE_SHIFT - DEPTH_SHIFT) - 1))
 
 
 def test_group_keys_sort_in_flush_order():
     """Sorting packed keys sorts by (phase, depth, block)."""
-    triples = [(1, 0, 5), (0, 7, 1), (0, 7, 0), (0, 100000, 3), (2, 1, 65535), (0, 0, 9)]
+    triples = [(1, 0, 5), (0, 7, 1), (0, 7, 0), (0, 100000, 3), (2, 1, 65535), (0, 0, 9), (1 << STAGE_BITS | 3, 2, 1),
+               (1 << STAGE_BITS, (1 << 24) - 1, 0), ((1 << 23) - 1, 0, 0)]
     assert sorted(triples) == [t for _, t in sorted((group_key(*t), t) for t in triples)]
 
 
@@ -71,6 +74,8 @@ def test_bad_node_arguments_are_refused_and_leave_the_group_unchanged():
         dfg.node(-1, 0, 1)
     with pytest.raises(ValueError, match="out of the key's range"):
         dfg.node(0, 1 << 16, 1)
+    with pytest.raises(ValueError, match="out of the key's range"):
+        dfg.node(1 << 24, 0, 1)
     view = g.tensors
     with pytest.raises(BufferError):
         dfg.node(0, 0, 5, 6)
@@ -80,7 +85,7 @@ def test_bad_node_arguments_are_refused_and_leave_the_group_unchanged():
 
 def test_make_must_register_the_group():
     """``make`` that returns a group without putting it in ``groups`` is an error, not a dangling group."""
-    dfg = _native.Dfg({}, lambda phase, depth, block: Group(None, phase, depth, 0, 0))
+    dfg = _native.Dfg({}, lambda phase, depth, block: Group(None, phase, depth, 0, 0), b"")
     with pytest.raises(TypeError, match="make\\(\\) must return a Group it put in groups"):
         dfg.node(0, 0, 1)
 

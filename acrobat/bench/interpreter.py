@@ -14,7 +14,8 @@ Semantics mirror ``acrobat.codegen.aot.SkeletonWriter`` statement for
 statement: a block whose depth is computed inline runs at the counter ``d``
 and bumps it, a hoisted one at its static depth; concurrent calls and map
 loops fork ``d`` and join with ``max``; a phase mark sets the runtime's
-phase and resets ``d`` to the base depth; shared values are read from the
+phase and resets ``d`` to the base depth, a stage mark of a staged loop
+does what ``Runtime.enter_stage`` says; shared values are read from the
 run's slots and lifted (``Runtime.lift``) where a per-instance tensor is
 expected.
 
@@ -189,6 +190,8 @@ class Interpreter:
             case ir.PhaseMark():
                 self.rt.enter_phase(self.phase_of[s.nid])
                 f.d = self.lp.base
+            case ir.StageMark(index=k, stages=n):
+                f.d = self.rt.enter_stage(k, n, f.d)
             case ir.Pass():
                 pass
             case _:

@@ -15,8 +15,9 @@ from acrobat.analysis.kinds import (BOTTOM, HOST, DictK, Kind, ListK, NoneK, Opt
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
+from acrobat.errors import CompileError
 from acrobat.frontend import ir
-from acrobat.runtime.dfg import OUTPUT_STEP
+from acrobat.runtime.dfg import MAX_PHASES, OUTPUT_STEP
 from acrobat.runtime.plan import (DictLayout, HostLayout, Layout, ListLayout, OptionalLayout, RaggedLayout,
                                   TensorLayout, TupleLayout)
 
@@ -212,8 +213,14 @@ class SkeletonWriter:
                 self.emit(depth, "continue")
             case ir.PhaseMark():
                 self.phase += 1
+                if self.phase >= MAX_PHASES:
+                    raise CompileError(f"more than {MAX_PHASES} program phases in the entry: remove acrobat.phase() "
+                                       "marks, or compile with Options(phases=False)", s.loc.file, s.loc.line)
                 self.emit(depth, f"_rt.enter_phase({self.phase})  # program phase boundary")
                 self.emit(depth, f"_d = {self.base}")
+            case ir.StageMark(index=k, stages=n):
+                self.emit(depth, f"_d = _rt.enter_stage({k}, {n}, _d)  # staged loop: stage {k} of {n} of the "
+                                 f"iteration, a phase of its own")
             case ir.Pass():
                 self.emit(depth, "pass")
 

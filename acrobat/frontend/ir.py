@@ -304,6 +304,15 @@ class PhaseMark(Stmt):
 
 
 @dataclass(eq=False)
+class StageMark(Stmt):
+    """Inserted by the compiler (``acrobat.analysis.phases``), never parsed: the start of stage ``index`` of
+    each iteration of a staged loop, which has ``stages`` stages per iteration (§4.1, program phases)."""
+
+    index: int = 0
+    stages: int = 1
+
+
+@dataclass(eq=False)
 class Pass(Stmt):
     """``pass``."""
 

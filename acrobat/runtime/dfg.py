@@ -46,9 +46,17 @@ Handle = int
 cost the skeleton least; the kind analysis says where they stand for tensors (``TensorK``)."""
 
 
-PHASE_SHIFT = 48
-"""A pending group's key packs (phase, depth, block id) as ``phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block``."""
+PHASE_SHIFT = 40
+"""A pending group's key packs (phase, depth, block id) as ``phase << PHASE_SHIFT | depth << DEPTH_SHIFT | block``:
+depths below 2**24, block ids below 2**16, phases below 2**23."""
 DEPTH_SHIFT = 16
+STAGE_BITS = 15
+"""A phase is ``program phase << STAGE_BITS | stage``: stage 0 is the program phase itself, stages 1.. the
+iterations of its staged loop (``acrobat.analysis.phases``), in order. A hoisted block's nodes ignore the stage
+(``Dfg``'s ``hoisted``): a staged loop's hoisted nodes join one group, as outside staged loops (App. A.1)."""
+STAGE_MASK = (1 << STAGE_BITS) - 1
+MAX_PHASES = 1 << (63 - PHASE_SHIFT - STAGE_BITS)
+"""Program phases a key can hold."""
 
 
 def group_key(phase: int, depth: int, block_id: int) -> int:
@@ -58,11 +66,12 @@ def group_key(phase: int, depth: int, block_id: int) -> int:
 
 
 Dfg = _native.Dfg
-"""``Dfg(groups, make)``: a run's pending groups (``groups``, keyed by ``group_key``), the running instance
-and phase (``inst``, ``phase``), and node insertion: ``node(depth, block_id, *handles)`` and
+"""``Dfg(groups, make, hoisted)``: a run's pending groups (``groups``, keyed by ``group_key``), the running
+instance and phase (``inst``, ``phase``), and node insertion: ``node(depth, block_id, *handles)`` and
 ``node_hosts(depth, block_id, hosts, *handles)`` return the new node's output-0 handle; ``group(depth,
 block_id)`` the pending group itself; ``make(phase, depth, block_id)`` creates and registers a group on a
-miss (``acrobat/_native.c``). Made by ``new_dfg``."""
+miss; ``hoisted`` (bytes, one per block id) marks the blocks whose nodes ignore the phase's stage bits
+(``acrobat/_native.c``). Made by ``new_dfg``."""
 
 
 class Group(_native.Group):
@@ -211,7 +220,10 @@ def new_dfg(table: ValueTable, blocks: Mapping[int, BlockCode]) -> Dfg:
         g = groups[group_key(phase, depth, block_id)] = table.group(blocks[block_id], phase, depth)
         return g
 
-    return Dfg(groups, make)
+    hoisted = bytearray(max(blocks, default=-1) + 1)
+    for bid, b in blocks.items():
+        hoisted[bid] = b.hoisted
+    return Dfg(groups, make, bytes(hoisted))
 
 
 def handle_matrix(values: Sequence[Handle] | memoryview, columns: int) -> np.ndarray:

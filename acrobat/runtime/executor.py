@@ -29,8 +29,8 @@ import torch.utils._pytree as pytree
 
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
-from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_MASK, Group, Handle, ValueTable, group_key, handle_matrix,
-                                 new_dfg)
+from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable, group_key,
+                                 handle_matrix, new_dfg)
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.plan import (BlockCode, DictLayout, Form, Layout, ListLayout, OptionalLayout, Plan, RaggedLayout,
@@ -40,6 +40,8 @@ from acrobat.runtime.threads import ThreadPolicy
 
 
 _SERIALS = itertools.count(1)
+STAGE_LIMIT = STAGE_MASK
+"""The last stage of a program phase: a staged loop's later iterations stay in it (``Runtime.enter_stage``)."""
 
 
 class BlockKernel(Protocol):
@@ -110,7 +112,7 @@ class Runtime:
         self.stats = RunStats()
         self.scheduler: FiberScheduler | None = None
         self.exec_ms = 0.0  # time spent executing groups (scheduling, gathers, kernels)
-        self.trace: list[tuple[int, str, int, int]] | None = None  # (instance, block, phase, depth) if recording
+        self.trace: list[tuple[int, str, int, int, int]] | None = None  # (instance, block, phase, stage, depth)
 
     @property
     def phase(self) -> int:
@@ -204,6 +206,27 @@ class Runtime:
 
     def enter_phase(self, phase: int) -> None:
         """Start program phase ``phase`` for the running instance (a barrier on fibers)."""
+        self._enter(phase << STAGE_BITS)
+
+    def enter_stage(self, index: int, stages: int, d: int) -> int:
+        """Start stage ``index`` (of ``stages``) of the running instance's iteration of a staged loop (§4.1,
+        ``acrobat.analysis.phases``); stage 0 starts the next iteration. Iteration t's stage s is stage
+        ``1 + t * stages + s`` of the program phase, the same for every instance. Returns the depth
+        counter to go on with: the base depth (a stage is a phase of its own).
+
+        Past ``STAGE_LIMIT`` stages the instance stays in the last one and keeps its depth counter:
+        depth scheduling within that stage, still in dependency order.
+        """
+        stage = self.dfg.phase & STAGE_MASK
+        if stage >= STAGE_LIMIT:
+            return d
+        first = stage - (stage - 1) % stages if stage else 1  # the running iteration's stage 0
+        new = first + (index if index or not stage else stages)
+        self._enter((self.dfg.phase & ~STAGE_MASK) | min(new, STAGE_LIMIT))
+        return self.plan.base
+
+    def _enter(self, phase: int) -> None:
+        """Move the running instance to ``phase`` (``program phase << STAGE_BITS | stage``); a barrier on fibers."""
         if self.scheduler is not None:
             self.scheduler.barrier(phase)
         self.phase = phase
@@ -275,9 +298,11 @@ class Runtime:
         for key in keys:
             g = self.groups.pop(key)
             if self.trace is not None:
-                self.trace.extend((inst, g.block.name, g.phase, g.depth) for inst in g.insts)  # type: ignore[union-attr]
+                phase, stage = g.phase >> STAGE_BITS, g.phase & STAGE_MASK
+                self.trace.extend((inst, g.block.name, phase, stage, g.depth) for inst in g.insts)  # type: ignore[union-attr]
             self.run_group(g)
-            self.stats.phases = max(self.stats.phases, g.phase + 1)
+            self.stats.phases = max(self.stats.phases, (g.phase >> STAGE_BITS) + 1)
+            self.stats.stages = max(self.stats.stages, g.phase & STAGE_MASK)
         self.exec_ms += (time.perf_counter() - t0) * 1e3
 
     def _needed(self, keys: list[int], upto: int) -> list[int]:

@@ -34,7 +34,8 @@ class RunStats:
     memory copies, ``kernel_ms`` batched kernel calls (with fused gathers
     inside), ``kernel_launches`` their number. ``compile_ms`` is time spent
     tracing and compiling kernels (first batches only), ``compiles`` how
-    many kernels were compiled. ``overhead_ms`` is everything but kernels
+    many kernels were compiled. ``phases`` counts program phases, ``stages``
+    the loop stages of staged loops (§4.1). ``overhead_ms`` is everything but kernels
     and compiles. ``runs`` counts the batched runs added up here (1 for
     one run), ``backend`` names the kernel backend that ran them (the one
     ``backend="auto"`` picked; several joined by ``+`` if they differ).
@@ -44,6 +45,7 @@ class RunStats:
     dfg_nodes: int = 0
     kernel_launches: int = 0
     phases: int = 0
+    stages: int = 0  # loop stages of the program phases of staged loops (the most any one reached)
     construct_ms: float = 0.0
     schedule_ms: float = 0.0
     gather_ms: float = 0.0
@@ -76,6 +78,7 @@ class RunStats:
         if other.backend and other.backend not in self.backend.split("+"):
             self.backend = f"{self.backend}+{other.backend}" if self.backend else other.backend
         self.phases = max(self.phases, other.phases)
+        self.stages = max(self.stages, other.stages)
         for bid, b in other.blocks.items():
             mine = self.blocks.setdefault(bid, BlockStats(b.name, hoisted=b.hoisted))
             mine.launches += b.launches
@@ -94,8 +97,9 @@ class RunStats:
         """A readable batching report: one line per block (launches, DFG nodes, mean batch = nodes per
         launch), blocks whose mean batch fell below ``LOW_BATCH`` of the batch size flagged with ``!``."""
         on = f", {self.backend} backend" if self.backend else ""
+        staged = f" ({self.stages} loop stages)" if self.stages else ""
         lines = [f"{self.dfg_nodes} DFG nodes in {self.kernel_launches} batched launches, {self.phases} program "
-                 f"phase(s){on}; batch size {self.batch_size:.0f}",
+                 f"phase(s){staged}{on}; batch size {self.batch_size:.0f}",
                  f"{'block':<34} {'launches':>9} {'nodes':>8} {'mean batch':>11}  depth"]
         low = 0
         for b in sorted(self.blocks.values(), key=lambda b: -b.nodes):
