@@ -1,7 +1,8 @@
 """Cost of a fiber value read (§4.2; issue 11's target: at most 1.5 µs).
 
 Prints the µs of ``Runtime.value`` of a computed handle (locating its
-group output and taking the row view), of a greenlet switch pair (what a
+group output and taking the row view), of a read of a number
+(``value(x).item()`` against ``Runtime.item``), of a greenlet switch pair (what a
 read that waits adds: fiber -> scheduler -> fiber), and of a whole run of
 a loop with one ``.item()`` per step at batch 64 (construction time per
 read, node insertion and switches included).
@@ -39,6 +40,13 @@ with torch.inference_mode():
     print(f"Runtime.value of a computed handle: {t:.2f} µs")
     t = min(timeit.repeat(lambda: rt.value(h).sum(), number=n, repeat=5)) / n * 1e6
     print(f"  ... with .sum(): {t:.2f} µs")
+    # a number for host code: `x.item()` through the row view, and Runtime.item (one tolist() per group output)
+    g1 = rt.table.group(None, 0, 0); g1.outs = (torch.randn(64),)
+    h1 = g1.base + 3
+    t = min(timeit.repeat(lambda: rt.value(h1).item(), number=n, repeat=5)) / n * 1e6
+    print(f"Runtime.value(x).item(): {t:.2f} µs")
+    t = min(timeit.repeat(lambda: rt.item(h1), number=n, repeat=5)) / n * 1e6
+    print(f"Runtime.item(x) (what the skeleton calls for x.item(), int(x), float(x), bool(x)): {t:.2f} µs")
     # greenlet switch pair (what a waiting read adds: fiber -> scheduler -> fiber)
     main = greenlet.getcurrent()
     def body():

@@ -123,3 +123,23 @@ def pondering_stops(tokens, p):
         if h.sum().item() > 1.0:
             break
     return h
+
+
+@ab.program
+def numbers(tok, p):
+    """Computed values read as Python numbers every way host code does: ``.item()``, ``int``, ``float``,
+    ``bool``, of one computed output read by several instances (``Runtime.item``)."""
+    h = torch.tanh(p.emb[tok] @ p.W)
+    s = h.sum()
+    steps = int(h.argmax()) + int(bool(h[0] > 0))
+    scale = float(s) + s.item()
+    out = h * scale
+    for _ in range(steps):
+        out = torch.tanh(out @ p.U)
+    return out, steps
+
+
+@ab.program
+def vector_item(tok, p):
+    """``.item()`` of a vector: torch's error, named with the instance and line."""
+    return (p.emb[tok] @ p.W).item()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -43,6 +44,20 @@ def test_programs_with_value_reads_run_on_fibers():
 
 def test_item_value_in_an_operator():
     check(tp.scaled, list(range(10)), P())
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=12), st.integers(0, 5))
+def test_numbers_read_by_host_code_equal_plain(tokens, seed):
+    """``x.item()``, ``int(x)``, ``float(x)``, ``bool(x)`` (``Runtime.item``: one ``tolist()`` per group output)."""
+    check(tp.numbers, tokens, P(seed=seed))
+    src = tp.numbers.source(1)
+    assert src.count("_rt.item(") == 4 and "_rt.value(" not in src  # `h[0] > 0` is computed in the block
+
+
+def test_item_of_a_vector_names_the_instance():
+    with torch.no_grad(), pytest.raises(ab.InstanceError, match=r"(?s)instance 0.*tdc_progs.py:\d+.*\.item\(\)"):
+        tp.vector_item.run([1, 2], P())
 
 
 @settings(max_examples=15, deadline=None)
@@ -112,8 +127,7 @@ class _NoOpRuntime:
 
     def __init__(self) -> None:
         self.groups: dict = {}
-        self.inst = 0
-        self.phase = 0
+        self.dfg = SimpleNamespace(inst=0, phase=0)
 
     def flush(self, upto=None) -> None:
         raise AssertionError("nothing to flush")

@@ -99,8 +99,16 @@ class SkeletonWriter:
             # `[p.h0, p.h0 + 1.0]`: different shared values make a list of per-instance tensors: lift them
             return "[" + ", ".join(coerce(self.expr(x), self.kind(x), k.elem) for x in e.items) + "]"
         if e.nid in self.spec.reads:  # host code reads this tensor's value: wait for it (§4.2)
-            return f"_rt.value({expr_source(e, self.g, lambda x: None if x is e else self.subst(x))})"
+            return f"_rt.value({self.unread(e)})"
+        scalar = _scalar_read(e)
+        if scalar is not None and scalar.nid in self.spec.reads:  # `x.item()`, `int(x)`: a number, not a tensor
+            return f"_rt.item({self.unread(scalar)})" if e.target == "item" else \
+                f"{e.target}(_rt.item({self.unread(scalar)}))"
         return None
+
+    def unread(self, e: ir.Expr) -> str:
+        """Code of ``e`` itself (its handle), where ``subst`` would wrap it in a value read."""
+        return expr_source(e, self.g, lambda x: None if x is e else self.subst(x))
 
     def expr(self, e: ir.Expr) -> str:
         return expr_source(e, self.g, self.subst)
@@ -347,6 +355,16 @@ class SkeletonWriter:
         src = TupleK(tuple(rets)) if tupled else rets[0]
         code = coerce(value, src, target_kind(self.spec, t))
         self.emit(depth, f"{target_source(t)} = {code}")
+
+
+def _scalar_read(e: ir.Expr) -> ir.Expr | None:
+    """The operand of ``x.item()`` or ``int(x)``/``float(x)``/``bool(x)``: host code wants ``x`` as a Python number."""
+    if isinstance(e, ir.Call) and not e.args and not e.kwargs and e.kind is ir.CallKind.METHOD and e.target == "item":
+        return e.receiver
+    if isinstance(e, ir.Call) and len(e.args) == 1 and not e.kwargs and e.kind is ir.CallKind.BUILTIN \
+            and e.target in ("int", "float", "bool"):
+        return e.args[0]
+    return None
 
 
 def _static_advance(body: list[ir.Stmt]) -> int | None:

@@ -29,7 +29,7 @@ import torch.utils._pytree as pytree
 
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
-from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable, group_key,
+from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable, group_key,
                                  handle_matrix, new_dfg)
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
@@ -109,6 +109,7 @@ class Runtime:
         self.dfg = new_dfg(self.table, plan.blocks)  # node insertion, the running instance and phase (native)
         self.groups: dict[int, Group] = self.dfg.groups  # pending groups by group_key(phase, depth, block id)
         self.lifted: dict[int, Handle] = {}
+        self.numbers: dict[int, list] = {}  # a computed group output as Python numbers, by handle >> ROW_BITS (item)
         self.stats = RunStats()
         self.scheduler: FiberScheduler | None = None
         self.exec_ms = 0.0  # time spent executing groups (scheduling, gathers, kernels)
@@ -197,6 +198,26 @@ class Runtime:
                 raise AcrobatError("internal: a tensor value was read before it was computed outside a fiber")
             self.scheduler.wait(group_key(g.phase, g.depth, g.block.id))  # type: ignore[union-attr]
         return g.outputs()[k][row]
+
+    def item(self, x: Handle) -> bool | int | float:
+        """``value(x).item()``, for host code that wants a one-element value as a Python number (``x.item()``,
+        ``int(x)``, ``float(x)``, ``bool(x)``; §4.2). The first read of a group output converts the whole
+        output with one ``tolist()``; later reads of it index that list (no tensor per read).
+
+        Raises:
+            RuntimeError: the value has more than one element (torch's own error, as ``.item()`` raises).
+        """
+        src = x >> ROW_BITS
+        column = self.numbers.get(src)
+        if column is None:
+            value = self.value(x)  # on a fiber: may wait, while other fibers read the same output
+            column = self.numbers.get(src)
+            if column is None:
+                if value.numel() != 1:
+                    return value.item()
+                out = self.table.tensor_of(x)
+                column = self.numbers[src] = out.reshape(len(out)).tolist()
+        return column[x & ROW_MASK]
 
     def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
         """Run independent calls: as child fibers when running on fibers, else one after the other."""

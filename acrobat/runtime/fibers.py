@@ -47,7 +47,7 @@ class Join:
 class FiberScheduler:
     """Runs instance fibers until all are done, flushing the DFG whenever none can go on.
 
-    ``rt`` is the ``Runtime``: the scheduler sets ``rt.inst``/``rt.phase``
+    ``rt`` is the ``Runtime``: the scheduler sets ``rt.dfg.inst``/``rt.dfg.phase``
     for the running fiber and calls ``rt.flush()`` to execute pending groups.
     """
 
@@ -70,18 +70,21 @@ class FiberScheduler:
             def body(i: int = i, inst: Any = inst) -> None:
                 results[i] = entry(self.rt, base, inst, *shared)[0]
             self.ready.append(Fiber(greenlet(body, parent=self.main), i, 0, None))
+        dfg = self.rt.dfg  # the running instance and phase live on the DFG (native attributes: no property calls)
+        ready = self.ready
         while True:
-            while self.ready:
-                fiber = self.ready.popleft()
+            while ready:
+                fiber = ready.popleft()
                 self.current = fiber
-                self.rt.inst, self.rt.phase = fiber.inst, fiber.phase
+                dfg.inst = fiber.inst
+                dfg.phase = fiber.phase
                 fiber.glet.switch()
-                fiber.phase = self.rt.phase
+                fiber.phase = dfg.phase
                 join = fiber.join
                 if join is not None and fiber.glet.dead:
                     join.pending -= 1
                     if join.pending == 0 and join.waiting:
-                        self.ready.append(join.fiber)
+                        ready.append(join.fiber)
             if self.waiting:
                 # Run only up to the earliest awaited group and wake the fibers it serves: fibers
                 # that ran ahead wait, so the laggards catch up and their operators batch together.
@@ -92,10 +95,10 @@ class FiberScheduler:
                                        "computes: a fiber can never resume")
                 self.rt.flush(upto)
                 for key in [k for k in self.waiting if k not in self.rt.groups]:  # computed now
-                    self.ready.extend(self.waiting.pop(key))
+                    ready.extend(self.waiting.pop(key))
             elif self.at_barrier:
                 wanted = min(k for k, _ in self.at_barrier)
-                self.ready.extend(f for k, f in self.at_barrier if k == wanted)
+                ready.extend(f for k, f in self.at_barrier if k == wanted)
                 self.at_barrier = [(k, f) for k, f in self.at_barrier if k != wanted]
             else:
                 return results
