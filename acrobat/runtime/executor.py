@@ -194,10 +194,14 @@ class Runtime:
         """
         g, k, row = self.table.locate(x)
         if g.outs is None:
-            if self.scheduler is None:
-                raise AcrobatError("internal: a tensor value was read before it was computed outside a fiber")
-            self.scheduler.wait(group_key(g.phase, g.depth, g.block.id))  # type: ignore[union-attr]
+            self._wait(g)
         return g.outputs()[k][row]
+
+    def _wait(self, g: Group) -> None:
+        """On a fiber, wait until pending group ``g`` has run (§4.2)."""
+        if self.scheduler is None:
+            raise AcrobatError("internal: a tensor value was read before it was computed outside a fiber")
+        self.scheduler.wait(group_key(g.phase, g.depth, g.block.id))  # type: ignore[union-attr]
 
     def item(self, x: Handle) -> bool | int | float:
         """``value(x).item()``, for host code that wants a one-element value as a Python number (``x.item()``,
@@ -210,12 +214,14 @@ class Runtime:
         src = x >> ROW_BITS
         column = self.numbers.get(src)
         if column is None:
-            value = self.value(x)  # on a fiber: may wait, while other fibers read the same output
+            g, k, row = self.table.locate(x)
+            if g.outs is None:
+                self._wait(g)  # other fibers may read the same output meanwhile
             column = self.numbers.get(src)
             if column is None:
-                if value.numel() != 1:
-                    return value.item()
-                out = self.table.tensor_of(x)
+                out = g.outputs()[k]
+                if out[row].numel() != 1:
+                    return out[row].item()
                 column = self.numbers[src] = out.reshape(len(out)).tolist()
         return column[x & ROW_MASK]
 
