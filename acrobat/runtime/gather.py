@@ -107,7 +107,7 @@ class IndexBuffer:
 
     def __init__(self, columns: int):
         self.columns = columns
-        self.buffer = torch.empty(0, dtype=torch.int64)
+        self.buffer = torch.empty(0, dtype=torch.int64, device="cpu")
         self.sizes: dict[int, LaunchIndex] = {}
 
     def get(self, n: int) -> LaunchIndex:
@@ -118,9 +118,11 @@ class IndexBuffer:
     def _make(self, n: int) -> LaunchIndex:
         rows = n + (n == 1)
         need = self.columns * rows
-        if need > self.buffer.numel() or len(self.sizes) >= self.MAX_SIZES:
-            self.buffer = torch.empty(max(need, 2 * self.buffer.numel()), dtype=torch.int64)
+        if need > self.buffer.numel():
+            self.buffer = torch.empty(max(need, 2 * self.buffer.numel()), dtype=torch.int64, device="cpu")
             self.sizes.clear()  # views of the old buffer
+        elif len(self.sizes) >= self.MAX_SIZES:
+            self.sizes.clear()
         matrix = self.buffer[:need].view(self.columns, rows)
         padded = matrix.numpy()
         located = padded if rows == n else np.empty((self.columns, n), dtype=np.int64)
