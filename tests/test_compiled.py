@@ -7,6 +7,7 @@ second run of the suite compiles nothing.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -263,3 +264,58 @@ def test_a_block_inductor_cannot_compile_runs_eagerly_and_says_so(monkeypatch):
         torch.testing.assert_close(got, [_uncompilable(x, p) for x in batch], **TOL)
     report = _uncompilable.backend("compiled")[0].report()
     assert "eager, not compiled (RuntimeError: no lowering for this operator)" in report
+
+
+@ab.function
+def _squash(h):
+    return torch.tanh(h * 2.0 + 0.5)
+
+
+@ab.program
+def _two_widths(tokens, p):
+    """One block (``_squash``) on values of two widths, launch after launch: two layouts of one kernel."""
+    h = p.h0
+    outs = []
+    for tok in tokens:
+        h = _squash(h @ p.U + p.emb[tok])  # (4,)
+        outs.append(_squash(h @ p.V))  # (3,)
+    return outs
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_a_block_whose_argument_specs_change_from_launch_to_launch(backend):
+    """A launch tries its block's last layout first (``CompiledKernel._locate``); values of another spec
+    (another pool) make it look the layout up again, and every batch size (1: padded) reads its own rows."""
+    from tests.progs import Small
+
+    p = Small().requires_grad_(False)
+    instances = [[(3 * i + j) % 10 for j in range(1 + i % 4)] for i in range(9)]
+    for batch in (instances, instances[2:3], instances[:5], instances):
+        with torch.inference_mode():
+            got = _two_widths.run(batch, p, backend=backend)
+        torch.testing.assert_close(got, [_two_widths(x, p) for x in batch], **TOL)
+    kernel = next(k for k in _two_widths.backend(backend)[0].kernels if k.block.name.startswith("_squash"))
+    assert len(kernel._layouts) == 2
+
+
+def test_index_buffer_hands_out_views_of_one_buffer_per_batch_size():
+    """Per batch size, the arrays the arena rows are written into share memory with the index vectors; a
+    one-row launch's rows are padded to two; a larger size moves every size to a new, larger buffer."""
+    from acrobat.runtime.gather import IndexBuffer
+
+    buf = IndexBuffer(2)
+    three = buf.get(3)
+    assert buf.get(3) is three and three.located is three.padded
+    three.located[...] = [[1, 2, 3], [4, 5, 6]]
+    assert [v.tolist() for v in three.vectors] == [[1, 2, 3], [4, 5, 6]]
+    one = buf.get(1)
+    assert one.located.shape == (2, 1) and one.padded.shape == (2, 2) and one.located is not one.padded
+    one.located[...] = [[7], [8]]
+    np.copyto(one.padded, one.located)  # what a launch of one row does (CompiledKernel._arguments)
+    assert [v.tolist() for v in one.vectors] == [[7, 7], [8, 8]]
+    big = buf.get(100)
+    assert big.matrix.shape == (2, 100) and buf.get(3) is not three  # the old views were dropped
+    buf.MAX_SIZES = 4
+    for n in range(2, 40):
+        buf.get(n)
+    assert len(buf.sizes) <= 4 and buf.buffer.numel() == 200  # sizes past the bound: views dropped, buffer kept

@@ -65,7 +65,7 @@ from acrobat.errors import AcrobatError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, Group, handle_matrix
 from acrobat.runtime.eager import EagerKernel
-from acrobat.runtime.gather import gather, host_columns, select_rows
+from acrobat.runtime.gather import IndexBuffer, LaunchIndex, gather, host_columns, select_rows
 from acrobat.runtime.plan import BlockCode, Form, KernelGraph, RowSpec, Tracer, flatten_forms
 from acrobat.runtime.threads import ThreadPolicy
 
@@ -110,14 +110,18 @@ class Variant:
     all_simple: bool = False  # ... and there are no host columns: the index rows are the batched inputs
     out_groups: list[tuple[tuple[int, ...], torch.dtype, list[int]]] = field(default_factory=list)  # per output spec
     storage_pids: list[int] | None = None  # arena pool ids of ``storage_rows`` (set on the first launch)
+    storages: list[torch.Tensor] = field(default_factory=list)  # the pools' storages of ``storage_pids`` ...
+    storages_at: int = -1  # ... as of this count of arena growths (a pool that grows gets a new storage)
 
 
 @dataclass
 class Layout:
     """Per argument signature of a block: where its tensor columns' pools are, and its variants."""
 
+    shared_sig: int  # id of the shared arguments' signature
+    specs: tuple[RowSpec, ...]  # per batched argument its per-instance spec
     pool_base: np.ndarray | None  # per tensor column ``pool id << POOL_SHIFT``; None: some spec has no pool
-    variants: dict[tuple[bool, int], Variant] = field(default_factory=dict)  # (fused, shared signature id) -> it
+    variants: dict[bool, Variant] = field(default_factory=dict)  # fused gather or not -> the kernel
 
 
 class CompiledKernel:
@@ -138,11 +142,15 @@ class CompiledKernel:
         self.runs = 0  # runs this kernel has launched in (gather modes alternate by run while probing)
         self._run = 0  # serial of the run of the last launch
         self.choice: str | None = None if backend.gather == "auto" else backend.gather
-        # (serial of the run, id of the signature of its shared arguments, those arguments flattened for the kernel)
-        self._shared: tuple[int, int, list] = (0, 0, [])
+        self._fused = False  # this run's launches gather fused where they can (see ``_start_run``)
+        # this run's shared arguments: the id of their signature, and them flattened for the kernel
+        self._shared_sig = 0
+        self._flat_shared: list = []
         self._shared_ids: dict[tuple, int] = {}  # signature of shared arguments -> small id (cheap to hash in keys)
         # (shared signature id (it fixes the device), argument specs) -> tensor columns' pools and variants
         self._layouts: dict[tuple[int, tuple[RowSpec, ...]], Layout] = {}
+        self._last: Layout | None = None  # the layout of the last launch whose values all lay in the arena
+        self._index = IndexBuffer(block.n_tensor_params)
         self._no_hosts: list[None] = [None] * block.n_tensor_params  # the host columns of a block without any
         self.eager: EagerKernel | None = None  # set when TorchInductor could not compile the block
         self.eager_reason = ""
@@ -151,44 +159,34 @@ class CompiledKernel:
         if self.eager is not None:
             return self.eager(g, rt)
         if self._run != rt.serial:  # the block's first launch in this run
-            self._start_run(rt.serial)
-        shared = rt.shared[self.block.id]
-        shared_sig, flat_shared = self._shared_signature(rt, shared)
+            self._start_run(rt)
         t0 = time.perf_counter()
         stats = rt.stats
         compile_ms = stats.compile_ms  # a compile in this launch counts as compiling, not gathering
         n = g.size()
-        m = self.block.n_tensor_params
-        hosts = host_columns(g, rt.device) if g.hosts else self._no_hosts
-        specs = self._specs(g, hosts, m, rt)
-        layout = self._layouts.get((shared_sig, specs))
-        if layout is None:
-            layout = self._layout(shared_sig, specs, hosts, rt)
-        located = None
-        if layout.pool_base is not None:  # every tensor column's spec has a pool: look the rows up there
-            located = rt.table.arena_rows(g.tensor_buf, layout.pool_base)
-        fused = located is not None and self._mode(True) == "fused"
-        variant = layout.variants.get((fused, shared_sig))
+        layout, hosts, index = self._locate(g, n, rt)
+        fused = index is not None and self._fused
+        variant = layout.variants.get(fused)
         if variant is None:
             try:
-                variant = layout.variants[(fused, shared_sig)] = self._variant(fused, specs, shared_sig, shared, rt)
+                variant = layout.variants[fused] = self._variant(fused, layout.specs, rt)
             except AcrobatError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the kernel compiler's limit, not the model's error
                 return self._give_up(exc, g, rt)
         rows = n + (n == 1)  # a launch of one row is padded to two
-        args = self._arguments(variant, g, located, hosts, specs, n, rt)
+        args = self._arguments(variant, g, index, hosts, layout.specs, n, rt)
         outs, places = _alloc_outputs(variant.out_groups, len(variant.out_rows), rows, rt)
         t1 = time.perf_counter()
         args += outs
-        args += flat_shared
+        args += self._flat_shared
         variant.fn(args)
         if rt.sync:
             torch.cuda.synchronize()
         t2 = time.perf_counter()
         stats.gather_ms += (t1 - t0) * 1e3 - (stats.compile_ms - compile_ms)
         stats.kernel_ms += (t2 - t1) * 1e3
-        if self.choice is None and m and variant.first_run != rt.serial:
+        if self.choice is None and self.block.n_tensor_params and variant.first_run != rt.serial:
             mode = "fused" if fused else "explicit"
             run = self.samples[mode].setdefault(rt.serial, [0.0, 0])
             run[0] += (t2 - t0) * 1e6
@@ -212,27 +210,17 @@ class CompiledKernel:
         return self.eager(g, rt)
 
     # -- pieces --------------------------------------------------------------
-    def _shared_signature(self, rt: "Runtime", shared: Sequence[Any]) -> tuple[int, list]:
-        """An id of the shapes, strides and dtypes of this run's shared arguments (one per distinct
+    def _shared_signature(self, shared: Sequence[Any]) -> tuple[int, list]:
+        """An id of the shapes, strides and dtypes of a run's shared arguments ``shared`` (one per distinct
         signature), and the arguments as the kernel takes them (module forms flattened into their
         tensors, then everything into pytree leaves)."""
-        if self._shared[0] != rt.serial:
-            flat, _ = flatten_forms(shared)
-            if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in flat):
-                raise AcrobatError("the compiled backend runs inference only (outputs live in reused arena memory); "
-                                   "run under torch.inference_mode()/no_grad(), or use backend='eager' for training")
-            sig = tuple(_signature(x) for x in shared)
-            leaves = pytree.tree_leaves(flat)  # the kernel's own arguments (Inductor's call takes pytree leaves)
-            self._shared = (rt.serial, self._shared_ids.setdefault(sig, len(self._shared_ids)), leaves)
-        return self._shared[1], self._shared[2]
-
-    def _mode(self, fusable: bool) -> str:
-        """The gather mode of this launch: the choice, or while probing one mode per run, by turns."""
-        if not fusable:
-            return "explicit"
-        if self.choice is not None:
-            return self.choice
-        return "fused" if self.runs % 2 else "explicit"
+        flat, _ = flatten_forms(shared)
+        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in flat):
+            raise AcrobatError("the compiled backend runs inference only (outputs live in reused arena memory); "
+                               "run under torch.inference_mode()/no_grad(), or use backend='eager' for training")
+        sig = tuple(_signature(x) for x in shared)
+        leaves = pytree.tree_leaves(flat)  # the kernel's own arguments (Inductor's call takes pytree leaves)
+        return self._shared_ids.setdefault(sig, len(self._shared_ids)), leaves
 
     def us_per_row(self, mode: str) -> float:
         """Profiled time of ``mode`` (gather + kernel) per batched row, µs: the median over the runs
@@ -243,27 +231,58 @@ class CompiledKernel:
         runs = self.samples[mode].values()
         return statistics.median(us / n for us, n in runs) if runs else 0.0
 
-    def _start_run(self, serial: int) -> None:
-        """Count the run; once both gather modes were timed in ``PROBE_RUNS`` runs, keep the faster."""
-        self._run = serial
+    def _start_run(self, rt: "Runtime") -> None:
+        """The block's first launch in run ``rt``: take the run's shared arguments, count the run, and set
+        its gather mode (once both modes were timed in ``PROBE_RUNS`` runs, the faster; until then the
+        modes by turns, one per run)."""
+        self._shared_sig, self._flat_shared = self._shared_signature(rt.shared[self.block.id])
+        self._run = rt.serial
         self.runs += 1
         if self.choice is None and min(map(len, self.samples.values())) >= PROBE_RUNS:
             self._choose()
+        self._fused = (self.choice or ("fused" if self.runs % 2 else "explicit")) == "fused"
 
     def _choose(self) -> None:
         e, f = self.us_per_row("explicit"), self.us_per_row("fused")
         self.choice = "fused" if f < e else "explicit"
         log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice, e, f)
 
-    def _specs(self, g: Group, hosts: list[torch.Tensor | None], m: int, rt: "Runtime") -> tuple[RowSpec, ...]:
+    def _locate(self, g: Group, n: int,
+                rt: "Runtime") -> tuple[Layout, list[torch.Tensor | None], LaunchIndex | None]:
+        """A launch's layout (argument specs, pools), host columns and arena rows (``n`` per tensor column in
+        ``LaunchIndex.located``; None when some value is not in the pool of its column's spec).
+
+        A block without host parameters first tries the layout of its last launch: when every value lies in
+        that layout's pools (one native pass), the values have its specs (a pool holds rows of one spec),
+        so the specs need not be looked up from the values.
+        """
+        last = self._last
+        if last is not None and not g.hosts and last.shared_sig == self._shared_sig:
+            index = self._index.get(n)
+            if rt.table.arena_rows(g.tensor_buf, last.pool_base, index.located) is not None:  # type: ignore[arg-type]
+                return last, self._no_hosts, index
+        hosts = host_columns(g, rt.device) if g.hosts else self._no_hosts
+        specs = self._specs(g, hosts, rt)
+        layout = self._layouts.get((self._shared_sig, specs)) or self._layout(specs, hosts, rt)
+        if layout.pool_base is None:  # no tensor columns, or some spec has no pool yet
+            return layout, hosts, None
+        index = self._index.get(n)
+        if rt.table.arena_rows(g.tensor_buf, layout.pool_base, index.located) is None:
+            return layout, hosts, None
+        if not g.hosts:
+            self._last = layout
+        return layout, hosts, index
+
+    def _specs(self, g: Group, hosts: list[torch.Tensor | None], rt: "Runtime") -> tuple[RowSpec, ...]:
         """The per-instance spec of each batched argument (the kernel signature), from its first value."""
         specs = rt.table.specs
+        heads = g.heads(self.block.n_tensor_params)
         if hosts is self._no_hosts:  # tensor parameters only
-            return tuple([specs.get(h >> ROW_BITS) or _spec(h, rt) for h in g.heads(m)])
-        heads = iter(g.heads(m))
-        return tuple([RowSpec.of(h) if h is not None else _spec(next(heads), rt) for h in hosts])
+            return tuple([specs.get(h >> ROW_BITS) or _spec(h, rt) for h in heads])
+        it = iter(heads)
+        return tuple([RowSpec.of(h) if h is not None else _spec(next(it), rt) for h in hosts])
 
-    def _layout(self, shared_sig: int, specs: tuple[RowSpec, ...], hosts: list[torch.Tensor | None], rt: "Runtime") -> "Layout":
+    def _layout(self, specs: tuple[RowSpec, ...], hosts: list[torch.Tensor | None], rt: "Runtime") -> "Layout":
         """What a launch of argument specs ``specs`` needs besides its values: per tensor column,
         ``id << POOL_SHIFT`` of the arena pool of its spec as a (columns,) array (None when a column's
         spec has no pool yet: its values cannot be in the arena); kept once every pool exists
@@ -272,47 +291,45 @@ class CompiledKernel:
         ids = [pools[(s.shape, s.dtype, rt.device)].pid if (s.shape, s.dtype, rt.device) in pools else -1
                for s, h in zip(specs, hosts) if h is None]
         if ids and min(ids) < 0:
-            return Layout(None)  # not kept: the pools may exist next launch
+            return Layout(self._shared_sig, specs, None)  # not kept: the pools may exist next launch
         base = np.array(ids, dtype=np.int64) << POOL_SHIFT if ids else None
-        layout = self._layouts[(shared_sig, specs)] = Layout(base)
+        layout = self._layouts[(self._shared_sig, specs)] = Layout(self._shared_sig, specs, base)
         return layout
 
-    def _variant(self, fused: bool, specs: tuple[RowSpec, ...], shared_sig: int, shared: Sequence[Any],
-                 rt: "Runtime") -> Variant:
-        key = (fused, specs, shared_sig)
+    def _variant(self, fused: bool, specs: tuple[RowSpec, ...], rt: "Runtime") -> Variant:
+        key = (fused, specs, self._shared_sig)
         variant = self.variants.get(key)
-        return variant if variant is not None else self._compile(key, list(specs), shared, fused, rt)
+        return variant if variant is not None else self._compile(key, list(specs), rt.shared[self.block.id], fused, rt)
 
-    def _arguments(self, v: Variant, g: Group, located: np.ndarray | None,
+    def _arguments(self, v: Variant, g: Group, index: LaunchIndex | None,
                    hosts: list[torch.Tensor | None], specs: tuple[RowSpec, ...], n: int,
                    rt: "Runtime") -> list[torch.Tensor]:
         """The kernel's inputs before the outputs: storages and batched arguments (see ``KernelGraph``).
 
-        ``g.tensors`` holds the tensor columns' handles (node after node); ``located`` their arena
-        rows ``(columns, nodes)`` (None when some are not in the arena); ``specs`` the
-        per-instance spec of every batched argument. The fused gathers'
-        indices go to the device as one tensor (one copy, not one per column).
+        ``g.tensors`` holds the tensor columns' handles (node after node); ``index`` their arena
+        rows (None when some are not in the arena); ``specs`` the per-instance spec of every batched
+        argument. The fused gathers' index vectors are ``index``'s (§5.2: written in place, no tensor
+        made per launch); on another device they go there as one tensor (one copy, not one per column).
         A launch of batch size ``n`` = 1 is padded to 2 (its row twice):
-        kernels are compiled for sizes >= 2, where the compiler may assume a
-        size is not 1.
+        kernels are compiled for sizes >= 2, where the compiler may assume a size is not 1.
         """
         reps = 2 if n == 1 else 1
-        by_pid = rt.arena.by_pid  # type: ignore[union-attr]
-        if v.storage_pids is None:
-            pools = rt.arena.pools  # type: ignore[union-attr]
-            v.storage_pids = [pools[(r.shape, r.dtype, rt.device)].pid for r in v.storage_rows]
-        args = [by_pid[pid].storage for pid in v.storage_pids]
+        arena = rt.arena
+        assert arena is not None
+        if v.storages_at != arena.growths:  # a pool grew: its rows are in a new storage (App. C)
+            if v.storage_pids is None:
+                v.storage_pids = [arena.pools[(r.shape, r.dtype, rt.device)].pid for r in v.storage_rows]
+            v.storages = [arena.by_pid[pid].storage for pid in v.storage_pids]
+            v.storages_at = arena.growths
+        args = v.storages.copy()
         if v.fused_columns:
-            index = located if v.all_fused else located[v.fused_columns]  # type: ignore[index]
+            assert index is not None
             if reps > 1:
-                index = np.repeat(index, reps, axis=1)
-            index = torch.from_numpy(index)  # (fused columns, B), C-contiguous: each row stride 1
-            if rt.device.type != "cpu":
-                index = index.to(rt.device)
-            if v.all_simple:  # tensor columns only, all fused: the index rows are the batched inputs
-                args += index.unbind(0)
+                np.copyto(index.padded, index.located)  # (columns, 1) -> (columns, 2)
+            vectors = index.vectors if rt.device.type == "cpu" else index.matrix.to(rt.device).unbind(0)
+            if v.all_simple:  # tensor columns only, all fused: the index vectors are the batched inputs
+                args += vectors
                 return args
-            idx = iter(index.unbind(0))
         col = 0
         handles = None
         for h, spec, slot in zip(hosts, specs, v.in_slots):
@@ -320,10 +337,10 @@ class CompiledKernel:
                 args.append(h if reps == 1 else torch.cat([h, h]))
                 continue
             if slot is not None:
-                args.append(next(idx))
-            elif located is not None:
-                storage = rt.arena.pool(spec.shape, spec.dtype, rt.device).storage  # type: ignore[union-attr]
-                x = select_rows(storage, located[col], rt.device)
+                args.append(vectors[col])
+            elif index is not None:
+                storage = arena.pool(spec.shape, spec.dtype, rt.device).storage
+                x = select_rows(storage, index.located[col], rt.device)
                 args.append(x if reps == 1 else torch.cat([x, x]))
             else:  # compiled kernels take contiguous rows (a gathered view may be strided)
                 if handles is None:

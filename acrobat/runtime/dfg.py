@@ -197,16 +197,19 @@ class ValueTable:
         """The ids of the groups whose outputs ``g``'s nodes read (one pass in C, ``acrobat._native.sources``)."""
         return _native.sources(g.tensor_buf, ROW_BITS + self.kbits)
 
-    def arena_rows(self, values: bytearray | memoryview, pool_base: np.ndarray) -> np.ndarray | None:
+    def arena_rows(self, values: bytearray | memoryview, pool_base: np.ndarray,
+                   out: np.ndarray | None = None) -> np.ndarray | None:
         """The arena rows of a group's handles ``values`` (its ``tensor_buf``: int64, ``columns = len(pool_base)`` per node, node
         after node) as a ``(columns, nodes)`` array, each column one contiguous index vector, when
         column ``j`` lies wholly in the pool whose ``id << POOL_SHIFT`` is ``pool_base[j]``, else None
-        (a value outside the arena, or in another pool: another row spec).
+        (a value outside the arena, or in another pool: another row spec). Written into ``out`` (a
+        C-contiguous int64 ``(columns, nodes)`` array) when given.
 
         One pass in C (``acrobat._native.arena_rows``): five numpy calls and a transposing copy
         took 8-20 µs of a launch, right after a kernel has evicted the caches.
         """
-        out = np.empty((len(pool_base), memoryview(values).nbytes // (8 * len(pool_base))), dtype=np.int64)
+        if out is None:
+            out = np.empty((len(pool_base), memoryview(values).nbytes // (8 * len(pool_base))), dtype=np.int64)
         return out if _native.arena_rows(values, self.arena_offset, pool_base, out) else None
 
 

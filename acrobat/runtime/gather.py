@@ -10,7 +10,7 @@ the gather into the kernel instead.
 from __future__ import annotations
 
 import array
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -79,6 +79,55 @@ def select_rows(t: torch.Tensor, rows: np.ndarray, device: torch.device) -> torc
     if rows[-1] - r0 == n - 1 and (n == 1 or bool((np.diff(rows) == 1).all())):
         return t if r0 == 0 and n == t.shape[0] else t[r0:r0 + n]
     return t.index_select(0, torch.from_numpy(rows).to(device))
+
+
+class LaunchIndex(NamedTuple):
+    """One batch size's arena rows of a launch's tensor columns, as ``IndexBuffer`` hands them out."""
+
+    located: np.ndarray  # (columns, n): where ``ValueTable.arena_rows`` writes the rows
+    padded: np.ndarray  # (columns, rows): the rows the kernel reads (``located`` itself unless n == 1)
+    matrix: torch.Tensor  # ``padded`` as a tensor (the same memory)
+    vectors: tuple[torch.Tensor, ...]  # the rows of ``matrix``: per column its (rows,) index vector
+
+
+class IndexBuffer:
+    """The memory a compiled kernel's launches write their arena rows into (the fused gathers' index
+    vectors, §5.2), reused launch after launch.
+
+    Making a launch's index vectors afresh (an array, ``torch.from_numpy``, ``unbind``) cost about 2.5 µs
+    of the launch; here each batch size's arrays and index tensors are made once, as views of one
+    buffer, and ``ValueTable.arena_rows`` writes each launch's rows into them in place. That is sound
+    because one kernel's launches run one at a time and a launch has read its indices when its call
+    returns (a CPU kernel is synchronous; a copy to another device is made from them before the call).
+    A launch of one row is padded to two (its row twice), as compiled kernels take at least two rows.
+    """
+
+    MAX_SIZES = 1024
+    """Batch sizes kept at once: past that the views are dropped and made again as they are needed."""
+
+    def __init__(self, columns: int):
+        self.columns = columns
+        self.buffer = torch.empty(0, dtype=torch.int64, device="cpu")
+        self.sizes: dict[int, LaunchIndex] = {}
+
+    def get(self, n: int) -> LaunchIndex:
+        """The arrays and index vectors of a launch of ``n`` rows (valid until the next launch)."""
+        index = self.sizes.get(n)
+        return index if index is not None else self._make(n)
+
+    def _make(self, n: int) -> LaunchIndex:
+        rows = n + (n == 1)
+        need = self.columns * rows
+        if need > self.buffer.numel():
+            self.buffer = torch.empty(max(need, 2 * self.buffer.numel()), dtype=torch.int64, device="cpu")
+            self.sizes.clear()  # views of the old buffer
+        elif len(self.sizes) >= self.MAX_SIZES:
+            self.sizes.clear()
+        matrix = self.buffer[:need].view(self.columns, rows)
+        padded = matrix.numpy()
+        located = padded if rows == n else np.empty((self.columns, n), dtype=np.int64)
+        index = self.sizes[n] = LaunchIndex(located, padded, matrix, matrix.unbind(0))
+        return index
 
 
 def gather(table: ValueTable, handles: np.ndarray, device: torch.device) -> torch.Tensor:

@@ -130,9 +130,12 @@ class ThreadPolicy:
         generator-based one cost 1.2 µs a launch.)
 
         ``stats`` are the run's: a launch that compiled a kernel (``stats.compiles`` grew) is not a sample.
+        Only launches of a block still probing are timed.
         """
         pool = torch.get_num_threads()
         n = self.threads_for(bid, name, pool)
+        b = self.blocks.get(bid)
+        probing = b is not None and b.choice is None
         compiles = stats.compiles
         if n != pool:
             torch.set_num_threads(n)
@@ -142,7 +145,7 @@ class ThreadPolicy:
         finally:
             if n != pool:
                 torch.set_num_threads(pool)
-        if stats.compiles == compiles:
+        if probing and stats.compiles == compiles:
             self.record(bid, n, (time.perf_counter() - t0) * 1e6, rows)
         return out
 
