@@ -10,11 +10,18 @@ The kernel row of Table 6 is only small next to the runtime when each
 launch runs at the thread count that suits it.
 
 ``ThreadPolicy`` picks per block, as the compiled backend picks gathers
-(App. C.1): a block's first ``PROBE_LAUNCHES`` launches at each setting, by
-turns (1 thread, all threads, ...), are timed (gather + kernel, µs per
-batched row); then it keeps all threads only if their median is clearly
-faster (``MARGIN``), else 1. A pool that is already ``GIVE_UP`` times
-slower after ``EARLY_LAUNCHES`` launches each ends the probing at 1 thread. ``torch.set_num_threads`` costs
+(App. C.1): a block's launches run on 1 thread in one run and on all in
+the next, by turns, until each setting was timed in ``PROBE_RUNS`` runs
+(gather + kernel, µs per batched row of the whole run); then it keeps all
+threads only if their median is clearly faster (``MARGIN``), else 1.
+Whole runs, not single launches, take turns: a block's launches in one run
+differ in size (a TreeLSTM level of 600 nodes, then of 3), and turns by
+launch gave one setting the same levels run after run. The turns go by
+pairs of runs (1, 1, all, all, ...), so that the compiled backend's gather
+probe, which alternates by single runs, sees each thread setting with
+both gathers. A run in which a launch compiled a kernel is no sample. A pooled launch
+that is ``GIVE_UP`` times slower than the 1-thread rate and over
+``STALL_US`` ends the probing at 1 thread at once (busy cores). ``torch.set_num_threads`` costs
 about 0.1 µs, so it is set around each launch that needs another count
 than the process's; TorchInductor's CPU kernels (``#pragma omp parallel``
 with no fixed count) and ATen's GEMMs both follow it. Launches that
@@ -42,33 +49,35 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-PROBE_LAUNCHES = 8
-"""Timed launches per thread setting before a block's choice."""
+PROBE_RUNS = 3
+"""Runs per thread setting a block is timed in before its choice."""
 MARGIN = 0.8
 """All threads are kept only when they take at most this share of the 1-thread time: the risks are not
 alike (at worst 1 thread halves a large launch's speed on 2 cores; a pool on busy cores made a tiny
 launch 1000x slower), and near-equal medians mean the pool buys nothing."""
 GIVE_UP = 4.0
-"""Probing stops early, at 1 thread, once ``EARLY_LAUNCHES`` launches of each setting show the pool this many
-times slower: on busy cores every further pooled probe of a tiny block costs milliseconds."""
-EARLY_LAUNCHES = 2
+"""Probing stops at once, at 1 thread, when a pooled launch takes this many times the 1-thread rate for its
+rows (and over ``STALL_US``): on busy cores every further pooled launch of a tiny block costs milliseconds."""
+STALL_US = 1000.0
 MODES = ("auto", "all", "1")
 ENV = "ACROBAT_LAUNCH_THREADS"
 
 
 @dataclass
 class BlockThreads:
-    """One block's thread choice: samples (µs per row) per thread count, then the count kept."""
+    """One block's thread choice: per thread count, per run, the timed µs and rows; then the count kept."""
 
     name: str
-    samples: dict[int, list[float]] = field(default_factory=dict)  # threads -> µs per batched row, per launch
+    samples: dict[int, dict[int, list[float]]] = field(default_factory=dict)  # threads -> run -> [µs, rows]
     choice: int | None = None
-    turn: int = 0  # launches so far (probing alternates by launch)
+    runs: int = 0  # runs the block launched in while probing (settings alternate by run)
+    serial: int = -1  # the run of its last launch
+    skip: int = -1  # a run in which a launch compiled a kernel: not a sample
 
     def us_per_row(self, threads: int) -> float:
-        """Median µs per batched row of the launches timed at ``threads`` threads (0.0 if none)."""
-        s = self.samples.get(threads)
-        return statistics.median(s) if s else 0.0
+        """Median over the runs timed at ``threads`` threads of the run's µs per batched row (0.0 if none)."""
+        runs = self.samples.get(threads)
+        return statistics.median(us / max(rows, 1) for us, rows in runs.values()) if runs else 0.0
 
 
 class ThreadPolicy:
@@ -89,8 +98,10 @@ class ThreadPolicy:
         self.mode = mode
         self.blocks: dict[int, BlockThreads] = {}
 
-    def threads_for(self, bid: int, name: str, pool: int) -> int:
-        """How many threads the next launch of block ``bid`` runs on, with ``pool`` threads in torch's pool."""
+    def threads_for(self, bid: int, name: str, pool: int, serial: int) -> int:
+        """How many threads the next launch of block ``bid`` runs on, in run ``serial``, with ``pool`` threads in
+        torch's pool. A block's first launch in a run that finds both settings timed in ``PROBE_RUNS`` runs
+        makes the choice: all threads when their median µs per row is at most ``MARGIN`` of 1 thread's."""
         if self.mode == "all" or pool <= 1:
             return pool
         if self.mode == "1":
@@ -98,25 +109,27 @@ class ThreadPolicy:
         b = self.blocks.get(bid)
         if b is None:
             b = self.blocks[bid] = BlockThreads(name)
+        if b.choice is None and b.serial != serial:
+            b.serial = serial
+            b.runs += 1
+            if len(b.samples) == 2 and min(map(len, b.samples.values())) >= PROBE_RUNS:
+                many = max(b.samples)
+                b.choice = many if b.us_per_row(many) <= MARGIN * b.us_per_row(1) else 1
         if b.choice is not None:
             return 1 if b.choice == 1 else pool
-        b.turn += 1
-        return 1 if b.turn % 2 else pool
+        return 1 if (b.runs - 1) // 2 % 2 == 0 else pool  # runs 1, 2: 1 thread; 3, 4: all; ... (module docstring)
 
-    def record(self, bid: int, threads: int, us: float, rows: int) -> None:
-        """A timed launch of block ``bid``: ``us`` µs for ``rows`` batched rows at ``threads`` threads;
-        once both settings have ``PROBE_LAUNCHES`` samples, keep the faster."""
+    def record(self, bid: int, threads: int, us: float, rows: int, serial: int) -> None:
+        """A timed launch of block ``bid`` in run ``serial``: ``us`` µs for ``rows`` batched rows at ``threads``
+        threads. A pooled launch that stalls (``GIVE_UP``, ``STALL_US``) ends the probing at 1 thread."""
         b = self.blocks.get(bid)
-        if b is None or b.choice is not None:
+        if b is None or b.choice is not None or serial == b.skip:
             return
-        b.samples.setdefault(threads, []).append(us / max(rows, 1))
-        if len(b.samples) < 2:
-            return
-        many, fewest = max(b.samples), min(map(len, b.samples.values()))
-        if fewest >= PROBE_LAUNCHES:
-            b.choice = many if b.us_per_row(many) <= MARGIN * b.us_per_row(1) else 1
-        elif fewest >= EARLY_LAUNCHES and b.us_per_row(many) >= GIVE_UP * b.us_per_row(1):
-            b.choice = 1  # the pool is already clearly slower: stop paying for its probes
+        run = b.samples.setdefault(threads, {}).setdefault(serial, [0.0, 0])
+        run[0] += us
+        run[1] += rows
+        if threads != 1 and us > STALL_US and b.samples.get(1) and us >= GIVE_UP * b.us_per_row(1) * max(rows, 1):
+            b.choice = 1
 
     def governs(self, device: torch.device) -> bool:
         """Whether launches on ``device`` are governed (timed, maybe run at another thread count);
@@ -133,7 +146,7 @@ class ThreadPolicy:
         Only launches of a block still probing are timed.
         """
         pool = torch.get_num_threads()
-        n = self.threads_for(bid, name, pool)
+        n = self.threads_for(bid, name, pool, rt.serial)
         b = self.blocks.get(bid)
         probing = b is not None and b.choice is None
         compiles = stats.compiles
@@ -145,9 +158,18 @@ class ThreadPolicy:
         finally:
             if n != pool:
                 torch.set_num_threads(pool)
-        if probing and stats.compiles == compiles:
-            self.record(bid, n, (time.perf_counter() - t0) * 1e6, rows)
+        if probing:
+            if stats.compiles == compiles:
+                self.record(bid, n, (time.perf_counter() - t0) * 1e6, rows, rt.serial)
+            else:
+                self.discard(bid, n, rt.serial)
         return out
+
+    def discard(self, bid: int, threads: int, serial: int) -> None:
+        """Run ``serial`` of block ``bid`` compiled a kernel: none of its launches is a sample."""
+        b = self.blocks[bid]
+        b.samples.get(threads, {}).pop(serial, None)
+        b.skip = serial
 
     def report(self) -> str:
         """Per block: the thread count its launches run at and why (measured µs per row at 1 and all)."""
@@ -162,7 +184,7 @@ class ThreadPolicy:
             measured = (f"1 thread {b.us_per_row(1):.2f} µs/row, {many} threads {b.us_per_row(many):.2f} µs/row"
                         if len(b.samples) == 2 else "")
             if b.choice is None:
-                how = f"probing ({b.turn} launches){': ' + measured if measured else ''}"
+                how = f"probing ({b.runs} runs){': ' + measured if measured else ''}"
             else:
                 how = f"{b.choice} (measured: {measured})"
             lines.append(f"{b.name:<34} {how}")
