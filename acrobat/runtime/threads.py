@@ -9,9 +9,11 @@ from the pool (a (1024, 512) matmul: 0.52 of the 1-thread time at 2 threads).
 The kernel row of Table 6 is only small next to the runtime when each
 launch runs at the thread count that suits it.
 
-``ThreadPolicy`` picks per block, as the compiled backend picks gathers
-(App. C.1): a block's launches run on 1 thread in one run and on all in
-the next, by turns, until each setting was timed in ``PROBE_RUNS`` runs
+``ThreadPolicy`` picks per block and launch size (rows in ``size_class``:
+powers of two), as the compiled backend picks gathers (App. C.1): the same
+block gains from the pool at a 600-row level and loses at a 3-row one, and a
+choice made on batches of 8 must not hold for batches of 64. A (block, size)
+pair's launches run on 1 thread in one run and on all in the next, by turns, until each setting was timed in ``PROBE_RUNS`` runs
 (gather + kernel, µs per batched row of the whole run); then it keeps all
 threads only if their median is clearly faster (``MARGIN``), else 1.
 Whole runs, not single launches, take turns: a block's launches in one run
@@ -63,11 +65,23 @@ MODES = ("auto", "all", "1")
 ENV = "ACROBAT_LAUNCH_THREADS"
 
 
+SIZE_CLASSES = 10
+"""Launch sizes are told apart up to ``2 ** (SIZE_CLASSES - 1)`` rows; larger launches share the last class."""
+
+
+def size_class(rows: int) -> int:
+    """The size class of a launch of ``rows`` rows: 0 for 1 row, 1 for 2-3, 2 for 4-7, ... (at most
+    ``SIZE_CLASSES - 1``)."""
+    return min(rows.bit_length(), SIZE_CLASSES) - 1
+
+
 @dataclass
 class BlockThreads:
-    """One block's thread choice: per thread count, per run, the timed µs and rows; then the count kept."""
+    """One block's thread choice for one launch size class: per thread count, per run, the timed µs and rows;
+    then the count kept."""
 
     name: str
+    size: int  # the size class
     samples: dict[int, dict[int, list[float]]] = field(default_factory=dict)  # threads -> run -> [µs, rows]
     choice: int | None = None
     runs: int = 0  # runs the block launched in while probing (settings alternate by run)
@@ -96,19 +110,21 @@ class ThreadPolicy:
         if mode not in MODES:
             raise ValueError(f"unknown launch-threads mode {mode!r} (${ENV}); choose one of {', '.join(MODES)}")
         self.mode = mode
-        self.blocks: dict[int, BlockThreads] = {}
+        self.blocks: dict[tuple[int, int], BlockThreads] = {}  # (block id, size class) -> its choice
 
-    def threads_for(self, bid: int, name: str, pool: int, serial: int) -> int:
-        """How many threads the next launch of block ``bid`` runs on, in run ``serial``, with ``pool`` threads in
-        torch's pool. A block's first launch in a run that finds both settings timed in ``PROBE_RUNS`` runs
-        makes the choice: all threads when their median µs per row is at most ``MARGIN`` of 1 thread's."""
+    def threads_for(self, bid: int, name: str, pool: int, serial: int, rows: int) -> int:
+        """How many threads the next launch of block ``bid`` (``rows`` rows) runs on, in run ``serial``, with
+        ``pool`` threads in torch's pool. The first launch of a (block, size class) in a run that finds both
+        settings timed in ``PROBE_RUNS`` runs makes the choice: all threads when their median µs per row is
+        at most ``MARGIN`` of 1 thread's."""
         if self.mode == "all" or pool <= 1:
             return pool
         if self.mode == "1":
             return 1
-        b = self.blocks.get(bid)
+        key = (bid, size_class(rows))
+        b = self.blocks.get(key)
         if b is None:
-            b = self.blocks[bid] = BlockThreads(name)
+            b = self.blocks[key] = BlockThreads(name, key[1])
         if b.choice is None and b.serial != serial:
             b.serial = serial
             b.runs += 1
@@ -122,7 +138,7 @@ class ThreadPolicy:
     def record(self, bid: int, threads: int, us: float, rows: int, serial: int) -> None:
         """A timed launch of block ``bid`` in run ``serial``: ``us`` µs for ``rows`` batched rows at ``threads``
         threads. A pooled launch that stalls (``GIVE_UP``, ``STALL_US``) ends the probing at 1 thread."""
-        b = self.blocks.get(bid)
+        b = self.blocks.get((bid, size_class(rows)))
         if b is None or b.choice is not None or serial == b.skip:
             return
         run = b.samples.setdefault(threads, {}).setdefault(serial, [0.0, 0])
@@ -146,8 +162,8 @@ class ThreadPolicy:
         Only launches of a block still probing are timed.
         """
         pool = torch.get_num_threads()
-        n = self.threads_for(bid, name, pool, rt.serial)
-        b = self.blocks.get(bid)
+        n = self.threads_for(bid, name, pool, rt.serial, rows)
+        b = self.blocks.get((bid, size_class(rows)))
         probing = b is not None and b.choice is None
         compiles = stats.compiles
         if n != pool:
@@ -162,24 +178,26 @@ class ThreadPolicy:
             if stats.compiles == compiles:
                 self.record(bid, n, (time.perf_counter() - t0) * 1e6, rows, rt.serial)
             else:
-                self.discard(bid, n, rt.serial)
+                self.discard(bid, n, rt.serial, rows)
         return out
 
-    def discard(self, bid: int, threads: int, serial: int) -> None:
-        """Run ``serial`` of block ``bid`` compiled a kernel: none of its launches is a sample."""
-        b = self.blocks[bid]
+    def discard(self, bid: int, threads: int, serial: int, rows: int) -> None:
+        """Run ``serial`` of block ``bid`` compiled a kernel in a launch of ``rows`` rows: none of the run's
+        launches of that size class is a sample."""
+        b = self.blocks[(bid, size_class(rows))]
         b.samples.get(threads, {}).pop(serial, None)
         b.skip = serial
 
     def report(self) -> str:
-        """Per block: the thread count its launches run at and why (measured µs per row at 1 and all)."""
+        """Per block and launch size class: the thread count its launches run at and why (measured µs per row
+        at 1 and all)."""
         if self.mode != "auto":
             return f"threads per launch: {self.mode} ({'forced' if os.environ.get(ENV) else 'set'} by ${ENV})"
         if not self.blocks:
             return ""
         pool = torch.get_num_threads()
-        lines = [f"{'block':<34} threads per launch (of {pool})"]
-        for b in self.blocks.values():
+        lines = [f"{'block':<34} {'rows':>9}  threads per launch (of {pool})"]
+        for (_, size), b in sorted(self.blocks.items()):
             many = next((t for t in b.samples if t != 1), pool)
             measured = (f"1 thread {b.us_per_row(1):.2f} µs/row, {many} threads {b.us_per_row(many):.2f} µs/row"
                         if len(b.samples) == 2 else "")
@@ -187,5 +205,7 @@ class ThreadPolicy:
                 how = f"probing ({b.runs} runs){': ' + measured if measured else ''}"
             else:
                 how = f"{b.choice} (measured: {measured})"
-            lines.append(f"{b.name:<34} {how}")
+            low = 1 << size
+            rows = f"{low}+" if size == SIZE_CLASSES - 1 else (f"{low}" if size == 0 else f"{low}-{2 * low - 1}")
+            lines.append(f"{b.name:<34} {rows:>9}  {how}")
         return "\n".join(lines)
