@@ -38,15 +38,17 @@ def insert_phases(body: list[ir.Stmt], spec: Spec, bodies: Mapping[SpecKey, list
     """Return the entry body with ``PhaseMark``s at phase boundaries, and ``StageMark``s in its staged loops.
 
     ``spec`` is the entry's, ``bodies`` the lowered body of every specialization (a call's depth advance is
-    its callee's), ``maps`` the nids of the map loops (``acrobat.analysis.depth.parallel_loops``). With explicit marks present, or ``enabled=False`` (the ablation), the body is returned
-    unchanged (explicit marks stay, none are added). With ``stages=False`` no loop is staged. A staged
-    loop ends its phase: the next statement with tensor work starts a new one.
+    its callee's), ``maps`` the nids of the map loops (``acrobat.analysis.depth.parallel_loops``). With
+    explicit marks present, or ``enabled=False`` (the ablation), the body is returned unchanged
+    (explicit marks stay, none are added). With ``stages=False`` no loop is staged. A staged loop ends
+    its phase: the next statement with tensor work starts a new one.
     """
     if not enabled or any(isinstance(s, ir.PhaseMark) for s in body):
         return body
     out: list[ir.Stmt] = []
     produced: set[str] = set()
     after_staged = False
+    advance = Advance(bodies, maps)
     for s in body:
         work = contains_work(s)
         reads = stmt_reads(s)
@@ -56,7 +58,7 @@ def insert_phases(body: list[ir.Stmt], spec: Spec, bodies: Mapping[SpecKey, list
             after_staged = False
         if work or reads & produced:
             produced |= stmt_writes(s)
-        if stages and stage_loop(s, spec, Advance(bodies, maps)):
+        if stages and stage_loop(s, spec, advance):
             after_staged = True
         out.append(s)
     return out
