@@ -32,7 +32,7 @@ from acrobat.codegen.blocks import block_code
 from acrobat.codegen.kernels import trace_block
 from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
-from acrobat.errors import AcrobatError, BatchError, InstanceError, ParamError, ShapeError
+from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError, ParamError, ShapeError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.runtime.backend import choose_backend, get_backend
@@ -357,6 +357,11 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
             for root in ir.stmt_exprs(s):
                 for e in ir.walk(root):
                     if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM:
+                        if isinstance(e.target, Program):
+                            raise CompileError(
+                                f"`{e.target.__name__}` is a program entry (@acrobat.program): a model cannot call "
+                                "an entry, itself included; put the part to call in an @acrobat.function and call "
+                                "that from the entry", e.loc.file, e.loc.line, e.loc.col)
                         todo.append(e.target)
     return functions
 

@@ -157,3 +157,25 @@ def bad_out_kwarg(tok, p):
     h = torch.tanh(p.emb[tok] @ p.W)
     torch.add(h, 1.0, out=h)  # E:out_kwarg
     return h
+
+
+@ab.program
+def bad_recursive_entry(toks, p):
+    h = p.emb[toks[0]]
+    if len(toks) > 1:
+        h = h + bad_recursive_entry(toks[1:], p)  # E:recursive_entry
+    return torch.tanh(h @ p.W)
+
+
+@ab.function
+def suffix_state(toks, p):
+    """The fix of ``bad_recursive_entry``: the recursion in an @acrobat.function, the entry calls it."""
+    h = p.emb[toks[0]]
+    if len(toks) > 1:
+        h = h + suffix_state(toks[1:], p)
+    return torch.tanh(h @ p.W)
+
+
+@ab.program
+def fixed_recursive_entry(toks, p):
+    return suffix_state(toks, p)

@@ -55,6 +55,7 @@ CASES = [
     (bad_progs.bad_concurrent, "concurrent", "takes calls of @acrobat.function functions"),
     (bad_progs.bad_nargs, "nargs", "`good_helper` takes 2 arguments, 1 given"),
     (bad_progs.bad_host_tensor_paths, "host_tensor_paths", "holds host data in one place and a tensor in another"),
+    (bad_progs.bad_recursive_entry, "recursive_entry", "put the part to call in an @acrobat.function"),
 ]
 
 
@@ -114,3 +115,12 @@ def test_out_keyword_is_rejected():
     with pytest.raises(acrobat.CompileError) as info:
         bad_progs.bad_out_kwarg.compile(1)
     assert str(info.value).startswith(f"{BAD_FILE}:{marker_line('out_kwarg')}:")
+
+
+def test_the_recursive_entry_fix_runs_batched():
+    """The fix the recursive entry's error gives: the recursion in an @acrobat.function the entry calls."""
+    insts = [[1, 2, 3], [4], [5, 6]]
+    p = Params()
+    with torch.no_grad():
+        torch.testing.assert_close(bad_progs.fixed_recursive_entry.run(insts, p, backend="eager"),
+                                   [bad_progs.bad_recursive_entry(x, p) for x in insts])
