@@ -422,7 +422,7 @@ def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, s
             frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
             where = line_map.get(frames[-1].lineno) if frames and frames[-1].lineno is not None else None
             at = f"\n  at {where[0]}: {where[1]}" if where else ""
-            raise InstanceError(f"instance {rt.inst}: {type(exc).__name__}: {exc}{at}", rt.inst) from exc
+            raise InstanceError(f"instance {rt.dfg.inst}: {type(exc).__name__}: {exc}{at}", rt.dfg.inst) from exc
 
     return run_entry
 

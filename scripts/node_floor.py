@@ -79,13 +79,13 @@ def main() -> None:
 
         def build() -> None:
             for i, inst in enumerate(batch):
-                rt.inst, rt.phase = i, 0
+                rt.dfg.inst, rt.dfg.phase = i, 0
                 plan.entry(rt, plan.base, inst, params)
         return timed(build)
 
     rt = spec.program.runtime(params, backend="eager")
     for i, inst in enumerate(batch):
-        rt.inst, rt.phase = i, 0
+        rt.dfg.inst, rt.dfg.phase = i, 0
         plan.entry(rt, plan.base, inst, params)
     nodes = sum(g.size() for g in rt.groups.values())
     rows: dict[str, Callable[[], float]] = {

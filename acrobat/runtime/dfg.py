@@ -117,8 +117,9 @@ class Group(_native.Group):
         """
         if self.outs is None:
             name = self.block.name if self.block is not None else "?"
-            raise AcrobatError(f"internal scheduling error: a value of block {name} (phase {self.phase}, "
-                               f"depth {self.depth}) was needed before it was computed")
+            raise AcrobatError(f"internal scheduling error: a value of block {name} (phase {self.phase >> STAGE_BITS}, "
+                               f"stage {self.phase & STAGE_MASK}, depth {self.depth}) was needed before it was "
+                               "computed")
         return self.outs
 
 

@@ -29,8 +29,8 @@ import torch.utils._pytree as pytree
 
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
-from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable, group_key,
-                                 handle_matrix, new_dfg)
+from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable,
+                                 group_key, handle_matrix, new_dfg)
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.plan import (BlockCode, DictLayout, Form, Layout, ListLayout, OptionalLayout, Plan, RaggedLayout,
@@ -115,24 +115,6 @@ class Runtime:
         self.exec_ms = 0.0  # time spent executing groups (scheduling, gathers, kernels)
         self.trace: list[tuple[int, str, int, int, int]] | None = None  # (instance, block, phase, stage, depth)
 
-    @property
-    def phase(self) -> int:
-        """The running instance's program phase (§4.1)."""
-        return self.dfg.phase
-
-    @phase.setter
-    def phase(self, phase: int) -> None:
-        self.dfg.phase = phase
-
-    @property
-    def inst(self) -> int:
-        """The running instance's index in the batch."""
-        return self.dfg.inst
-
-    @inst.setter
-    def inst(self, inst: int) -> None:
-        self.dfg.inst = inst
-
     # -- called by the generated skeleton ----------------------------------
     def invoke(self, block: BlockCode, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
         """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs (handles).
@@ -162,9 +144,9 @@ class Runtime:
         op = block.segment
         assert op is not None
         if not rows:
-            raise InstanceError(f"instance {self.inst}: {op.op} over an empty list of tensors (torch.stack of an "
+            raise InstanceError(f"instance {self.dfg.inst}: {op.op} over an empty list of tensors (torch.stack of an "
                                 f"empty list fails; sum() of one is the int 0, which acrobat cannot batch with "
-                                f"tensors)\n{block.where()}", self.inst)
+                                f"tensors)\n{block.where()}", self.dfg.inst)
         g = self.dfg.group(depth, block.id)
         first = len(g.tensor_buf) // 8
         row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows) - g.base
@@ -256,7 +238,7 @@ class Runtime:
         """Move the running instance to ``phase`` (``program phase << STAGE_BITS | stage``); a barrier on fibers."""
         if self.scheduler is not None:
             self.scheduler.barrier(phase)
-        self.phase = phase
+        self.dfg.phase = phase
 
     # -- execution ------------------------------------------------------------
     def run(self, instances: Sequence, shared_args: tuple) -> list:
@@ -286,8 +268,8 @@ class Runtime:
             else:
                 results = []
                 for i, inst in enumerate(instances):
-                    self.inst = i
-                    self.phase = 0
+                    self.dfg.inst = i
+                    self.dfg.phase = 0
                     results.append(plan.entry(self, plan.base, inst, *shared_args)[0])
             self.flush()
             t_copy = time.perf_counter()
@@ -324,12 +306,12 @@ class Runtime:
             keys = self._needed(keys, upto)
         for key in keys:
             g = self.groups.pop(key)
+            phase, stage = g.phase >> STAGE_BITS, g.phase & STAGE_MASK
             if self.trace is not None:
-                phase, stage = g.phase >> STAGE_BITS, g.phase & STAGE_MASK
                 self.trace.extend((inst, g.block.name, phase, stage, g.depth) for inst in g.insts)  # type: ignore[union-attr]
             self.run_group(g)
-            self.stats.phases = max(self.stats.phases, (g.phase >> STAGE_BITS) + 1)
-            self.stats.stages = max(self.stats.stages, g.phase & STAGE_MASK)
+            self.stats.phases = max(self.stats.phases, phase + 1)
+            self.stats.stages = max(self.stats.stages, stage)
         self.exec_ms += (time.perf_counter() - t0) * 1e3
 
     def _needed(self, keys: list[int], upto: int) -> list[int]:

@@ -134,7 +134,7 @@ class FiberScheduler:
         for j, thunk in enumerate(thunks[:-1]):
             def body(j: int = j, thunk: Callable = thunk) -> None:
                 results[j] = thunk()
-            self.ready.append(Fiber(greenlet(body, parent=self.main), parent.inst, self.rt.phase, join))
+            self.ready.append(Fiber(greenlet(body, parent=self.main), parent.inst, self.rt.dfg.phase, join))
         results[-1] = thunks[-1]()
         if join.pending:
             join.waiting = True

@@ -13,17 +13,18 @@ launch runs at the thread count that suits it.
 powers of two), as the compiled backend picks gathers (App. C.1): the same
 block gains from the pool at a 600-row level and loses at a 3-row one, and a
 choice made on batches of 8 must not hold for batches of 64. A (block, size)
-pair's launches run on 1 thread in one run and on all in the next, by turns, until each setting was timed in ``PROBE_RUNS`` runs
-(gather + kernel, µs per batched row of the whole run); then it keeps all
-threads only if their median is clearly faster (``MARGIN``), else 1.
-Whole runs, not single launches, take turns: a block's launches in one run
-differ in size (a TreeLSTM level of 600 nodes, then of 3), and turns by
-launch gave one setting the same levels run after run. The turns go by
-pairs of runs (1, 1, all, all, ...), so that the compiled backend's gather
-probe, which alternates by single runs, sees each thread setting with
-both gathers. A run in which a launch compiled a kernel is no sample. A pooled launch
-that is ``GIVE_UP`` times slower than the 1-thread rate and over
-``STALL_US`` ends the probing at 1 thread at once (busy cores). ``torch.set_num_threads`` costs
+pair's launches run on 1 thread in one run and on all in the next, by turns,
+until each setting was timed in ``PROBE_RUNS`` runs (gather + kernel, µs per
+batched row of the whole run); then it keeps all threads only if their
+median is clearly faster (``MARGIN``), else 1. Whole runs, not single
+launches, take turns: a block's launches in one run differ in size (a
+TreeLSTM level of 600 nodes, then of 3), and turns by launch gave one
+setting the same levels run after run. The turns go by pairs of runs (1, 1,
+all, all, ...), so that the compiled backend's gather probe, which
+alternates by single runs, sees each thread setting with both gathers. A run
+in which a launch compiled a kernel is no sample. A pooled launch that is
+``GIVE_UP`` times slower than the 1-thread rate and over ``STALL_US`` ends
+the probing at 1 thread at once (busy cores). ``torch.set_num_threads`` costs
 about 0.1 µs, so it is set around each launch that needs another count
 than the process's; TorchInductor's CPU kernels (``#pragma omp parallel``
 with no fixed count) and ATen's GEMMs both follow it. Launches that
@@ -81,7 +82,6 @@ class BlockThreads:
     then the count kept."""
 
     name: str
-    size: int  # the size class
     samples: dict[int, dict[int, list[float]]] = field(default_factory=dict)  # threads -> run -> [µs, rows]
     choice: int | None = None
     runs: int = 0  # runs the block launched in while probing (settings alternate by run)
@@ -124,7 +124,7 @@ class ThreadPolicy:
         key = (bid, size_class(rows))
         b = self.blocks.get(key)
         if b is None:
-            b = self.blocks[key] = BlockThreads(name, key[1])
+            b = self.blocks[key] = BlockThreads(name)
         if b.choice is None and b.serial != serial:
             b.serial = serial
             b.runs += 1
