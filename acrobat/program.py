@@ -23,7 +23,7 @@ from acrobat.analysis.aliases import check_lists, escaping_effects
 from acrobat.analysis.blocks import lower_function
 from acrobat.analysis.fusion import fuse_weights
 from acrobat.analysis.depth import base_depth, parallel_loops
-from acrobat.analysis.kinds import SharedK, analyze_kinds, describe_ref
+from acrobat.analysis.kinds import UNRESOLVED, Resolver, SharedK, analyze_kinds, describe_ref, shared_fact
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
 from acrobat.analysis.phases import insert_phases
 from acrobat.analysis.shared import SharedSlots
@@ -104,6 +104,10 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
+    def __deepcopy__(self, memo: dict) -> "Function":
+        """The function itself: IR copied by the compiler (``copy.deepcopy``) keeps naming the same function."""
+        return self
+
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         """Accessed on an instance: a bound method (``self`` first); on the class: the function itself."""
         return self if obj is None else types.MethodType(self, obj)
@@ -128,6 +132,7 @@ class Compiled:
     slots: SharedSlots
     skeleton_options: Options  # as the skeleton was written (fibers off where no value is read)
     effects: set  # spec keys whose calls change host state that outlives them (their concurrent calls don't fork)
+    facts: dict[tuple, str] | None  # shared refs -> ``shared_fact`` of their values ("missing"); None: compiled blind
 
 
 class Program(Function):
@@ -149,8 +154,10 @@ class Program(Function):
         super().__init__(fn)
         self.options = options
         self.instance_pos = 0  # position of the instance among the entry's parameters (1 for a method)
-        self._compiled: dict[tuple[int, Options], Compiled] = {}
-        self._batched: dict[tuple[int, Options, str], tuple[Backend, dict[int, BlockKernel]]] = {}
+        # per (shared arguments, options): the compiles, each for the shared values' facts it found (see compile)
+        self._compiled: dict[tuple[int, Options], list[Compiled]] = {}
+        self._backends: dict[tuple[int, Options, str], Backend] = {}
+        self._kernels: dict[tuple[int, str], dict[int, BlockKernel]] = {}  # (id of a Compiled, backend) -> kernels
         self._lock = threading.RLock()  # compiling and making backends, when threads call run at once
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -186,18 +193,29 @@ class Program(Function):
         k = self.instance_pos
         return (*shared[:k], None, *shared[k:])
 
-    def compile(self, n_shared: int, options: Options | None = None) -> Compiled:
+    def compile(self, n_shared: int, options: Options | None = None, shared: tuple | None = None) -> Compiled:
         """Compile for ``n_shared`` shared arguments (cached).
+
+        With the run's ``shared`` arguments, paths into them that hold plain host data (``p.steps``, a list of
+        floats) are host values of the program (``acrobat.analysis.kinds.shared_fact``); the compile is kept
+        with what it found and reused by later runs whose arguments agree, else the program is compiled again.
+        Without them, every path is a shared value.
 
         Raises:
             CompileError: the model uses Python acrobat cannot batch.
         """
         options = options or self.options
         key = (n_shared, options)
+        resolve = None if shared is None else _resolver(self.shared_args(shared))
         with self._lock:
-            if key not in self._compiled:
-                self._compiled[key] = _compile(self, n_shared, options)
-            return self._compiled[key]
+            done = self._compiled.setdefault(key, [])
+            for c in done:
+                if (resolve is None) == (c.facts is None) and (resolve is None or all(
+                        _fact(resolve, ref) == fact for ref, fact in c.facts.items())):  # type: ignore[union-attr]
+                    return c
+            c = _compile(self, n_shared, options, resolve)
+            done.append(c)
+            return c
 
     def source(self, n_shared: int = 1, options: Options | None = None) -> str:
         """The generated code: skeleton, shared-value prologue and every block."""
@@ -268,9 +286,9 @@ class Program(Function):
     def _start(self, shared: tuple, backend: str, options: Options) -> tuple[Compiled, Backend, Runtime]:
         """The compiled program, the backend picked for ``shared`` (``"auto"`` resolved) and a fresh
         ``Runtime`` over that backend's kernels and this run's shared values."""
-        c = self.compile(len(shared), options)
+        c = self.compile(len(shared), options, shared)
         slots = c.plan.prologue(self.shared_args(shared))
-        be, kernels = self.backend(choose_backend(backend, slots), len(shared), options)
+        be, kernels = self._backend(choose_backend(backend, slots), c, len(shared), options)
         rt = Runtime(c.plan, kernels, slots, arena=be.arena, threads=be.threads)
         rt.stats.backend = be.name
         return c, be, rt
@@ -282,13 +300,29 @@ class Program(Function):
             ValueError: unknown backend name.
         """
         options = options or self.options
-        key = (n_shared, options, name)
         with self._lock:
-            if key not in self._batched:
-                c = self.compile(n_shared, options)
-                be = get_backend(name)
-                self._batched[key] = (be, block_kernels(be, c.plan))
-            return self._batched[key]
+            done = self._compiled.get((n_shared, options))
+            return self._backend(name, done[-1] if done else self.compile(n_shared, options), n_shared, options)
+
+    def reset_backends(self) -> None:
+        """Forget every backend's kernels, arena and tuning: the next run starts as in a new process (the
+        disk cache of compiled kernels is kept)."""
+        with self._lock:
+            self._backends.clear()
+            self._kernels.clear()
+
+    def _backend(self, name: str, c: Compiled, n_shared: int,
+                 options: Options) -> tuple[Backend, dict[int, BlockKernel]]:
+        """Backend ``name`` (one per shared-argument count and options: its arena and tuning are kept across
+        runs) and its kernel per block of compiled program ``c``."""
+        with self._lock:
+            be = self._backends.get((n_shared, options, name))
+            if be is None:
+                be = self._backends[(n_shared, options, name)] = get_backend(name)
+            kernels = self._kernels.get((id(c), name))
+            if kernels is None:
+                kernels = self._kernels[(id(c), name)] = block_kernels(be, c.plan)
+            return be, kernels
 
 
 def block_kernels(be: Backend, plan: Plan) -> dict[int, BlockKernel]:
@@ -366,9 +400,32 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
     return functions
 
 
-def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
+def _resolver(args: tuple) -> Resolver:
+    """``resolve(ref)``: the object shared reference ``ref`` (``("arg", pos, (".", attr) | ("[", key), ...)``)
+    names among the entry's arguments ``args``, or ``UNRESOLVED`` (the prologue reports what is missing)."""
+    def resolve(ref: tuple) -> Any:
+        if ref[0] != "arg" or ref[1] >= len(args):
+            return UNRESOLVED
+        obj = args[ref[1]]
+        try:
+            for kind, key in ref[2:]:
+                obj = getattr(obj, key) if kind == "." else obj[key]
+        except Exception:  # noqa: BLE001 - any failure to read it: not known here
+            return UNRESOLVED
+        return obj
+
+    return resolve
+
+
+def _fact(resolve: Resolver, ref: tuple) -> str:
+    """``shared_fact`` of what ``ref`` names in a run, or ``"missing"``."""
+    value = resolve(ref)
+    return "missing" if value is UNRESOLVED else shared_fact(value)
+
+
+def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver | None = None) -> Compiled:
     functions = _parse_all(prog)
-    table = analyze_kinds(functions, prog, n_shared, instance=prog.instance_pos)
+    table = analyze_kinds(functions, prog, n_shared, instance=prog.instance_pos, resolve=resolve)
     check_lists(table.specs)
     effects = escaping_effects(table.specs)
     slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
@@ -387,7 +444,8 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     codes = {bid: block_code(b, g) for bid, b in blocks.items()}
     needs_fibers = any(spec.reads for spec in table.specs.values())
     skeleton_options = dataclasses.replace(options, fibers=options.fibers and needs_fibers)
-    skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base, skeleton_options, effects)
+    skeleton, line_map, entry_name = write_skeleton(lowered, table.entry, g, slots, table.specs, base,
+                                                    skeleton_options, effects)
     prologue, prologue_lines = _write_prologue(slots, g)
     namespace: dict[str, Any] = dict(g.values)
     namespace["_B"] = codes
@@ -398,11 +456,13 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     linecache.cache[prologue_file] = (len(prologue), None, prologue.splitlines(True), prologue_file)
     exec(compile(prologue, prologue_file, "exec"), namespace)
     n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for s in bodies[table.entry])
-    entry = _located(namespace[entry_spec.name], skeleton_file, line_map, prog.instance_pos)
+    entry = _located(namespace[entry_name], skeleton_file, line_map, prog.instance_pos)
     located_prologue = _located_prologue(namespace["_prologue"], prologue_file, prologue_lines, slots,
                                          entry_spec.fn, prog.__name__, prog.instance_pos)
     plan = Plan(entry, located_prologue, codes, base, needs_fibers, result_layout(entry_spec.ret))
-    return Compiled(plan, skeleton, prologue, blocks, n_phases, lowered, table.entry, slots, skeleton_options, effects)
+    facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
+    return Compiled(plan, skeleton, prologue, blocks, n_phases, lowered, table.entry, slots, skeleton_options, effects,
+                    facts)
 
 
 def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:

@@ -97,6 +97,31 @@ class _Rename(ast.NodeTransformer):
         return node
 
 
+MANGLE = "_U"
+"""Prefix the parser gives the model's own variables whose names start with ``_``: generated code names
+everything it adds ``_...`` but never ``_U...`` (``acrobat.codegen.printer.Globals``), so a model variable
+(``_d``, ``_rt``, ``_h``) can never shadow a name of generated code. Messages show the names as written
+(``acrobat.errors``)."""
+
+
+def _mangle_locals(fdef: ast.FunctionDef) -> None:
+    """Rename, in place, every variable of ``fdef`` (parameters, assigned names, nested defs, their own
+    variables) whose name starts with ``_`` to ``MANGLE + name``: a bijection, so no two names merge."""
+    local = {a.arg for a in ast.walk(fdef) if isinstance(a, ast.arg)}
+    local |= {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local |= {f.name for f in ast.walk(fdef) if isinstance(f, ast.FunctionDef) and f is not fdef}
+    mapping = {n: MANGLE + n for n in local if n.startswith("_")}
+    if not mapping:
+        return
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and node.id in mapping:
+            node.id = mapping[node.id]
+        elif isinstance(node, ast.arg) and node.arg in mapping:
+            node.arg = mapping[node.arg]
+        elif isinstance(node, ast.FunctionDef) and node is not fdef and node.name in mapping:
+            node.name = mapping[node.name]
+
+
 def _is_torch_object(obj: Any) -> bool:
     mod = getattr(obj, "__module__", None) or ""
     if isinstance(obj, types.ModuleType):
@@ -117,6 +142,10 @@ class NestedFunction:
         self.captured = captured
         self.fn = fn
         self.ir = ir_function
+
+    def __deepcopy__(self, memo: dict) -> "NestedFunction":
+        """Itself: IR copied by the compiler keeps naming the same function."""
+        return self
 
 
 class _Translator:
@@ -549,4 +578,5 @@ def parse_function(fn: Callable, is_program_fn: Callable[[Any], str | None], mar
     if not isinstance(fdef, ast.FunctionDef):
         raise CompileError("expected a function definition", filename, first, 0)
     lines = {first + i: text.rstrip("\n") for i, text in enumerate(src_lines)}
+    _mangle_locals(fdef)
     return _Translator(fn, filename, first - 1, lines, is_program_fn, markers).function(fdef)
