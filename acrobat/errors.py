@@ -79,3 +79,8 @@ class ParamError(AcrobatError):
         self.param = param
         self.attr = attr
         super().__init__(message)
+
+
+class KernelCacheWarning(UserWarning):
+    """The kernel cache folder (``$ACROBAT_CACHE_DIR``) cannot be used; compiled kernels go to a temporary
+    folder for the process instead (``acrobat.cachedir.inductor_dir``)."""

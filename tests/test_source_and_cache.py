@@ -12,7 +12,10 @@ backend compile into a temporary folder after one warning naming the folder and 
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.machinery
+import importlib.util
 import linecache
 import os
 import subprocess
@@ -175,23 +178,65 @@ class _Model(torch.nn.Module):
 
 
 def test_snapshot_matches_code_in_closures_classes_and_futures(tmp_path, monkeypatch):
-    """Closures, methods (name mangling, ``super()``), nested annotated defs and docstrings check clean."""
-    from acrobat.frontend.source import SourceSnapshot
+    """Closures, methods (name mangling, ``super()``), nested annotated defs and docstrings check clean;
+    a closure decorated (by calling its factory) after the file changed is refused."""
     path = tmp_path / "acrobat_contexts.py"
     path.write_text(CONTEXTS)
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         mod = importlib.import_module("acrobat_contexts")
-        for f in (mod.make(2.0), mod._Model.cell):
+        before = mod.make(2.0)
+        for f in (before, mod._Model.cell):
             lines, first = f.snapshot.function_lines()
             assert lines[0].lstrip().startswith("@ab.function") and first > 1
-        snap = SourceSnapshot.take(mod.make(2.0).fn)
+        taken = before.snapshot.function_lines()
         _edit(path, CONTEXTS.replace("y * k", "y * k + 1"))
-        assert mod.make(3.0).snapshot.function_lines() == snap.function_lines()  # taken when defined
+        assert before.snapshot.function_lines() == taken  # taken when decorated
         with pytest.raises(ab.CompileError, match="changed after"):
-            SourceSnapshot.take(mod.make(2.0).fn).function_lines()  # taken now, from the edited file
+            mod.make(3.0).snapshot.function_lines()  # decorated now, from the edited file
     finally:
         sys.modules.pop("acrobat_contexts", None)
+
+
+@ab.program
+def _checked_model(xs, p):  # this test module's asserts are rewritten by pytest when it is imported
+    assert len(xs) > 0, "empty"
+    return torch.tanh(xs[0] @ p.W)
+
+
+def test_model_in_a_module_whose_loader_rewrites_asserts():
+    """pytest compiles this file's asserts into other code: the snapshot is trusted, not refused."""
+    xs, p = _batch()
+    _assert_batched_equals_plain(_checked_model, xs, p)
+
+
+class _Instrumenting(importlib.machinery.SourceFileLoader):
+    """An import hook that changes every function's code, as typeguard's and jaxtyping's do: through
+    ``source_to_code``."""
+
+    def source_to_code(self, data, path, *, _optimize=-1):
+        tree = ast.parse(data)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                node.body.insert(0, ast.parse("_instrumented = 1").body[0])
+        return compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True, optimize=_optimize)
+
+
+def test_import_hook_that_instruments_code(tmp_path):
+    """The check compiles the snapshot through the module's loader: instrumented code is the code that
+    runs, and a file edited before a late decoration is still refused."""
+    name = "acrobat_instrumented"
+    path = tmp_path / f"{name}.py"
+    path.write_text(MODEL)
+    spec = importlib.util.spec_from_file_location(name, path, loader=_Instrumenting(name, str(path)))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert "_instrumented" in mod.cell.fn.__code__.co_varnames
+    xs, p = _batch()
+    _assert_batched_equals_plain(mod.model, xs, p)
+    _edit(path, EDITED)
+    with pytest.raises(ab.CompileError, match="changed after"):
+        ab.program(mod.plain).run(xs, p, backend="eager")
 
 
 def test_source_unavailable_is_a_compile_error():
@@ -204,6 +249,8 @@ def test_source_unavailable_is_a_compile_error():
 # ------------------------------------------------------------------ kernel cache folder
 
 SCRIPT = '''\
+import sys
+
 import torch
 import acrobat as ab
 
@@ -216,32 +263,40 @@ def double(x, p):
 xs = [torch.randn(3) for _ in range(4)]
 with torch.inference_mode():
     for _ in range(2):  # the second run warns no more
-        out = double.run(xs, torch.tensor(2.0), backend="compiled")
+        out = double.run(xs, torch.tensor(2.0), backend=sys.argv[1])
         for got, x in zip(out, xs):
             torch.testing.assert_close(got, double(x, torch.tensor(2.0)))
 print("OK")
 '''
 
 
-def _run_script(tmp_path: Path, cache: Path) -> subprocess.CompletedProcess:
-    script = tmp_path / "tiny_model.py"
+def _start_script(folder: Path, cache: Path, backend: str) -> subprocess.Popen:
+    """SCRIPT run on ``backend`` in a new process from ``folder`` with ``ACROBAT_CACHE_DIR=cache``."""
+    script = folder / "tiny_model.py"
     script.write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     env.update(ACROBAT_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
                PYTHONWARNINGS="always")
-    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    return subprocess.Popen([sys.executable, str(script), backend], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=folder)
 
 
-@pytest.mark.parametrize("case", ["file", "below a file"])
-def test_unusable_cache_folder_falls_back_with_one_warning(tmp_path, case):
+def test_unusable_cache_folder_falls_back_with_one_warning(tmp_path):
+    """ACROBAT_CACHE_DIR naming a file, and naming a folder below a file (one root cannot create either):
+    runs equal plain calls, after one warning saying what is wrong and what to set. Both failed at import
+    before (importing torch's compiler creates the folder); the first case also compiles a block."""
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a regular file\n")
-    cache = blocker if case == "file" else blocker / "acrobat"  # root cannot create a folder below a file
-    r = _run_script(tmp_path, cache)
-    assert r.returncode == 0 and r.stdout.strip() == "OK", r.stderr
-    warnings = [line for line in r.stderr.splitlines() if "KernelCacheWarning" in line]
-    assert len(warnings) == 1, r.stderr
-    assert str(cache) in warnings[0] and "ACROBAT_CACHE_DIR" in warnings[0], r.stderr
-    assert "temporary folder" in warnings[0], r.stderr
+    cases = {"file": (blocker, "compiled"), "below-a-file": (blocker / "acrobat", "eager")}
+    procs = {}
+    for case, (cache, backend) in cases.items():  # both processes at once
+        (tmp_path / case).mkdir()
+        procs[case] = _start_script(tmp_path / case, cache, backend)
+    for case, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and stdout.strip() == "OK", f"{case}:\n{stderr}"
+        warnings = [line for line in stderr.splitlines() if "KernelCacheWarning" in line]
+        assert len(warnings) == 1, f"{case}:\n{stderr}"
+        assert f"ACROBAT_CACHE_DIR={cases[case][0]}" in warnings[0], stderr
+        assert f"{blocker} is a file" in warnings[0] and "temporary folder" in warnings[0], stderr
     assert blocker.read_text() == "a regular file\n"

@@ -36,8 +36,9 @@ BENCHMARKS.md ("Kernel call cost by wrapper").
 
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
 ``acrobat.cachedir.cache_dir()/inductor`` (``$ACROBAT_CACHE_DIR`` or
-``~/.cache/acrobat``); its key includes Inductor's config, so the two
-wrappers' kernels are cached apart.
+``~/.cache/acrobat``; a folder that cannot be used is replaced by a
+temporary one with a warning, ``acrobat.cachedir.inductor_dir``); its key
+includes Inductor's config, so the two wrappers' kernels are cached apart.
 The backend runs inference only: the arena is overwritten by the next run.
 """
 
@@ -376,6 +377,7 @@ def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str]
     """``graph`` compiled by TorchInductor with ``wrapper`` (see ``WRAPPERS``), or loaded from its disk cache:
     a boxed call of the kernel (``fn(list of the arguments' leaves)``, see ``_direct_call``) and the
     generated wrapper module's source. Callers hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
+    inductor_dir()  # a usable cache folder (a temporary one, with a warning, if the configured one is not)
     code: list[str] = []
     compiled: list[CompiledFxGraph] = []
     before = GraphLowering.save_output_code, CompiledFxGraph.post_compile
