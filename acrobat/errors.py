@@ -102,3 +102,8 @@ class InternalError(AcrobatError):
     def __init__(self, message: str, instance: int | None = None):
         self.instance = instance
         super().__init__(message)
+
+
+class KernelCacheWarning(UserWarning):
+    """The kernel cache folder (``$ACROBAT_CACHE_DIR``) cannot be used; compiled kernels go to a temporary
+    folder for the process instead (``acrobat.cachedir.inductor_dir``)."""

@@ -35,6 +35,7 @@ from acrobat.codegen.printer import Globals, expr_source
 from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError, ParamError, ShapeError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
+from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.backend import choose_backend, get_backend
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.plan import Plan
@@ -92,10 +93,13 @@ class Function:
 
     A descriptor like a plain function: defined in a class (an ``nn.Module``
     subclass), ``module.cell(x)`` calls it with ``self`` bound to the module.
+    Its source is taken when it is decorated (``snapshot``,
+    ``acrobat.frontend.source``): a later edit of its file changes nothing.
     """
 
     def __init__(self, fn: Callable):
         self.fn = fn
+        self.snapshot = SourceSnapshot.take(fn)  # its source as Python ran it: taken now, compiled later
         self.__name__ = fn.__name__
         self.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
         self.__doc__ = fn.__doc__
@@ -386,7 +390,8 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
         f = todo.pop()
         if f in functions:
             continue
-        functions[f] = f.ir if isinstance(f, NestedFunction) else parse_function(f.fn, is_program_fn, markers)
+        functions[f] = (f.ir if isinstance(f, NestedFunction)
+                        else parse_function(f.fn, f.snapshot, is_program_fn, markers))
         for s in ir.walk_stmts(functions[f].body):
             for root in ir.stmt_exprs(s):
                 for e in ir.walk(root):

@@ -1,7 +1,8 @@
 """Parse decorated model functions from source into the IR (§3).
 
-``parse_function`` reads a function's source with ``inspect``, parses it
-with ``ast`` and translates the supported subset into ``acrobat.frontend.ir``.
+``parse_function`` takes a function's source as it was when the function
+was decorated (``acrobat.frontend.source``), parses it with ``ast`` and
+translates the supported subset into ``acrobat.frontend.ir``.
 Anything outside the subset raises ``CompileError`` naming file:line and
 what to write instead; nothing is silently run unbatched.
 """
@@ -19,6 +20,7 @@ import torch
 
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.frontend.source import SourceSnapshot
 
 #: Builtins allowed on host values (instance data, lists of handles).
 HOST_BUILTINS = frozenset(
@@ -554,26 +556,25 @@ def _literal_default(node: ast.expr) -> bool:
         isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant))
 
 
-def parse_function(fn: Callable, is_program_fn: Callable[[Any], str | None], markers: dict[str, Any]) -> ir.Function:
+def parse_function(fn: Callable, source: SourceSnapshot, is_program_fn: Callable[[Any], str | None],
+                   markers: dict[str, Any]) -> ir.Function:
     """Parse a Python function into an ``ir.Function``.
 
-    ``is_program_fn(obj)`` returns the function name when ``obj`` is an
-    ``@acrobat.function`` (a call to it is a program call), else None;
+    ``source`` is the function's text as it was when it was decorated
+    (``SourceSnapshot.take``): the code Python runs, whatever its file
+    says now. ``is_program_fn(obj)`` returns the function name when ``obj``
+    is an ``@acrobat.function`` (a call to it is a program call), else None;
     ``markers`` maps ``"concurrent"``/``"phase"`` to the acrobat marker
     functions.
 
     Raises:
-        CompileError: the source is unavailable or uses an unsupported
+        CompileError: the source is unavailable or not the code Python runs
+            (see ``SourceSnapshot.function_lines``), or it uses an unsupported
             construct (message: ``file:line:col: what; what to write instead``).
     """
-    try:
-        filename = inspect.getsourcefile(fn) or "<unknown>"
-        src_lines, first = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as exc:
-        raise CompileError(f"cannot read the source of `{getattr(fn, '__name__', fn)}` ({exc}): "
-                           "acrobat models must be defined in a .py file") from exc
-    source = textwrap.dedent("".join(src_lines))
-    tree = ast.parse(source)
+    src_lines, first = source.function_lines()
+    filename = source.filename
+    tree = ast.parse(textwrap.dedent("".join(src_lines)))
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise CompileError("expected a function definition", filename, first, 0)

@@ -36,8 +36,9 @@ BENCHMARKS.md ("Kernel call cost by wrapper").
 
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
 ``acrobat.cachedir.cache_dir()/inductor`` (``$ACROBAT_CACHE_DIR`` or
-``~/.cache/acrobat``); its key includes Inductor's config, so the two
-wrappers' kernels are cached apart.
+``~/.cache/acrobat``; a folder that cannot be used is replaced by a
+temporary one with a warning, ``acrobat.cachedir.inductor_dir``); its key
+includes Inductor's config, so the two wrappers' kernels are cached apart.
 The backend runs inference only: the arena is overwritten by the next run.
 """
 
@@ -422,6 +423,7 @@ def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str]
     A graph Inductor specializes on its sizes is compiled afresh for the sizes ``graph`` hints, never taken
     from Inductor's cache, which would hand back one compiled for other sizes (``kernel_facts``). Callers
     hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
+    inductor_dir()  # a usable cache folder (a temporary one, with a warning, if the configured one is not)
     key = kernel_facts.graph_key(graph, wrapper)
     known = kernel_facts.load(key)
     use_cache = known is None or not known.get("specialized", True)
