@@ -32,7 +32,8 @@ from acrobat.codegen.blocks import block_code
 from acrobat.codegen.kernels import trace_block
 from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
-from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError, ParamError, ShapeError
+from acrobat.diagnosis import blame
+from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError, InternalError, ParamError, ShapeError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.frontend.source import SourceSnapshot
@@ -192,6 +193,11 @@ class Program(Function):
                              f"`{params[self.instance_pos]}` and {len(shared)} shared parameter(s) ({names}), "
                              f"but {call}() was given {n_shared} shared argument(s): call {fix}")
 
+    def plain(self, instance: Any, shared: tuple) -> Any:
+        """``instance`` run alone as plain Python with the shared arguments ``shared`` (as ``run`` takes them)."""
+        k = self.instance_pos
+        return self.fn(*shared[:k], instance, *shared[k:])
+
     def shared_args(self, shared: tuple) -> tuple:
         """The entry's arguments as the prologue reads them (``_A``): ``shared`` with None at the instance's place."""
         k = self.instance_pos
@@ -217,7 +223,14 @@ class Program(Function):
                 if (resolve is None) == (c.facts is None) and (resolve is None or all(
                         _fact(resolve, ref) == fact for ref, fact in c.facts.items())):  # type: ignore[union-attr]
                     return c
-            c = _compile(self, n_shared, options, resolve)
+            try:
+                c = _compile(self, n_shared, options, resolve)
+            except AcrobatError:
+                raise
+            except Exception as exc:  # the compiler's own failure on a program it should take or reject
+                raise InternalError(f"acrobat's compiler failed on program `{self.__name__}`: {type(exc).__name__}: "
+                                    f"{exc}\n  this is a bug in acrobat, please report it with the model; meanwhile "
+                                    f"the program runs as plain Python, one instance at a time") from exc
             done.append(c)
             return c
 
@@ -257,6 +270,8 @@ class Program(Function):
                 (names the program, the parameter, what is missing and the source line).
             ShapeError: an operator failed for an instance (names it and the source line).
             InstanceError: the model's host code failed for an instance (names it and the source line).
+            InternalError: acrobat failed where plain Python runs the instance (acrobat's bug; the message
+                names the instance and what gives the right result meanwhile).
             ValueError: unknown backend name.
         """
         if len(instances) == 0:
@@ -266,7 +281,13 @@ class Program(Function):
         rt.sync = sync
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             be.announce(self.__name__, sum(b.segment is None for b in c.plan.blocks.values()))
-            out = rt.run(instances, shared)
+            try:
+                out = rt.run(instances, shared)
+            except Exception as exc:  # whose failure: the model's, or acrobat's (plain Python decides)
+                judged = blame(exc, self.__name__, instances, lambda x: self.plain(x, shared), be.name)
+                if judged is exc:
+                    raise
+                raise judged from exc
         if stats is not None:
             stats.add(rt.stats)
         return out

@@ -27,6 +27,7 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 import torch
 import torch.utils._pytree as pytree
 
+from acrobat.diagnosis import mark_limit
 from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable,
@@ -338,8 +339,8 @@ class Runtime:
         block = g.block
         assert block is not None
         if g.size() > ROW_MASK:
-            raise BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most {ROW_MASK} "
-                             "are supported; run smaller batches")
+            raise mark_limit(BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most "
+                                        f"{ROW_MASK} are supported; run smaller batches"))
         try:
             if self.threads is None:
                 outs = self.kernels[block.id](g, self)

@@ -301,7 +301,7 @@ class Gen:
             options += ["break", "continue"]
         if sc.ret is not None:
             options += ["return"]
-        if self.entry and depth == 0:
+        if self.entry and depth == 1:  # the entry's own top level
             options += ["phase", "nested_def"]
         k = self.ch.pick(options)
         ind = ""
@@ -588,6 +588,7 @@ class Gen:
         return FuzzProgram(src, self.kind, dtype, options, sizes, self.features)
 
 
-def generate(ch: Chooser) -> FuzzProgram:
-    """One random program from ``ch``'s decisions (see the module docstring)."""
-    return Gen(ch).program()
+def generate(ch: Chooser, max_stmts: int = 6, max_depth: int = 3) -> FuzzProgram:
+    """One random program from ``ch``'s decisions (see the module docstring): bodies of at most ``max_stmts``
+    statements, expressions nested at most ``max_depth`` deep."""
+    return Gen(ch, max_stmts, max_depth).program()
