@@ -14,12 +14,13 @@ answer meanwhile. Errors about the call itself (``CompileError``,
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 
-from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError, InternalError, ParamError
+from acrobat.errors import AcrobatError, CompileError, InstanceError, InternalError, ParamError
 
+E = TypeVar("E", bound=Exception)
 PLAIN_TRIES = 8  # instances run alone when the failure names none
 
 
@@ -59,7 +60,8 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def mark_limit(exc: BatchError) -> BatchError:
-    """``exc`` flagged as a limit the user's call hit (too many nodes in one launch): never re-judged."""
+def mark_limit(exc: E) -> E:
+    """``exc`` flagged as a limit of acrobat the run hit, which its message explains (too many nodes in one
+    launch, an operator acrobat batches only for some values): never re-judged."""
     exc.user_limit = True  # type: ignore[attr-defined]
     return exc

@@ -107,3 +107,9 @@ class InternalError(AcrobatError):
 class KernelCacheWarning(UserWarning):
     """The kernel cache folder (``$ACROBAT_CACHE_DIR``) cannot be used; compiled kernels go to a temporary
     folder for the process instead (``acrobat.cachedir.inductor_dir``)."""
+
+
+class LimitError(ValueError):
+    """Raised inside a block by acrobat's own run-time check where its batched form would differ from what
+    PyTorch computes for these values (``acrobat.analysis.ragged.row_operands``); reported as a
+    ``ShapeError`` naming the instance and the model line, and what to write instead."""

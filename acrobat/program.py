@@ -577,10 +577,9 @@ def _slot_site(slots: SharedSlots, i: int) -> tuple[ir.Loc | None, str]:
         return d.expr.loc, d.spec.fn.source_lines.get(d.expr.loc.line, "")
     if d.parts:
         return _slot_site(slots, d.parts[0])
-    want = SharedK(d.ref)
     sites = [(e.loc.file, e.loc.line, e.loc.col, spec.fn.source_lines.get(e.loc.line, ""))
              for spec in slots.owners.values() for s in ir.walk_stmts(spec.fn.body) for root in ir.stmt_exprs(s)
-             for e in ir.walk(root) if spec.kinds.get(e.nid) == want]
+             for e in ir.walk(root) if isinstance(k := spec.kinds.get(e.nid), SharedK) and k.ref == d.ref]
     if not sites:
         return None, ""
     file, line, _, text = min(sites)

@@ -444,9 +444,8 @@ class _Lowerer:
                 for c in [*e.args, *e.kwargs.values()]:
                     visit(c)
                 return
-            ref = k.ref if isinstance(k, SharedK) else self.host_path(e)
-            if ref is not None:  # a shared value, or host data read from one (`p.heads`): passed once per launch
-                slot = self.slots.slot(ref, self.spec)
+            if isinstance(k, SharedK):  # a shared tensor or host data (`p.heads`): passed once per launch (§5.1)
+                slot = self.slots.slot(k.ref, self.spec)
                 self.subst[e.nid] = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
                 return
             if isinstance(e, ir.Name) and e.id not in defined:
@@ -505,7 +504,9 @@ class _Lowerer:
             params.insert(0, BlockParam("_row", "host", expr=ir.Const(stmts[0].loc, 0)))
         # a hoisted block runs one level above its deepest input (App. A.1)
         inputs = [sdepth_of(self.kind(p.expr)) for p in params if p.role == "tensor"]  # type: ignore[arg-type]
-        sdepth = 1 + max((d for d in inputs if d is not None), default=-1) if is_static else None
+        if None in inputs:  # a recursion-dependent input (read for its shape, `torch.zeros(x.shape[0])`)
+            is_static = False
+        sdepth = 1 + max(inputs, default=-1) if is_static else None  # type: ignore[type-var]
         read_outside = self.reads_outside(stmts)
         outputs = [n for s in stmts for n in s.target.names() if n in read_outside]
         outputs = list(dict.fromkeys(outputs))
@@ -520,25 +521,6 @@ class _Lowerer:
         name = ir.Name(e.loc, e.id)
         self.spec.kinds[name.nid] = self.kind(e)
         return name
-
-    def host_path(self, e: ir.Expr) -> tuple | None:
-        """The shared reference of host data read by a path into a shared argument (``p.heads``,
-        ``p.sizes[0]``): the same for every instance of a run, so a block takes it unbatched (§5.1)."""
-        if self.kind(e) is not HOST:
-            return None
-        steps: list[tuple[str, object]] = []
-        while isinstance(e, (ir.Attr, ir.Subscript)):
-            if isinstance(e, ir.Attr):
-                steps.append((".", e.attr))
-            elif isinstance(e.index, ir.Const):
-                steps.append(("[", e.index.value))
-            else:
-                return None
-            e = e.obj
-        k = self.kind(e)
-        if not steps or not isinstance(k, SharedK) or k.ref[0] != "arg":
-            return None
-        return k.ref + tuple(reversed(steps))
 
     def item_of(self, e: ir.Name, j: int) -> ir.Subscript:
         """``e[j]`` of a tuple variable ``e``, of the kind of its item ``j``."""

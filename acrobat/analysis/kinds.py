@@ -76,9 +76,14 @@ class TensorK(Kind):
 
 @dataclass(frozen=True)
 class SharedK(Kind):
-    """A value shared by all instances and calls; ``ref`` names it (see ``describe_ref``)."""
+    """A value shared by all instances and calls; ``ref`` names it (see ``describe_ref``).
+
+    ``host``: it is plain Python data (``p.steps``, ``p.dropout``: ``shared_fact``), which host code uses as
+    host data and blocks take unbatched, once per launch (parameter reuse, §5.1), like a shared tensor.
+    """
 
     ref: tuple  # ("arg", i, *path) for a parameter, ("expr", spec, nid) for an op over shared values
+    host: bool = False
 
     def __str__(self) -> str:
         return f"shared {describe_ref(self.ref)}"
@@ -199,8 +204,25 @@ def has_tensor(k: Kind) -> bool:
 
 
 def has_shared(k: Kind) -> bool:
-    """True when ``k`` is or contains a shared value."""
-    return contains(k, SharedK)
+    """True when ``k`` is or contains a shared value that is not plain host data (a tensor, a module)."""
+    if isinstance(k, SharedK):
+        return not k.host
+    return contains(k, SharedK) and any(has_shared(i) for i in _items(k))
+
+
+def is_host(k: Kind) -> bool:
+    """Host data: per-instance, or the same for every instance (``SharedK.host``)."""
+    return isinstance(k, HostK) or isinstance(k, SharedK) and k.host
+
+
+def _items(k: Kind) -> tuple[Kind, ...]:
+    if isinstance(k, ListK):
+        return (k.elem,)
+    if isinstance(k, (TupleK, DictK)):
+        return k.items
+    if isinstance(k, OptionalK):
+        return (k.inner,)
+    return ()
 
 
 def sdepth_of(k: Kind) -> int | None:
@@ -229,6 +251,12 @@ def join(a: Kind, b: Kind) -> Kind:
         return a
     if a is BOTTOM:
         return b
+    if is_host(a) and is_host(b):  # host data, the same for every instance or not
+        return HOST
+    if isinstance(a, SharedK) and a.host or isinstance(b, SharedK) and b.host:
+        other = b if isinstance(a, SharedK) and a.host else a
+        if not isinstance(other, (NoneK, OptionalK)):
+            raise KindConflict(f"{a} vs {b}")
     if isinstance(a, NoneK) or isinstance(b, NoneK):  # None meets something else
         other = b if isinstance(a, NoneK) else a
         if type(other) is HostK:
@@ -388,7 +416,7 @@ class _Analyzer:
             if value is not UNRESOLVED:
                 self.facts[ref] = shared_fact(value)
                 if self.facts[ref] == "host":
-                    return HOST
+                    return SharedK(ref, host=True)
         return SharedK(ref)
 
     def set_var(self, node: ir.Stmt | ir.Expr, name: str, k: Kind) -> None:
@@ -440,8 +468,10 @@ class _Analyzer:
             parts = [HOST] * len(items)  # unpacking a dict gives its keys
         elif isinstance(k, ListK):
             parts = [k.elem] * len(items)
+        elif isinstance(k, SharedK) and k.ref[0] == "arg":
+            parts = [self.shared_path(k.ref + (("[", i),)) for i in range(len(items))]
         elif isinstance(k, SharedK):
-            parts = [SharedK(k.ref + (("[", i),)) for i in range(len(items))]
+            parts = [SharedK(k.ref + (("[", i),), k.host) for i in range(len(items))]
         elif k is BOTTOM:
             parts = [BOTTOM] * len(items)
         else:  # host data, or a tensor operator returning several tensors (torch.chunk)
@@ -741,6 +771,10 @@ class _Analyzer:
                 return HOST
             self.spec.ops.add(e.nid)
             return TensorK(0)
+        if host_result and any(isinstance(k, SharedK) for k in kinds) and all(
+                _shared_operand(x, k) or _is_const(x) for k, x in zip(kinds, operands)):
+            self.spec.shared_ops.add(e.nid)  # `p.rate * 0.5`: host data the same for every instance, once per run
+            return SharedK(("expr", self.spec.name, e.nid), host=True)
         if host_result:
             return HOST
         if all(_is_const(x) for x in operands):
@@ -807,7 +841,7 @@ class _Analyzer:
                 return ListK(elem)
             case ir.BinOp(op=op, left=a, right=b):
                 ka, kb = self.expr(a), self.expr(b)
-                if e.inplace and isinstance(ka, (TensorK, SharedK)):
+                if e.inplace and (isinstance(ka, TensorK) or has_shared(ka)):
                     raise self.error(e, f"`{op}=` updates a tensor in place (in PyTorch every tensor sharing its "
                                         "memory changes too, a model parameter included): acrobat does not batch "
                                         f"in-place updates; write `x = x {op} y`")
@@ -1228,6 +1262,8 @@ def _none_test(t: ir.Expr) -> tuple[set[str], set[str]]:
 def _lifted(k: Kind) -> Kind:
     """``k`` with every shared value in it per-instance (what ``_rt.lift`` makes of it)."""
     match k:
+        case SharedK(host=True):
+            return HOST
         case SharedK():
             return TensorK(LIFTED_DEPTH)
         case ListK(elem=elem):

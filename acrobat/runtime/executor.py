@@ -28,7 +28,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from acrobat.diagnosis import mark_limit
-from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
+from acrobat.errors import AcrobatError, BatchError, InstanceError, LimitError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable,
                                  group_key, handle_matrix, new_dfg)
@@ -145,9 +145,9 @@ class Runtime:
         op = block.segment
         assert op is not None
         if not rows:
-            raise InstanceError(f"instance {self.dfg.inst}: {op.op} over an empty list of tensors (torch.stack of an "
-                                f"empty list fails; sum() of one is the int 0, which acrobat cannot batch with "
-                                f"tensors)\n{block.where()}", self.dfg.inst)
+            raise mark_limit(InstanceError(f"instance {self.dfg.inst}: {op.op} over an empty list of tensors "
+                                           f"(torch.stack of an empty list fails; sum() of one is the int 0, which "
+                                           f"acrobat cannot batch with tensors)\n{block.where()}", self.dfg.inst))
         g = self.dfg.group(depth, block.id)
         first = len(g.tensor_buf) // 8
         row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows) - g.base
@@ -411,8 +411,9 @@ class Runtime:
             try:
                 block.fn(*values, *self.shared[block.id])
             except Exception as e:  # noqa: BLE001 - reported with its location
-                return ShapeError(f"instance {inst}: {type(e).__name__}: {e}\n{_failing_line(block, e).where()}\n"
-                                  f"  (static block {block.name})", instance=inst)
+                err = ShapeError(f"instance {inst}: {type(e).__name__}: {e}\n{_failing_line(block, e).where()}\n"
+                                 f"  (static block {block.name})", instance=inst)
+                return mark_limit(err) if isinstance(e, LimitError) else err
         for j, p in enumerate(block.params):
             shapes = [tuple(v[j].shape) for v in per_instance]
             if len(set(shapes)) > 1:

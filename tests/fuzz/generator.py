@@ -95,7 +95,8 @@ class Gen:
             "var", "h0", "emb", "tanh_lin", "sigmoid", "mul", "add", "sub", "relu", "scale", "gru", "linear",
             "stack_sum", "stack_mean", "stack_max", "attention", "list_item", "dict_item", "pair_item",
             "optional_or", "ifexp", "inline_read", "host_scale", "cell", "where", "stacked_weight", "cat_lin",
-            "chunk", "dot_scale", "clamp", "lstm_h", "softmax_rows"]
+            "chunk", "dot_scale", "clamp", "lstm_h", "softmax_rows", "sum_list", "stack_index", "zeros_shape",
+            "rec_call", "no_grad_exp"]
         k = self.ch.pick(options)
         sub = lambda: self.tensor(sc, d + 1)  # noqa: E731
         if k == "var":
@@ -163,7 +164,25 @@ class Gen:
             return f"({sub()} * {self.float(sc, d + 1)})"
         if k == "cell" and self.cells:
             self.feat("function call")
-            return f"{self.ch.pick(self.cells)}({sub()}, {sub()}, p)"
+            extra = self.ch.pick(["", ", s=0.5", ", 0.25"])
+            if extra:
+                self.feat("keyword/default arguments")
+            return f"{self.ch.pick(self.cells)}({sub()}, {sub()}, p{extra})"
+        if k == "sum_list" and lst:
+            self.feat("sum of a list")
+            return f"sum({lst})"
+        if k == "stack_index" and lst:
+            self.feat("stacked list indexing")
+            return f"torch.stack({lst})[{self.ch.pick(['0', '-1'])}]"
+        if k == "zeros_shape":
+            self.feat("shape in a tensor expression")
+            x = sub()
+            return f"({x} + torch.zeros({x}.shape[0], dtype={x}.dtype))"
+        if k == "rec_call" and self.entry and self.kind != "seq":
+            self.feat("recursion in a loop")
+            return "rec(inst, p)"
+        if k == "no_grad_exp":
+            return f"torch.exp(-{sub()}.abs())"
         if k == "where":
             x = sub()
             return f"torch.where({x} > 0, {x}, {sub()})"
@@ -186,7 +205,7 @@ class Gen:
     def int(self, sc: Scope, d: int = 0) -> str:
         """An expression of type I (a host int, small)."""
         options = ["const", "var"] if d >= self.max_depth else [
-            "const", "var", "plus", "len", "argmax", "word", "mod", "minmax", "helper", "steps"]
+            "const", "var", "plus", "len", "argmax", "word", "mod", "minmax", "helper", "steps", "shape"]
         k = self.ch.pick(options)
         if k == "var":
             return self.var(sc, "I") or str(self.ch.int(0, 3))
@@ -209,6 +228,10 @@ class Gen:
             return f"clip({self.int(sc, d + 1)})"
         if k == "steps":
             return "p.steps"
+        if k == "shape":
+            self.feat("shape read")
+            x = self.tensor(sc, d + 1)
+            return self.ch.pick([f"{x}.shape[0]", f"{x}.size(0)", f"len({x})"])
         return str(self.ch.int(0, 3))
 
     def float(self, sc: Scope, d: int = 0) -> str:
@@ -230,7 +253,7 @@ class Gen:
         """A test for ``if``/``while``/``a if c else b``: host data, or a tensor's value (a value read, §4.2)."""
         options = ["int_cmp", "int_mod"] if d >= self.max_depth else [
             "int_cmp", "int_mod", "leaf", "len", "none", "tensor_gt", "float_gt", "bool_read", "argmax_eq",
-            "and", "or", "not", "item_gt"]
+            "and", "or", "not", "item_gt", "isinstance"]
         k = self.ch.pick(options)
         c = self.ch.pick(["0", "1", "2"])
         if k == "leaf" and sc.node is not None and self.kind == "tree":
@@ -251,6 +274,8 @@ class Gen:
                     "item_gt": f"{x}.mean().item() < {t}"}[k]
         if k in ("and", "or"):
             return f"({self.cond(sc, d + 1)} {k} {self.cond(sc, d + 1)})"
+        if k == "isinstance":
+            return f"isinstance({self.int(sc, d + 1)}, int)"
         if k == "not":
             return f"not ({self.cond(sc, d + 1)})"
         if k == "int_mod":
@@ -296,7 +321,9 @@ class Gen:
         options = ["assign", "new_tensor", "int", "append", "value_read", "float"]
         if nested:
             options += ["if", "for_range", "for_list", "while", "comprehension", "call_visit"]
-        options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert"]
+        options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert", "setitem", "insert", "pop"]
+        if nested:
+            options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop"]
         if sc.loop:
             options += ["break", "continue"]
         if sc.ret is not None:
@@ -390,6 +417,41 @@ class Gen:
             sc.vars[first] = "T"
             sc.vars[rest] = "LE"  # may be empty: only its length is read
             return [line, self.new_int(sc, f"len({rest})")]
+        if k in ("setitem", "insert", "pop"):
+            lists = [x for x in sc.of("L") if x not in sc.frozen]
+            if lists:
+                self.feat("list " + k)
+                lst = self.ch.pick(lists)
+                if k == "setitem":
+                    return [f"{lst}[{self.ch.pick(['0', '-1'])}] = {self.tensor(sc)}"]
+                if k == "insert":
+                    return [f"{lst}.insert(0, {self.tensor(sc)})"]
+                return [f"if len({lst}) > 1:", f"    {lst}.pop()"]
+            return self.stmt(sc, depth)
+        if k in ("zip_loop", "reversed_loop", "stacked_loop") and sc.of("L"):
+            inner = sc.copy()
+            inner.loop = True
+            for name, ty in sc.vars.items():
+                if ty == "L":
+                    inner.frozen.add(name)
+            a, b = self.fresh("x"), self.fresh("y")
+            inner.vars[a] = "T"
+            if k == "zip_loop":
+                inner.vars[b] = "T"
+            src = self.ch.pick(sc.of("L"))
+            if k == "zip_loop":
+                self.feat("zip")
+                head = f"for {a}, {b} in zip({src}, {self.ch.pick(sc.of('L'))}):"
+            elif k == "reversed_loop":
+                self.feat("reversed")
+                head = f"for {a} in reversed({src}):"
+            else:
+                self.feat("loop over a stacked list")
+                head = f"for {a} in torch.stack({src}):"
+            return [head, *("    " + x for x in self.body(inner, depth + 1, self.ch.int(1, 3)))]
+        if k == "no_grad":
+            self.feat("with no_grad")
+            return ["with torch.no_grad():", *("    " + x for x in self.body(sc, depth + 1, self.ch.int(1, 2)))]
         if k == "assert":
             return [f"assert abs({self.int(sc)}) >= 0"]
         if k == "phase":
@@ -486,9 +548,10 @@ class Gen:
         name, a = self.fresh("inner"), self.fresh("a")
         inner = Scope({a: "T"})
         body = self.tensor(inner)
+        arg = self.tensor(sc)
         res = self.fresh("t")
         sc.vars[res] = "T"
-        return [f"def {name}({a}):", f"    return {body}", f"{res} = {name}({self.tensor(sc)})"]
+        return [f"def {name}({a}):", f"    return {body}", f"{res} = {name}({arg})"]
 
     # -- functions ---------------------------------------------------------------------
     def function(self, header: str, sc: Scope, prologue: list[str], epilogue: list[str], ret: str) -> list[str]:
@@ -501,10 +564,11 @@ class Gen:
     def cell_fn(self) -> None:
         """A tensor cell ``cellK(x, h, p)``: straight-line or branching tensor code."""
         name = self.fresh("cell")
-        sc = Scope({"x": "T", "h": "T"}, ret="T")
+        sc = Scope({"x": "T", "h": "T", "s": "F"}, ret="T")
         saved = self.cells
         self.cells = list(saved)  # a cell calls only earlier cells: no recursion through cells
-        lines = ["@ab.function", f"def {name}(x, h, p):", *("    " + s for s in self.body(sc, 1, self.ch.int(1, 3)))]
+        lines = ["@ab.function", f"def {name}(x, h, p, s=1.0):",
+                 *("    " + s for s in self.body(sc, 1, self.ch.int(1, 3)))]
         lines.append(f"    return {self.tensor(sc)}")
         self.cells = saved + [name]
         self.helpers.append("\n".join(lines))
