@@ -37,7 +37,7 @@ from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.frontend.source import SourceSnapshot
-from acrobat.runtime.backend import choose_backend, get_backend
+from acrobat.runtime.backend import check_trains, choose_backend, get_backend
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.plan import Plan
 from acrobat.runtime.segments import SegmentKernel
@@ -249,7 +249,8 @@ class Program(Function):
             instances: the mini-batch (e.g. trees, token lists); not empty.
             shared: the model parameters, passed to every instance.
             backend: kernel backend name: ``"auto"`` (default: ``"eager"`` while autograd records,
-                i.e. grad mode is on and a shared parameter requires grad, else ``"compiled"``),
+                i.e. grad mode is on and a shared parameter or a tensor inside an instance requires
+                grad, else ``"compiled"``),
                 ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
                 profile-guided gather fusion; inference only; the first run compiles, with a line on
                 stderr), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
@@ -264,6 +265,7 @@ class Program(Function):
             equal to running ``self(instance, *shared)`` alone.
 
         Raises:
+            AcrobatError: a compiled backend named while autograd would record (it runs inference only).
             BatchError: empty batch, or not as many shared arguments as the entry takes.
             CompileError: see ``compile``.
             ParamError: a shared argument lacks an attribute or item the model reads
@@ -277,7 +279,7 @@ class Program(Function):
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
         self.check_arity(len(shared))
-        c, be, rt = self._start(shared, backend, options or self.options)
+        c, be, rt = self._start(instances, shared, backend, options or self.options)
         rt.sync = sync
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             be.announce(self.__name__, sum(b.segment is None for b in c.plan.blocks.values()))
@@ -306,14 +308,17 @@ class Program(Function):
     def runtime(self, *shared: Any, backend: str = "eager", options: Options | None = None) -> Runtime:
         """A fresh ``Runtime`` for one batched run with ``backend``'s kernels (cached per backend and options);
         ``"auto"`` picks as ``run`` does."""
-        return self._start(shared, backend, options or self.options)[2]
+        return self._start((), shared, backend, options or self.options)[2]
 
-    def _start(self, shared: tuple, backend: str, options: Options) -> tuple[Compiled, Backend, Runtime]:
-        """The compiled program, the backend picked for ``shared`` (``"auto"`` resolved) and a fresh
-        ``Runtime`` over that backend's kernels and this run's shared values."""
+    def _start(self, instances: Sequence, shared: tuple, backend: str,
+               options: Options) -> tuple[Compiled, Backend, Runtime]:
+        """The compiled program, the backend picked for ``instances`` and ``shared`` (``"auto"`` resolved,
+        a backend that cannot train refused under autograd) and a fresh ``Runtime`` over that backend's
+        kernels and this run's shared values."""
         c = self.compile(len(shared), options, shared)
         slots = c.plan.prologue(self.shared_args(shared))
-        be, kernels = self._backend(choose_backend(backend, slots), c, len(shared), options)
+        be, kernels = self._backend(choose_backend(backend, slots, instances), c, len(shared), options)
+        check_trains(be, slots, instances)
         rt = Runtime(c.plan, kernels, slots, arena=be.arena, threads=be.threads)
         rt.stats.backend = be.name
         return c, be, rt
