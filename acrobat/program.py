@@ -39,6 +39,7 @@ from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.backend import check_trains, choose_backend, get_backend
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
+from acrobat.runtime.lookup import sparse_grads as lookup_grads
 from acrobat.runtime.plan import Plan
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
@@ -242,7 +243,7 @@ class Program(Function):
         return "\n".join(parts)
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
-            stats: RunStats | None = None, sync: bool = False) -> list:
+            stats: RunStats | None = None, sync: bool = False, sparse_grads: bool = False) -> list:
         """Run a batch of instances with auto-batching; per-instance results, in order.
 
         Args:
@@ -259,6 +260,11 @@ class Program(Function):
             stats: if given, the run's figures are added to it.
             sync: synchronize the GPU around timed regions, so ``stats`` splits
                 time correctly on CUDA (profiling; slower).
+            sparse_grads: an embedding lookup ``W[i]`` (a shared 2-D weight indexed by a per-instance
+                int) gives ``W`` a sparse COO gradient holding only the rows looked up, as
+                ``nn.Embedding(sparse=True)`` does (``acrobat.runtime.lookup``); the optimizer must take
+                sparse gradients for it (``torch.optim.SparseAdam``, ``Adagrad``). Off: the dense
+                gradient plain PyTorch gives.
 
         Returns:
             One result per instance: tensors (or tuples/lists of them)
@@ -284,7 +290,8 @@ class Program(Function):
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             be.announce(self.__name__, sum(b.segment is None for b in c.plan.blocks.values()))
             try:
-                out = rt.run(instances, shared)
+                with lookup_grads(sparse_grads):
+                    out = rt.run(instances, shared)
             except Exception as exc:  # whose failure: the model's, or acrobat's (plain Python decides)
                 judged = blame(exc, self.__name__, instances, lambda x: self.plain(x, shared), be.name)
                 if judged is exc:

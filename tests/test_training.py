@@ -183,3 +183,63 @@ def test_dropout_in_training_draws_per_instance_and_backpropagates_through_its_m
     weighted_sum([h for _, h in out]).backward()
     sum(weighted_sum(torch.tanh((plain.emb[2] * m / 0.5) @ plain.W)) for m in masks).backward()
     assert_same_grads(p, plain, torch.float32)
+
+
+# ------------------------------------------------------------------ sparse embedding gradients
+
+
+def test_sparse_grads_hold_only_the_rows_looked_up(dataset):
+    """``sparse_grads=True``: the table's gradient is sparse COO with one row per leaf looked up, equal
+    (densified) to the dense gradient; every other gradient is unchanged."""
+    spec = MODELS["treelstm"]
+    trees = dataset.trees[:5]
+    sparse, dense = spec.make_params(len(dataset.vocab), 8, 0), spec.make_params(len(dataset.vocab), 8, 0)
+    weighted_sum(spec.program.run(trees, sparse, sparse_grads=True)).backward()
+    weighted_sum(spec.program.run(trees, dense)).backward()
+    assert sparse.emb.grad.is_sparse and not dense.emb.grad.is_sparse
+    assert sparse.emb.grad._nnz() == sum(len(t.leaves()) for t in trees)
+    assert_same_grads(sparse, dense, torch.float32)
+
+
+class EmbParams(nn.Module):
+    def __init__(self, sparse: bool) -> None:
+        super().__init__()
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            self.emb = nn.Embedding(9, 6, sparse=sparse)
+            self.W = nn.Parameter(torch.randn(6, 6))
+
+
+@ab.program
+def embed_sum(tokens, p):
+    h = torch.zeros(6)
+    for t in tokens:
+        h = torch.tanh(p.emb(torch.tensor(t)) + h @ p.W)
+    return h
+
+
+@ab.program
+def last_row(tok, p):
+    return torch.tanh(p.W[tok - 10])  # a negative index for tok < 10: rows counted from the end
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_nn_embedding_keeps_its_gradient_layout(sparse):
+    """``nn.Embedding(sparse=...)`` in a model: the batched run's gradient has the layout and values
+    plain PyTorch gives."""
+    p, plain = EmbParams(sparse), EmbParams(sparse)
+    batch = [[1, 2, 3], [4], [1, 1, 8, 0]]
+    weighted_sum(embed_sum.run(batch, p, backend="eager")).backward()
+    sum(weighted_sum(embed_sum(x, plain)) for x in batch).backward()
+    assert p.emb.weight.grad.is_sparse == plain.emb.weight.grad.is_sparse == sparse
+    assert_same_grads(p, plain, torch.float32)
+
+
+def test_sparse_lookup_counts_negative_indices_from_the_end():
+    p, plain = EmbParams(False), EmbParams(False)
+    batch = [5, 12, 15, 7]
+    out = last_row.run(batch, p, backend="eager", sparse_grads=True)
+    weighted_sum(out).backward()
+    sum(weighted_sum(last_row(x, plain)) for x in batch).backward()
+    assert p.W.grad.is_sparse
+    assert_same_grads(p, plain, torch.float32)
