@@ -321,6 +321,9 @@ def train(cfg: TrainConfig) -> dict:
                                                     best_epoch, bad_evals, ckpt, lead)
         if stop or bad_evals >= cfg.patience:
             break
+    if not log["curve"] or log["curve"][-1]["step"] != step:  # steps since the last evaluation: evaluate them
+        best, best_epoch, bad_evals = _evaluate(task, cfg, params, splits, log, epoch, step, train_s, best,
+                                                best_epoch, bad_evals, ckpt, lead)
     if ddp is not None:
         ddp.barrier()
     state = torch.load(ckpt, weights_only=False)

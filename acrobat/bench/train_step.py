@@ -136,6 +136,8 @@ class StepResult:
 
 @dataclass
 class TrainComparison:
+    """Every system's training step on one (model, batch size) configuration."""
+
     model: str
     batch_size: int
     hidden: int
