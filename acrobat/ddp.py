@@ -17,7 +17,8 @@ loss normalised by its tree count, as one process would compute it.
 - A global batch with fewer trees than processes leaves some process
   without a shard: it skips the step, and
   ``torch.distributed.algorithms.Join`` shadows its collectives
-  (``DDPTrainer.join``).
+  (``DDPTrainer.join``); after that epoch every process takes rank 0's
+  weights and optimizer state (``sync_from_lead``), so they go on alike.
 - Timing per step: ``straggler_ms``, the time a process waits at the
   first gradient all-reduce for the slowest process's forward (from every
   process's forward times, gathered at the end), and ``allreduce_ms``, from
@@ -142,6 +143,27 @@ class DDPTrainer:
 
     def barrier(self) -> None:
         dist.barrier()
+
+    def sync_from_lead(self, params: nn.Module, optimizers: Sequence[torch.optim.Optimizer]) -> None:
+        """Rank 0's weights and optimizer state on every process (a collective). Called after an epoch whose
+        last global batch left some process without a shard: that process skipped the step under ``Join``
+        (DDP syncs the weights when the join ends, not the optimizer's state). Rank 0 never lacks a shard:
+        ``shard_by_nodes`` gives it the first tree."""
+        with torch.no_grad():
+            for p in params.parameters():
+                dist.broadcast(p.data, src=0)
+        for opt in optimizers:
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    for v in opt.state[p].values():
+                        if isinstance(v, torch.Tensor):
+                            dist.broadcast(v, src=0)
+
+    def agree(self, flag: bool) -> bool:
+        """Rank 0's ``flag`` on every process (a broadcast: a collective, called by all outside ``join``)."""
+        t = torch.tensor([int(flag)])
+        dist.broadcast(t, src=0)
+        return bool(t.item())
 
     def describe(self) -> dict:
         return {"world": self.world, "backend": dist.get_backend(), "find_unused_parameters": True,

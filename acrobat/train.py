@@ -16,12 +16,15 @@ to ``--out``, and redraws ``MODEL-dev-accuracy.png`` from every run of
 the model there, so systems' curves lie on one plot.
 
 With ``--ddp`` (under ``torchrun``) each process trains on its shard of
-every global batch (``acrobat.ddp``).
+every global batch (``acrobat.ddp``); every process evaluates dev itself
+(the weights are the same after each all-reduce, so their early-stopping
+decisions agree) and rank 0 writes the files.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -171,9 +174,6 @@ class TrainOptimizer:
     def zero_grad(self) -> None:
         self.params.zero_grad(set_to_none=True)
 
-    def state_dict(self) -> list[dict]:
-        return [opt.state_dict() for opt in self.parts]
-
 
 class Unavailable(Exception):
     """A system that cannot run this recipe here, with the reason."""
@@ -298,7 +298,7 @@ def train(cfg: TrainConfig) -> dict:
         bar = tqdm(batches, desc=f"epoch {epoch}", disable=not (cfg.progress and lead), unit="step",
                    dynamic_ncols=True, file=sys.stderr)
         running, t_epoch = None, time.perf_counter()
-        with (ddp.join() if ddp is not None else _nullcontext()):
+        with (ddp.join() if ddp is not None else contextlib.nullcontext()):
             for batch in bar:
                 t0 = time.perf_counter()
                 loss = _step(batch, task, logits_fn, opt, times, ddp)
@@ -307,7 +307,7 @@ def train(cfg: TrainConfig) -> dict:
                 if loss is not None:
                     running = loss if running is None else 0.95 * running + 0.05 * loss
                 bar.set_postfix(loss=f"{running or 0:.3f}", steps_s=f"{bar.n / max(time.perf_counter() - t_epoch, 1e-9):.2f}")
-                if train_s > cfg.max_minutes * 60:
+                if train_s > cfg.max_minutes * 60 and ddp is None:  # under DDP: checked at the epoch's end
                     stop = True
                     break
                 if cfg.eval_every and step % cfg.eval_every == 0 and ddp is None:
@@ -316,10 +316,15 @@ def train(cfg: TrainConfig) -> dict:
         bar.close()
         if ddp is not None:
             ddp.barrier()
+            if len(batches[-1]) < ddp.world:  # a process skipped the last step: rank 0's state for all
+                ddp.sync_from_lead(params, opt.parts)
         if not cfg.eval_every or ddp is not None:
             best, best_epoch, bad_evals = _evaluate(task, cfg, params, splits, log, epoch, step, train_s, best,
                                                     best_epoch, bad_evals, ckpt, lead)
-        if stop or bad_evals >= cfg.patience:
+        stop = stop or bad_evals >= cfg.patience or train_s > cfg.max_minutes * 60
+        if ddp is not None:
+            stop = ddp.agree(stop)  # rank 0's decision, so every process leaves the loop together
+        if stop:
             break
     if not log["curve"] or log["curve"][-1]["step"] != step:  # steps since the last evaluation: evaluate them
         best, best_epoch, bad_evals = _evaluate(task, cfg, params, splits, log, epoch, step, train_s, best,
@@ -343,14 +348,6 @@ def train(cfg: TrainConfig) -> dict:
     if ddp is not None:
         ddp.close()
     return log
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def _step(batch: list[Tree], task: Task, logits_fn: Callable, opt: TrainOptimizer, times: StepTimes,
@@ -451,7 +448,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                    help=f"stop after this many evaluations without a better dev accuracy (default {d.patience})")
     p.add_argument("--max-minutes", type=float, default=d.max_minutes,
                    help=f"stop after this much training time (default {d.max_minutes})")
-    p.add_argument("--eval-every", type=int, default=0, help="evaluate on dev every N steps (default: each epoch)")
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate on dev every N steps (default, and with "
+                   "--ddp: each epoch)")
     p.add_argument("--limit", type=int, help="use only the first N training trees")
     p.add_argument("--dense-grads", action="store_true",
                    help="acrobat: dense embedding gradients and whole-table updates (as plain PyTorch)")

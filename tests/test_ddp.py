@@ -5,7 +5,8 @@ embedding gradients on), DDP all-reduces; after each step each process's
 gradients must equal those of one process over the whole global batch (loss
 normalised by the global tree count), to 1e-6, including a parameter one
 shard does not reach, one no shard reaches (``grad`` stays ``None``) and a
-last global batch with fewer trees than processes (``Join``).
+last global batch with fewer trees than processes (``Join``); after Adagrad
+steps every process holds the single process's weights.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from acrobat.data.synthetic import synthetic_trees
 from acrobat.data.tree import Tree
 from acrobat.ddp import DDPTrainer, shard_by_nodes
 from acrobat.models.treelstm import TreeLSTMParams
-from acrobat.train import TASKS, node_logits_fn
+from acrobat.train import TASKS, TrainOptimizer, node_logits_fn
 
 VOCAB, HIDDEN, WORLD = 40, 6, 2
 
@@ -39,6 +40,9 @@ def global_batches() -> list[list[Tree]]:
     c = [_leaf(5, 0), _leaf(5, 2)]
     b = [synthetic_trees(1, seed=8, vocab_size=VOCAB)[0]]
     return [a, c, b]
+
+
+NEXT_EPOCH = [_leaf(3, 2), _leaf(9, 0)]
 
 
 def make_params() -> TreeLSTMParams:
@@ -58,6 +62,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     trainer = DDPTrainer.from_env()
     params = make_params()
     fn = trainer.wrap(params, node_logits_fn(TASKS["treelstm"], "acrobat", params, sparse_grads=True), [params.emb])
+    opt = TrainOptimizer(params, "adagrad", 0.1, 0.0)
     with trainer.join():
         for k, batch in enumerate(global_batches()):
             shard, scale = trainer.shard(batch)
@@ -68,7 +73,14 @@ def _worker(rank: int, port: int, out: str) -> None:
             trainer.account(1.0)
             torch.save({n: None if p.grad is None else p.grad.to_dense() for n, p in params.named_parameters()},
                        os.path.join(out, f"rank{rank}-step{k}.pt"))
-            params.zero_grad(set_to_none=True)
+            opt.step()
+            opt.zero_grad()
+    trainer.sync_from_lead(params, opt.parts)  # the last batch left rank 1 without a shard
+    with trainer.join():  # one more step: with rank 0's optimizer state, rank 1 updates as rank 0 does
+        shard, scale = trainer.shard(NEXT_EPOCH)
+        step_loss(fn, shard, scale).backward()
+        opt.step()
+    torch.save(params.state_dict(), os.path.join(out, f"rank{rank}-final.pt"))
     assert set(trainer.timing()) == {"straggler_ms", "allreduce_ms"}
     trainer.close()
 
@@ -95,8 +107,9 @@ def test_two_processes_give_the_single_process_gradient(tmp_path):
         if "gloo" in str(exc).lower() and "connect" in str(exc).lower():
             pytest.skip(f"gloo cannot connect on loopback here: {exc}")
         raise
+    params = make_params()
+    opt = TrainOptimizer(params, "adagrad", 0.1, 0.0)
     for k, batch in enumerate(global_batches()):
-        params = make_params()
         step_loss(lambda trees: torch.stack([x for t in trees for x in TASKS["treelstm"].program(t, params)]),
                   batch, 1.0 / len(batch)).backward()
         expected = {n: p.grad for n, p in params.named_parameters()}
@@ -108,4 +121,12 @@ def test_two_processes_give_the_single_process_gradient(tmp_path):
                 assert (got[name] is None) == (g is None), f"step {k} rank {r} {name}"
                 if g is not None:
                     torch.testing.assert_close(got[name], g, rtol=1e-6, atol=1e-6, msg=f"step {k} rank {r} {name}")
+        opt.step()
+        opt.zero_grad()
     assert expected["U_iou"] is not None  # the last batch reaches every weight
+    step_loss(lambda trees: torch.stack([x for t in trees for x in TASKS["treelstm"].program(t, params)]),
+              NEXT_EPOCH, 1.0 / len(NEXT_EPOCH)).backward()
+    opt.step()
+    for r in range(WORLD):  # every process ends with the single process's weights (and went on alike)
+        torch.testing.assert_close(torch.load(tmp_path / f"rank{r}-final.pt"), params.state_dict(), rtol=1e-6,
+                                   atol=1e-6)
