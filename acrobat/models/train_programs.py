@@ -71,12 +71,12 @@ def mvrnn_nodes(tree, p):
 
 
 @ab.function
-def birnn_states(tokens, emb, d, rate):
+def birnn_states(tokens, p, d):
     """States after each token (H,) of one direction ``d`` (an ``RNNDirection``), dropout on the inputs."""
     h = d.h0
     states = []
     for tok in tokens:
-        h = torch.tanh(F.dropout(emb[tok], rate, training=True) @ d.W + d.b + h @ d.U)
+        h = torch.tanh(F.dropout(p.emb[tok], p.dropout, training=True) @ d.W + d.b + h @ d.U)
         states.append(h)
     return states
 
@@ -84,8 +84,7 @@ def birnn_states(tokens, emb, d, rate):
 @ab.program
 def birnn_nodes(tokens, p):
     """Logits (C,) of every token, then of the sentence (from both directions' final states)."""
-    fw, bw = ab.concurrent(birnn_states(tokens, p.emb, p.fwd, p.dropout),
-                           birnn_states(list(reversed(tokens)), p.emb, p.bwd, p.dropout))
+    fw, bw = ab.concurrent(birnn_states(tokens, p, p.fwd), birnn_states(list(reversed(tokens)), p, p.bwd))
     n = len(tokens)
     out = []
     for t in range(n):
