@@ -37,8 +37,9 @@ from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.frontend.source import SourceSnapshot
-from acrobat.runtime.backend import choose_backend, get_backend
+from acrobat.runtime.backend import check_trains, choose_backend, get_backend
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
+from acrobat.runtime.lookup import sparse_grads as lookup_grads
 from acrobat.runtime.plan import Plan
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
@@ -242,14 +243,15 @@ class Program(Function):
         return "\n".join(parts)
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
-            stats: RunStats | None = None, sync: bool = False) -> list:
+            stats: RunStats | None = None, sync: bool = False, sparse_grads: bool = False) -> list:
         """Run a batch of instances with auto-batching; per-instance results, in order.
 
         Args:
             instances: the mini-batch (e.g. trees, token lists); not empty.
             shared: the model parameters, passed to every instance.
             backend: kernel backend name: ``"auto"`` (default: ``"eager"`` while autograd records,
-                i.e. grad mode is on and a shared parameter requires grad, else ``"compiled"``),
+                i.e. grad mode is on and a shared parameter or a tensor inside an instance requires
+                grad, else ``"compiled"``),
                 ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
                 profile-guided gather fusion; inference only; the first run compiles, with a line on
                 stderr), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
@@ -258,12 +260,18 @@ class Program(Function):
             stats: if given, the run's figures are added to it.
             sync: synchronize the GPU around timed regions, so ``stats`` splits
                 time correctly on CUDA (profiling; slower).
+            sparse_grads: an embedding lookup ``W[i]`` (a shared 2-D weight indexed by a per-instance
+                int) gives ``W`` a sparse COO gradient holding only the rows looked up, as
+                ``nn.Embedding(sparse=True)`` does (``acrobat.runtime.lookup``); the optimizer must take
+                sparse gradients for it (``torch.optim.SparseAdam``, ``Adagrad``). Off: the dense
+                gradient plain PyTorch gives.
 
         Returns:
             One result per instance: tensors (or tuples/lists of them)
             equal to running ``self(instance, *shared)`` alone.
 
         Raises:
+            AcrobatError: a compiled backend named while autograd would record (it runs inference only).
             BatchError: empty batch, or not as many shared arguments as the entry takes.
             CompileError: see ``compile``.
             ParamError: a shared argument lacks an attribute or item the model reads
@@ -277,12 +285,13 @@ class Program(Function):
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
         self.check_arity(len(shared))
-        c, be, rt = self._start(shared, backend, options or self.options)
+        c, be, rt = self._start(instances, shared, backend, options or self.options)
         rt.sync = sync
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             be.announce(self.__name__, sum(b.segment is None for b in c.plan.blocks.values()))
             try:
-                out = rt.run(instances, shared)
+                with lookup_grads(sparse_grads):
+                    out = rt.run(instances, shared)
             except Exception as exc:  # whose failure: the model's, or acrobat's (plain Python decides)
                 judged = blame(exc, self.__name__, instances, lambda x: self.plain(x, shared), be.name)
                 if judged is exc:
@@ -306,14 +315,17 @@ class Program(Function):
     def runtime(self, *shared: Any, backend: str = "eager", options: Options | None = None) -> Runtime:
         """A fresh ``Runtime`` for one batched run with ``backend``'s kernels (cached per backend and options);
         ``"auto"`` picks as ``run`` does."""
-        return self._start(shared, backend, options or self.options)[2]
+        return self._start((), shared, backend, options or self.options)[2]
 
-    def _start(self, shared: tuple, backend: str, options: Options) -> tuple[Compiled, Backend, Runtime]:
-        """The compiled program, the backend picked for ``shared`` (``"auto"`` resolved) and a fresh
-        ``Runtime`` over that backend's kernels and this run's shared values."""
+    def _start(self, instances: Sequence, shared: tuple, backend: str,
+               options: Options) -> tuple[Compiled, Backend, Runtime]:
+        """The compiled program, the backend picked for ``instances`` and ``shared`` (``"auto"`` resolved,
+        a backend that cannot train refused under autograd) and a fresh ``Runtime`` over that backend's
+        kernels and this run's shared values."""
         c = self.compile(len(shared), options, shared)
         slots = c.plan.prologue(self.shared_args(shared))
-        be, kernels = self._backend(choose_backend(backend, slots), c, len(shared), options)
+        be, kernels = self._backend(choose_backend(backend, slots, instances), c, len(shared), options)
+        check_trains(be, slots, instances)
         rt = Runtime(c.plan, kernels, slots, arena=be.arena, threads=be.threads)
         rt.stats.backend = be.name
         return c, be, rt

@@ -30,6 +30,7 @@ from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.runtime.lookup import lookup
 from acrobat.runtime.plan import SegmentOp
 
 
@@ -496,6 +497,7 @@ class _Lowerer:
         for s in stmts:
             visit(s.value)
             defined.update(s.target.names())
+        stmts = self.lookups(stmts, by_key)
         if self.fusion:
             stmts = self.fuse(stmts, by_key, param)
         if all(p.role == "shared" for p in params):
@@ -550,6 +552,22 @@ class _Lowerer:
         name = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
         e.kind, e.target = ir.CallKind.VALUE, None
         e.receiver = ir.Name(recv.loc, name)
+
+    def lookups(self, stmts: list[ir.Assign], by_key: dict) -> list[ir.Assign]:
+        """Each ``W[i]`` of a shared value ``W`` by a per-instance host value ``i`` (an embedding lookup,
+        ``p.emb[node.word_id]``) read through ``acrobat.runtime.lookup.lookup``, computed first in the
+        block: ``W[i]``, or a lookup with a sparse gradient in a run with ``sparse_grads=True``."""
+        out = list(stmts)
+        for s in stmts:
+            for e in ir.walk(s.value):
+                if isinstance(e, ir.Subscript) and isinstance(self.kind(e.obj), SharedK) \
+                        and ("h", e.index.nid) in by_key and e.obj.nid in self.subst:
+                    temp = f"_lk{e.nid}"
+                    args = [ir.Name(e.loc, self.subst[e.obj.nid]), ir.Name(e.loc, by_key[("h", e.index.nid)].name)]
+                    out.insert(0, ir.Assign(e.loc, ir.Target(name=temp), ir.Call(e.loc, ir.CallKind.TORCH, lookup,
+                                                                                 args, {})))
+                    self.subst[e.nid] = temp
+        return out
 
     def fuse(self, stmts: list[ir.Assign], by_key: dict, param: Callable) -> list[ir.Assign]:
         """Horizontal fusion (App. B.1): one matmul for each group of ``x @ W_i`` in the block."""

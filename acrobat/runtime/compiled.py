@@ -521,6 +521,8 @@ class CompiledBackend:
         AcrobatError: unknown ``$ACROBAT_KERNEL_WRAPPER``.
     """
 
+    trains = False  # inference only: ``acrobat.runtime.backend.check_trains`` refuses runs under autograd
+
     def __init__(self, gather: str = "auto"):
         if gather not in GATHER_MODES:
             raise ValueError(f"unknown gather mode {gather!r}; choose one of {', '.join(GATHER_MODES)}")

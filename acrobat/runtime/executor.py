@@ -62,6 +62,7 @@ class Backend(Protocol):
     name: str
     arena: Arena | None
     threads: ThreadPolicy  # threads per launch, chosen per block (kept across runs)
+    trains: bool  # autograd may record through its runs (``loss.backward()`` through the results)
 
     def kernel(self, block: BlockCode, trace: Tracer) -> BlockKernel:
         """The batched launch of ``block``; ``trace`` builds its batched kernel graph (for a backend that compiles)."""
