@@ -24,13 +24,18 @@ class CompileError(AcrobatError):
     """A model function uses Python that acrobat cannot compile (§3).
 
     The message starts with ``file:line:`` of the offending construct and
-    says what to write instead.
+    says what to write instead. Unless ``Options(strict=True)``, a program
+    the static tier rejects runs in the dynamic tier instead; ``fallback``
+    is False for the errors that stop it there too (the call does not match
+    the program, or the source is not the code Python runs).
     """
 
-    def __init__(self, message: str, filename: str = "<unknown>", line: int = 0, col: int = 0):
+    def __init__(self, message: str, filename: str = "<unknown>", line: int = 0, col: int = 0,
+                 fallback: bool = True):
         self.filename = filename
         self.line = line
         self.col = col
+        self.fallback = fallback
         super().__init__(f"{filename}:{line}:{col + 1}: {message}")
 
 

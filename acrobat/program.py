@@ -40,7 +40,7 @@ from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.backend import check_trains, choose_backend, get_backend
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.lookup import sparse_grads as lookup_grads
-from acrobat.runtime.plan import Plan
+from acrobat.runtime.plan import DynamicLayout, Plan, Site
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
 
@@ -78,6 +78,12 @@ class Options:
       after the other on their instance's fiber;
     - ``horizontal_fusion``: matmuls of one input with several weights in a
       block become one matmul against the concatenated weights (App. B.1).
+    - ``static``: compile the program with the static analysis (the paper's
+      tier); off, it runs in the dynamic tier (``acrobat.runtime.dynamic``:
+      the user's own Python per instance, its operators batched at run time);
+    - ``strict``: a program the static analysis cannot take is a
+      ``CompileError`` (with file:line and what to write instead) instead of
+      running in the dynamic tier, for users who want only the fast path.
     """
 
     coarsening: bool = True
@@ -88,6 +94,8 @@ class Options:
     ghosts: bool = True
     fibers: bool = True
     horizontal_fusion: bool = True
+    static: bool = True
+    strict: bool = False
 
 
 class Function:
@@ -225,13 +233,24 @@ class Program(Function):
                         _fact(resolve, ref) == fact for ref, fact in c.facts.items())):  # type: ignore[union-attr]
                     return c
             try:
-                c = _compile(self, n_shared, options, resolve)
+                if not options.static:
+                    c = _dynamic(self, "Options(static=False)")
+                else:
+                    c = _compile(self, n_shared, options, resolve)
+            except CompileError as exc:  # the static tier cannot take it: the dynamic tier runs it, and says why
+                if options.strict or not exc.fallback:
+                    raise
+                c = _dynamic(self, str(exc))
             except AcrobatError:
                 raise
             except Exception as exc:  # the compiler's own failure on a program it should take or reject
-                raise InternalError(f"acrobat's compiler failed on program `{self.__name__}`: {type(exc).__name__}: "
-                                    f"{exc}\n  this is a bug in acrobat, please report it with the model; meanwhile "
-                                    f"the program runs as plain Python, one instance at a time") from exc
+                if options.strict:
+                    raise InternalError(f"acrobat's compiler failed on program `{self.__name__}`: "
+                                        f"{type(exc).__name__}: {exc}\n  this is a bug in acrobat, please report it "
+                                        "with the model; without Options(strict=True) it runs in the dynamic tier") \
+                        from exc
+                c = _dynamic(self, f"acrobat's compiler failed ({type(exc).__name__}: {exc}): a bug in acrobat, "
+                                   "please report it")
             done.append(c)
             return c
 
@@ -241,6 +260,28 @@ class Program(Function):
         parts = [c.skeleton_source, c.prologue_source]
         parts += [f"# static block {b.name} ({b.site.loc})\n{b.source}" for b in c.plan.blocks.values()]
         return "\n".join(parts)
+
+    def explain(self, *shared: Any, options: Options | None = None) -> str:
+        """What acrobat makes of the program, before running it: the static tier (its functions, static blocks,
+        fibers, phases; §4) or the dynamic tier, and then why: the ``CompileError`` the static tier gave,
+        with its file:line and fix. ``shared``: the run's shared arguments, where the compile depends on them
+        (plain data in the parameters, module kinds); without them, one shared argument is assumed."""
+        options = options or self.options
+        c = self.compile(len(shared) if shared else 1, options, shared if shared else None)
+        if c.plan.dynamic is not None:
+            return (f"program `{self.__name__}` runs in the dynamic tier: its own Python per instance, on fibers, "
+                    f"its torch operators recorded and batched at run time (acrobat.runtime.dynamic)\n"
+                    f"  why: {c.plan.dynamic}\n"
+                    f"  Options(strict=True) raises that CompileError instead; fix it to run in the static tier")
+        blocks = c.plan.blocks.values()
+        hoisted = sum(b.hoisted for b in blocks)
+        segments = sum(b.segment is not None for b in blocks)
+        names = ", ".join(dict.fromkeys(f.spec.fn.name for f in c.lowered))
+        fibers = "yes (host code reads tensor values, §4.2)" if c.plan.needs_fibers else "no"
+        return (f"program `{self.__name__}` runs in the static tier (compiled: §4, §5)\n"
+                f"  functions: {names}\n"
+                f"  static blocks: {len(c.plan.blocks)} ({hoisted} hoisted, {segments} list reductions), program "
+                f"phases: {c.n_phases}, fibers: {fibers}")
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
             stats: RunStats | None = None, sync: bool = False, sparse_grads: bool = False) -> list:
@@ -459,6 +500,22 @@ def _fact(resolve: Resolver, ref: tuple) -> str:
     """``shared_fact`` of what ``ref`` names in a run, or ``"missing"``."""
     value = resolve(ref)
     return "missing" if value is UNRESOLVED else shared_fact(value)
+
+
+def _dynamic(prog: Program, reason: str) -> Compiled:
+    """``prog`` for the dynamic tier (``acrobat.runtime.dynamic``): its entry runs the user's own function on
+    the instance's fiber, and ``reason`` says why the static tier did not take it."""
+    k = prog.instance_pos
+    fn = prog.fn
+
+    def entry(rt: Runtime, d: int, inst: Any, *shared: Any) -> tuple[Any, int]:
+        return fn(*shared[:k], inst, *shared[k:]), d
+
+    code = getattr(fn, "__code__", None)
+    site = Site(f"{code.co_filename}:{code.co_firstlineno}" if code else prog.__name__, f"def {prog.__name__}")
+    plan = Plan(entry, lambda args: [], {}, 0, True, DynamicLayout(), dynamic=reason, site=site)
+    note = f"# {prog.__name__} runs in the dynamic tier (acrobat.runtime.dynamic): {reason}\n"
+    return Compiled(plan, note, "", {}, 1, [], None, SharedSlots(), Options(), set(), None)
 
 
 def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver | None = None) -> Compiled:

@@ -16,6 +16,8 @@ from tests import bad_progs
 
 import acrobat
 
+STRICT = acrobat.Options(strict=True)  # the static tier's rejection, not the dynamic tier's run
+
 BAD_FILE = os.path.abspath(bad_progs.__file__)
 
 
@@ -62,7 +64,7 @@ CASES = [
 @pytest.mark.parametrize("prog, key, phrase", CASES, ids=[c[1] for c in CASES])
 def test_compile_error_names_file_line_and_advice(prog, key, phrase):
     with pytest.raises(acrobat.CompileError) as info:
-        prog.compile(1)
+        prog.compile(1, STRICT)
     msg = str(info.value)
     assert msg.startswith(f"{BAD_FILE}:{marker_line(key)}:"), msg
     assert phrase in msg, msg
@@ -75,7 +77,7 @@ def test_compile_error_names_file_line_and_advice(prog, key, phrase):
 def test_run_raises_the_same_compile_error(prog, key, phrase):
     """``run`` compiles first: the same error, before any instance is touched."""
     with pytest.raises(acrobat.CompileError) as info:
-        prog.run([1, 2], Params())
+        prog.run([1, 2], Params(), options=STRICT)
     assert str(info.value).startswith(f"{BAD_FILE}:{marker_line(key)}:")
     assert phrase in str(info.value)
 
@@ -84,13 +86,13 @@ def test_compile_error_is_not_cached_as_success():
     """A failed compile raises again on the next attempt (nothing half-built is cached)."""
     for _ in range(2):
         with pytest.raises(acrobat.CompileError):
-            bad_progs.bad_lambda.compile(1)
+            bad_progs.bad_lambda.compile(1, STRICT)
 
 
 def test_entry_with_wrong_number_of_shared_arguments():
     """The entry takes the instance plus 2 parameters; compiling for 1 shared argument is an error."""
     with pytest.raises(acrobat.CompileError) as info:
-        bad_progs.bad_three_params.compile(1)
+        bad_progs.bad_three_params.compile(1, STRICT)
     msg = str(info.value)
     assert msg.startswith(f"{BAD_FILE}:{marker_line('entry_arity')}:"), msg
     assert "takes the instance and 2 shared parameter(s), but 1 shared argument(s) were given" in msg
@@ -101,19 +103,19 @@ def test_entry_with_wrong_number_of_shared_arguments():
 def test_compile_error_is_an_acrobat_error():
     assert issubclass(acrobat.CompileError, acrobat.AcrobatError)
     with pytest.raises(acrobat.AcrobatError):
-        bad_progs.bad_try.compile(1)
+        bad_progs.bad_try.compile(1, STRICT)
 
 
 def test_inplace_op_on_shared_weight_is_rejected():
     with pytest.raises(acrobat.CompileError) as info:
-        bad_progs.bad_inplace_shared.compile(1)
+        bad_progs.bad_inplace_shared.compile(1, STRICT)
     assert str(info.value).startswith(f"{BAD_FILE}:{marker_line('inplace_shared')}:")
     assert "in-place" in str(info.value)
 
 
 def test_out_keyword_is_rejected():
     with pytest.raises(acrobat.CompileError) as info:
-        bad_progs.bad_out_kwarg.compile(1)
+        bad_progs.bad_out_kwarg.compile(1, STRICT)
     assert str(info.value).startswith(f"{BAD_FILE}:{marker_line('out_kwarg')}:")
 
 

@@ -15,12 +15,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acrobat import Options
 from acrobat.errors import CompileError
 
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.models import get_model
 from tests import effects_progs as ep
 from tests.test_tdc import P
+
+STRICT = Options(strict=True)  # the static tier's rejection, not the dynamic tier's run
 
 
 def _params() -> P:
@@ -104,12 +107,12 @@ def test_every_node_matches_plain_python_on_random_trees(n, seed):
 
 def test_host_data_and_tensors_meeting_in_one_list_through_a_callee_is_rejected():
     with pytest.raises(CompileError, match="separate lists"):
-        ep.host_then_tensor.compile(1)
+        ep.host_then_tensor.compile(1, STRICT)
 
 
 def test_a_list_changed_where_acrobat_cannot_follow_it_is_rejected_and_the_fix_compiles():
     with pytest.raises(CompileError) as err:
-        ep.untracked_list.compile(1)
+        ep.untracked_list.compile(1, STRICT)
     assert f"effects_progs.py:{_line('untracked')}" in str(err.value)
     assert "keep a list that is changed in one variable" in str(err.value)
     _check(ep.untracked_fixed, synthetic_trees(3, seed=0, vocab_size=16), _params())
@@ -117,7 +120,7 @@ def test_a_list_changed_where_acrobat_cannot_follow_it_is_rejected_and_the_fix_c
 
 def test_changing_a_model_parameter_in_place_is_rejected():
     with pytest.raises(CompileError) as err:
-        ep.mutate_param.compile(1)
+        ep.mutate_param.compile(1, STRICT)
     assert f"effects_progs.py:{_line('mutate_param')}" in str(err.value) and "every instance shares" in str(err.value)
 
 
@@ -137,7 +140,7 @@ def test_only_concurrent_calls_with_host_effects_give_up_child_fibers():
 @pytest.mark.parametrize("prog, key", [(ep.aug_param, "aug_param"), (ep.aug_local, "aug_local")])
 def test_augmented_assignment_on_a_tensor_is_rejected_with_the_fix(prog, key):
     with pytest.raises(CompileError) as err:
-        prog.compile(1)
+        prog.compile(1, STRICT)
     assert f"effects_progs.py:{_line(key)}" in str(err.value) and "write `x = x + y`" in str(err.value)
     _check(ep.aug_local_fixed, [1, 2, 3], _params())
 

@@ -1,8 +1,8 @@
 """The differential fuzzer (issue 17): random programs of supported constructs, plain Python vs batched.
 
 Fast profile (always): a fixed list of seeds on the eager backend, a few on
-the compiled backend, and hypothesis drawing programs itself (it shrinks
-what fails). Long profile: ``ACROBAT_FUZZ_MINUTES=N pytest tests/test_fuzz.py``
+the compiled backend, some in the dynamic tier alone (``Options(static=False)``),
+and hypothesis drawing programs itself (it shrinks what fails). Long profile: ``ACROBAT_FUZZ_MINUTES=N pytest tests/test_fuzz.py``
 generates programs for N minutes on both backends, counts the outcomes by
 category, shrinks every failure to a small program and writes a report
 (``$ACROBAT_FUZZ_REPORT``, default ``fuzz-report.md``); it fails if any
@@ -32,6 +32,7 @@ from tests.fuzz.shrink import shrink_program
 
 FAST_EAGER = [*range(40), 40, 44, 81]  # 40 and 81 hold a list changed by a callee
 FAST_COMPILED = (3, 11)
+FAST_DYNAMIC = range(20)
 MINUTES = float(os.environ.get("ACROBAT_FUZZ_MINUTES", "0") or 0)
 
 
@@ -48,6 +49,12 @@ def test_random_program_eager(seed):
 @pytest.mark.parametrize("seed", FAST_COMPILED)
 def test_random_program_both_backends(seed):
     out = check(_program(seed), ("eager", "compiled"))
+    assert out.category not in FAILURES, f"seed {seed}: {out}\n{_program(seed).source}"
+
+
+@pytest.mark.parametrize("seed", FAST_DYNAMIC)
+def test_random_program_dynamic_tier(seed):
+    out = check(_program(seed), ("dynamic",))
     assert out.category not in FAILURES, f"seed {seed}: {out}\n{_program(seed).source}"
 
 
@@ -121,7 +128,7 @@ def test_long_fuzz_run():
     start = seed
     while time.monotonic() < deadline:
         program = _program(seed)
-        backends = ("eager", "compiled") if seed % 3 == 0 else ("eager",)
+        backends = ("eager", "compiled", "dynamic") if seed % 3 == 0 else ("eager", "dynamic")
         out = check(program, backends)
         counts[out.category] += 1
         by_backend[backends] += 1

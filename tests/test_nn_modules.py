@@ -27,6 +27,8 @@ from acrobat.data.tree import Tree
 from acrobat.runtime.plan import RowSpec
 from tests import nn_progs as P
 
+STRICT = ab.Options(strict=True)  # the static tier's rejection, not the dynamic tier's run
+
 TOL = {"rtol": 1e-4, "atol": 1e-5}
 BACKENDS = ["eager", "compiled"]
 PROGS_FILE = os.path.abspath(P.__file__)
@@ -153,7 +155,7 @@ def test_users_module_is_not_modified():
 def test_unsupported_module_is_rejected_clearly(prog, key, phrase, backend):
     """A module with no batchable form: CompileError at the model's call site, saying what to write instead."""
     with pytest.raises(ab.CompileError) as info, torch.inference_mode():
-        prog.run(sequences(4), P.BadParams(), backend=backend)
+        prog.run(sequences(4), P.BadParams(), backend=backend, options=STRICT)
     msg = str(info.value)
     assert msg.startswith(f"{PROGS_FILE}:{marker_line(key)}:"), msg
     assert phrase in msg

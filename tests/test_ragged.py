@@ -18,6 +18,8 @@ from acrobat.errors import CompileError, InstanceError, ShapeError
 from tests import ragged_progs as rp
 from tests.test_tdc import P
 
+STRICT = ab.Options(strict=True)  # the static tier's rejection, not the dynamic tier's run
+
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 PROGRAMS = [rp.summed, rp.pooled, rp.attention, rp.rowwise, rp.pointer, rp.reduce_along_rows_fixed]
 
@@ -77,7 +79,7 @@ def test_an_operand_as_wide_as_the_list_is_an_error_not_a_guess():
 
 def test_a_reduction_not_over_the_list_axis_is_rejected_and_the_fix_runs():
     with pytest.raises(CompileError) as err:
-        rp.reduce_along_rows.compile(1)
+        rp.reduce_along_rows.compile(1, STRICT)
     assert f"ragged_progs.py:{_line('along_rows')}" in str(err.value) and "loop over the list" in str(err.value)
     _check(rp.reduce_along_rows_fixed, _batch(5, 1))
 
@@ -96,7 +98,7 @@ def test_argmax_without_dim_of_wide_rows_is_an_error():
 
 def test_cat_of_a_list_points_at_stack():
     with pytest.raises(CompileError) as err:
-        rp.concatenated.compile(1)
+        rp.concatenated.compile(1, STRICT)
     assert f"ragged_progs.py:{_line('cat')}" in str(err.value) and "torch.stack(xs)" in str(err.value)
 
 
@@ -126,5 +128,5 @@ def test_modules_act_on_a_stacked_list_row_by_row(backend):
 
 def test_a_module_that_mixes_rows_is_rejected():
     with pytest.raises(CompileError) as err, torch.no_grad():
-        rp.module_not_rowwise.run(_batch(3, 0), _Modules())
+        rp.module_not_rowwise.run(_batch(3, 0), _Modules(), options=STRICT)
     assert f"ragged_progs.py:{_line('mix')}" in str(err.value) and "loop over the list" in str(err.value)

@@ -240,10 +240,16 @@ def test_import_hook_that_instruments_code(tmp_path):
 
 
 def test_source_unavailable_is_a_compile_error():
+    """With no source to analyse, the static tier rejects the program (strict), and the dynamic tier runs
+    the function Python has (the default), saying why."""
     ns: dict = {}
-    exec("import acrobat as ab\n@ab.program\ndef f(x, p):\n    return x\n", ns)  # not in linecache
+    exec("import acrobat as ab\n@ab.program\ndef f(x, p):\n    return x * 2\n", ns)  # not in linecache
     with pytest.raises(ab.CompileError, match="cannot read the source of `f`"):
-        ns["f"].run([torch.ones(2)], None, backend="eager")
+        ns["f"].run([torch.ones(2)], None, backend="eager", options=ab.Options(strict=True))
+    stats = ab.RunStats()
+    got = ns["f"].run([torch.ones(2), torch.arange(2.0)], None, backend="eager", stats=stats)
+    torch.testing.assert_close(got, [torch.ones(2) * 2, torch.arange(2.0) * 2])
+    assert "cannot read the source of `f`" in stats.dynamic.reason
 
 
 # ------------------------------------------------------------------ kernel cache folder

@@ -27,6 +27,8 @@ from tests import user_progs as up
 from tests.test_compile_errors import marker_line
 from tests.progs import Small
 
+STRICT = acrobat.Options(strict=True)  # the static tier's rejection, not the dynamic tier's run
+
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 USER_FILE = os.path.abspath(up.__file__)
 
@@ -170,7 +172,7 @@ REJECTED = [
 @pytest.mark.parametrize("prog, key, phrase, fixed", REJECTED, ids=[r[1] for r in REJECTED])
 def test_rejected_with_location_and_fix(prog, key, phrase, fixed):
     with pytest.raises(acrobat.CompileError) as info:
-        prog.compile(1)
+        prog.compile(1, STRICT)
     msg = str(info.value)
     assert f"{USER_FILE}:{marker_line(key, USER_FILE)}:" in msg, msg
     assert phrase in msg, msg

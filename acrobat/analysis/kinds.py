@@ -344,6 +344,9 @@ _TENSOR_EXITS = {
     "__bool__": "truth-testing a tensor makes control flow depend on its value",
 }
 _LIST_METHODS = {"append", "pop", "insert", "__setitem__"}
+#: Operators whose result's shape depends on the values (vmap cannot batch them into one block).
+_DATA_SHAPED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount", "histc",
+                "repeat_interleave", "nonzero_static"}
 #: Shape queries: host code reading them reads the (per-instance) tensor, like ``.item()`` (§4.2).
 _SHAPE_ATTRS = {"shape", "ndim", "dtype", "device"}
 _SHAPE_METHODS = {"size", "dim", "numel"}
@@ -1107,6 +1110,11 @@ class _Analyzer:
                 has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"{_TENSOR_EXITS[what]}: read tensor values with `.item()`, `.tolist()`, "
                                 "`bool()`, `int()` or `float()`")
+        name = what if isinstance(what, str) else getattr(what, "__name__", "")
+        if name in _DATA_SHAPED and any(has_tensor(k) for k in [recv, *arg_kinds, *kw_kinds] if k is not None):
+            raise self.error(e, f"`{name}` gives a result whose shape depends on the tensor's values, which a "
+                                "static block cannot batch: compute a fixed-shape result (e.g. a mask with "
+                                "torch.where), or run without Options(strict=True) (the dynamic tier runs it)")
         if "out" in e.kwargs:
             raise self.error(e, "`out=` writes into an existing tensor: assign the result to a new variable instead")
         if kind is CallKind.METHOD and what.endswith("_") and not what.startswith("__") and recv is not None and (
@@ -1317,7 +1325,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     if len(fn.params) != 1 + n_shared:
         raise CompileError(f"the entry `{fn.name}({', '.join(fn.params)})` takes the instance and "
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
-                           "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line)
+                           "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
+                           fallback=False)
     an = _Analyzer(functions, resolve)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.request(key)

@@ -113,7 +113,7 @@ class SourceSnapshot:
                 f"the source of `{self.name}` changed after the module was imported: this file no longer holds "
                 f"the code Python runs for `{self.name}`, and acrobat compiles the source, so run() would batch "
                 "other code than plain calls run; reload the module (importlib.reload(module), or restart the "
-                "kernel) and use the reloaded function", self.filename, lnum + 1, 0)
+                "kernel) and use the reloaded function", self.filename, lnum + 1, 0, fallback=False)
         self._checked = (code, block, lnum + 1)
         return list(block), lnum + 1
 

@@ -37,11 +37,41 @@ class EagerKernel:
         self.batched = vmap(block.fn, in_dims=dims, randomness="different")
 
     def __call__(self, g: Group, rt: Runtime) -> tuple[torch.Tensor, ...]:
+        args = self.arguments(g, rt)
+        return timed(rt.stats, "kernel_ms", rt.sync, lambda: self.batched(*args, *rt.shared[self.block.id]))
+
+    def arguments(self, g: Group, rt: Runtime) -> list[torch.Tensor]:
+        """The launch's batched arguments, ``(B, ...)`` each, in parameter order (explicit gathers)."""
         handles, hosts = columns(g, rt.device)
         gathered = iter(timed(rt.stats, "gather_ms", rt.sync, lambda: [] if handles is None else
                               [gather(rt.table, h, rt.device) for h in handles]))
-        args = [next(gathered) if h is None else h for h in hosts]
-        return timed(rt.stats, "kernel_ms", rt.sync, lambda: self.batched(*args, *rt.shared[self.block.id]))
+        return [next(gathered) if h is None else h for h in hosts]
+
+
+class RowLoopKernel(EagerKernel):
+    """``EagerKernel``, falling back to running the block row by row (and stacking the rows' results) when
+    ``vmap`` cannot batch it: an operator with no batching rule (``torch.lstm_cell``), met by the dynamic
+    tier (``acrobat.runtime.dynamic``), runs as it would per instance rather than failing."""
+
+    def __init__(self, block: BlockCode):
+        super().__init__(block)
+        self.row_by_row = False
+
+    def __call__(self, g: Group, rt: Runtime) -> tuple[torch.Tensor, ...]:
+        if not self.row_by_row:
+            try:
+                return super().__call__(g, rt)
+            except Exception:  # noqa: BLE001 - no batching rule: try it row by row (a real failure fails there too)
+                self.row_by_row = True
+        args = self.arguments(g, rt)
+        shared = rt.shared[self.block.id]
+        fn = self.block.fn
+
+        def rows() -> tuple[torch.Tensor, ...]:
+            outs = [fn(*(a[i] for a in args), *shared) for i in range(g.size())]
+            return tuple(torch.stack(col) for col in zip(*outs))
+
+        return timed(rt.stats, "kernel_ms", rt.sync, rows)
 
 
 class EagerBackend:

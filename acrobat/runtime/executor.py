@@ -32,10 +32,12 @@ from acrobat.errors import AcrobatError, BatchError, InstanceError, LimitError, 
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable,
                                  group_key, handle_matrix, new_dfg)
+from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
-from acrobat.runtime.plan import (BlockCode, DictLayout, Form, Layout, ListLayout, OptionalLayout, Plan, RaggedLayout,
-                                  RowSpec, Site, TensorLayout, Tracer, TupleLayout)
+from acrobat.runtime.lazy import Lazy
+from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, Layout, ListLayout, OptionalLayout, Plan,
+                                  RaggedLayout, RowSpec, Site, TensorLayout, Tracer, TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
 
@@ -101,14 +103,17 @@ class Runtime:
         self.plan = plan
         self.slots = slots
         self.shared = {bid: [slots[i] for i in b.shared_slots] for bid, b in plan.blocks.items()}
-        self.kernels = kernels
+        self.kernels = kernels if plan.dynamic is None else dict(kernels)  # the dynamic tier adds its own
+        self.blocks = plan.blocks if plan.dynamic is None else dict(plan.blocks)
         self.arena = arena
         self.device = device if device is not None else _device_of(slots)
         # launches on 1 thread or all, per block; None when the policy does not govern this device or pool
         self.threads = threads if threads is not None and threads.governs(self.device) else None
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
-        self.table = ValueTable(max((b.n_outputs for b in plan.blocks.values()), default=1))
-        self.dfg = new_dfg(self.table, plan.blocks)  # node insertion, the running instance and phase (native)
+        outputs = max((b.n_outputs for b in plan.blocks.values()), default=1)
+        self.table = ValueTable(outputs if plan.dynamic is None else max(outputs, MAX_OUTPUTS))
+        self.dfg = new_dfg(self.table, self.blocks)  # node insertion, the running instance and phase (native)
+        self.recorder: Recorder | None = None  # the dynamic tier's, while a dynamic program runs
         self.groups: dict[int, Group] = self.dfg.groups  # pending groups by group_key(phase, depth, block id)
         self.lifted: dict[int, Handle] = {}
         self.numbers: dict[int, list] = {}  # a computed group output as Python numbers, by handle >> ROW_BITS (item)
@@ -157,6 +162,12 @@ class Runtime:
         if op.n_outputs == 2:
             return getattr(torch.return_types, op.op)((g.base + row, g.base + OUTPUT_STEP + row))
         return g.base + row
+
+    def add_block(self, block: BlockCode, kernel: BlockKernel, shared: list) -> None:
+        """A block the dynamic tier made in this run (``acrobat.runtime.dynamic``): its kernel and shared values."""
+        self.blocks[block.id] = block
+        self.kernels[block.id] = kernel
+        self.shared[block.id] = shared
 
     def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
@@ -264,7 +275,9 @@ class Runtime:
             self.arena.reset()
         try:
             t0 = time.perf_counter()
-            if plan.needs_fibers:
+            if plan.dynamic is not None:
+                results = self.run_dynamic(instances, shared_args)
+            elif plan.needs_fibers:
                 self.scheduler = FiberScheduler(self)
                 results = self.scheduler.run(plan.entry, plan.base, instances, shared_args)
             else:
@@ -290,6 +303,20 @@ class Runtime:
         s.construct_ms = s.total_ms - self.exec_ms
         s.schedule_ms = self.exec_ms - s.kernel_ms - s.gather_ms - s.compile_ms
         return out
+
+    def run_dynamic(self, instances: Sequence, shared_args: tuple) -> list:
+        """Run a program of the dynamic tier: every instance's own Python on a fiber, its torch operators
+        recorded as DFG nodes by a ``Recorder`` (``acrobat.runtime.dynamic``); the results with their lazy
+        values still in them (``results`` replaces them)."""
+        assert self.plan.site is not None
+        first = max(self.plan.blocks, default=-1) + 1
+        rec = self.recorder = Recorder(self, shared_args, self.plan.site, first)
+        rec.stats.reason = self.plan.dynamic or ""
+        self.scheduler = FiberScheduler(self, rec)
+        with rec.mode:
+            results = self.scheduler.run(self.plan.entry, self.plan.base, instances, shared_args)
+        self.stats.dynamic = rec.stats
+        return results
 
     def flush(self, upto: int | None = None) -> None:
         """Execute pending groups in (phase, depth, block) order: all, or those with keys up to ``upto``.
@@ -374,6 +401,12 @@ class Runtime:
         def copied(handles: Sequence[Handle]) -> list[torch.Tensor]:
             return gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages)
 
+        if isinstance(layout, DynamicLayout):  # any value: its lazy pytree leaves (acrobat.runtime.lazy)
+            leaves = [pytree.tree_flatten(r) for r in results]
+            lazy = [x.h for ls, _ in leaves for x in ls if type(x) is Lazy]
+            values = iter(copied(lazy) if lazy else [])
+            return [pytree.tree_unflatten([next(values) if type(x) is Lazy else x for x in ls], spec)
+                    for ls, spec in leaves]
         flat = _flat_tensors(layout)
         if flat == 0:  # one tensor per instance
             return copied(results)

@@ -49,10 +49,14 @@ class FiberScheduler:
 
     ``rt`` is the ``Runtime``: the scheduler sets ``rt.dfg.inst``/``rt.dfg.phase``
     for the running fiber and calls ``rt.flush()`` to execute pending groups.
+    With a ``recorder`` (the dynamic tier, ``acrobat.runtime.dynamic``), its
+    operator recording is on while a fiber runs and off in between (flushes
+    run torch operators of the runtime's own).
     """
 
-    def __init__(self, rt: Any):
+    def __init__(self, rt: Any, recorder: Any = None):
         self.rt = rt
+        self.recorder = recorder
         self.main = greenlet.getcurrent()
         self.ready: deque[Fiber] = deque()
         self.waiting: dict[int, list[Fiber]] = {}  # key of a pending group (dfg.group_key) -> fibers waiting for it
@@ -78,7 +82,14 @@ class FiberScheduler:
                 self.current = fiber
                 dfg.inst = fiber.inst
                 dfg.phase = fiber.phase
-                fiber.glet.switch()
+                if self.recorder is not None:
+                    self.recorder.active = True
+                    try:
+                        fiber.glet.switch()
+                    finally:
+                        self.recorder.active = False
+                else:
+                    fiber.glet.switch()
                 fiber.phase = dfg.phase
                 join = fiber.join
                 if join is not None and fiber.glet.dead:

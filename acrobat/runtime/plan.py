@@ -171,6 +171,12 @@ class HostLayout(Layout):
     """Plain Python data (numbers, strings, None, shared values): returned as it is."""
 
 
+@dataclass(frozen=True)
+class DynamicLayout(Layout):
+    """A result of the dynamic tier: any value whose pytree leaves may be lazy tensors
+    (``acrobat.runtime.lazy``), replaced by their values."""
+
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -182,7 +188,9 @@ class Plan:
     run's shared values from the entry's arguments (``None`` at the
     instance's place). ``needs_fibers``: the program reads tensor values in
     host code, so instances run on fibers (§4.2). ``result`` is the layout
-    of the entry's result.
+    of the entry's result. ``dynamic``: the program runs in the dynamic tier
+    (``acrobat.runtime.dynamic``): the entry is the user's own function, and
+    this says why the static tier did not take it; ``site`` is its entry's line.
     """
 
     entry: Callable
@@ -191,6 +199,8 @@ class Plan:
     base: int
     needs_fibers: bool
     result: Layout
+    dynamic: str | None = None
+    site: Site | None = None
 
 
 # ---------------------------------------------------------------- values and kernels compiled code hands over

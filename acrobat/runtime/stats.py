@@ -56,6 +56,7 @@ class RunStats:
     runs: int = 0
     backend: str = ""
     blocks: dict[int, BlockStats] = field(default_factory=dict)
+    dynamic: Any = None  # the dynamic tier's figures (acrobat.runtime.dynamic.DynamicStats), when it ran
 
     LOW_BATCH = 0.25
     """``report()`` flags a block whose mean batch is below this share of the mean batch size (instances per run)."""
@@ -77,6 +78,8 @@ class RunStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         if other.backend and other.backend not in self.backend.split("+"):
             self.backend = f"{self.backend}+{other.backend}" if self.backend else other.backend
+        if other.dynamic is not None:
+            self.dynamic = other.dynamic if self.dynamic is None else self.dynamic.merged(other.dynamic)
         self.phases = max(self.phases, other.phases)
         self.stages = max(self.stages, other.stages)
         for bid, b in other.blocks.items():
@@ -111,6 +114,8 @@ class RunStats:
             lines.append(f"! {low} block(s) with a mean batch below {self.LOW_BATCH:.0%} of the batch size: their "
                          "launches are mostly per-instance work (value reads that split the batch, §4.2, or "
                          "control flow that ghost operators could not line up)")
+        if self.dynamic is not None:
+            lines.append(self.dynamic.report(self.blocks.values()))
         return "\n".join(lines)
 
 

@@ -3,7 +3,8 @@
 ``check(program)`` loads a generated module from a file (acrobat reads
 model source with ``inspect``), runs ``main`` on every instance as plain
 Python, then batched on each backend at each of the program's batch sizes
-with its ``Options``, and compares every output: tensors with
+with its ``Options`` (the backend ``"dynamic"``: the eager backend with
+``Options(static=False)``, the dynamic tier alone), and compares every output: tensors with
 ``torch.testing.assert_close``, host numbers within float tolerance, every
 other host value and the structure exactly. The outcome is one category:
 
@@ -13,7 +14,8 @@ other host value and the structure exactly. The outcome is one category:
   errors (``acrobat.InternalError``, or a Python exception escaping);
 - ``error on valid``: acrobat raised a user-facing run-time error
   (``InstanceError``, ``ShapeError``, ...) on a program plain Python runs;
-- ``rejected``: ``CompileError`` (counted apart: a construct acrobat cannot batch);
+- ``rejected``: ``CompileError`` (counted apart: a construct acrobat cannot batch; without
+  ``Options(strict=True)`` such programs run in the dynamic tier instead);
 - ``invalid``: plain Python itself fails (a generator bug; the program is skipped);
 - ``numeric flip``: float32 differs but the same program in float64 agrees
   (a tensor-dependent branch decided by rounding, not a bug).
@@ -136,9 +138,11 @@ def check(program: FuzzProgram, backends: tuple[str, ...] = ("eager", "compiled"
         want = _plain(module, instances, p)
     except Exception as exc:  # noqa: BLE001 - the program fails as plain Python: nothing to compare
         return Outcome("invalid", f"plain Python raises {type(exc).__name__}: {exc}")
-    options = ab.Options(**program.options)
     runs: list[tuple[str, int]] = []
     for backend in backends:
+        options = ab.Options(**program.options)
+        if backend == "dynamic":  # the dynamic tier alone (acrobat.runtime.dynamic), on the eager backend
+            backend, options = "eager", ab.Options(static=False)
         for n in program.batch_sizes:
             runs.append((backend, n))
             batch = instances[:n]

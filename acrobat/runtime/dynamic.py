@@ -1,0 +1,466 @@
+"""The dynamic tier: the user's own Python, run per instance on fibers, its torch operators batched at run time.
+
+What the static analysis cannot take still runs (DESIGN.md, "two tiers"; the
+"hybrid" of the paper's title taken one step further, as DyNet batches any
+program by recording operators lazily). The program runs as written, each
+instance on its own fiber (§4.2), with a ``TorchFunctionMode`` that turns
+every torch operator on per-instance data into a DFG node of the run's
+DFG instead of running it:
+
+- the node's key is the operator, its non-tensor arguments, its tensor
+  inputs' shapes and dtypes, and the identity of the shared tensors it reads
+  (model parameters): nodes of equal keys at one depth run as one launch
+  (``torch.func.vmap`` of the operator over the stacked inputs, the eager
+  backend's kernel);
+- its depth is one more than its deepest input's (DyNet's schedule), so
+  independent subtrees batch without ``acrobat.concurrent``;
+- its output is a ``Lazy`` whose shape and dtype come from running the
+  operator on meta tensors (cached per key): shapes need no value;
+- operators on parameters alone are computed once per run (their result is a
+  shared value, as in the static tier's prologue); indexing a parameter with
+  a per-instance number (an embedding lookup) is a node;
+- anything a lazy value cannot model runs eagerly for that instance, after
+  waiting for the values it reads: value reads (``bool``, ``.item()``),
+  in-place operators, operators meta tensors cannot run (data-dependent
+  shapes), operators that make tensors from host data (``torch.tensor``,
+  ``torch.zeros``: their results are the instance's own tensors).
+
+Correct by construction: every operator computes exactly what it computes
+in plain Python, on the values plain Python would give it. The run report
+counts the operators recorded, their launches and mean batch
+(``DynamicStats``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode
+
+from acrobat.runtime.dfg import OUTPUT_STEP
+from acrobat.runtime.eager import RowLoopKernel
+from acrobat.diagnosis import mark_limit
+from acrobat.errors import InstanceError
+from acrobat.runtime.lazy import Lazy, Meta, meta_of
+from acrobat.runtime.plan import BatchedParam, BlockCode, Site
+
+if TYPE_CHECKING:
+    from acrobat.runtime.executor import Runtime
+
+MAX_OUTPUTS = 32
+"""Outputs one recorded operator may have (``torch.unbind`` of a long tensor has more: it runs eagerly)."""
+
+#: Methods that read a tensor's value, or write into one: they run eagerly on the instance's values.
+_EAGER_NAMES = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
+                "__len__", "__repr__", "__str__", "__format__", "__array__", "__contains__", "__setitem__",
+                "__iadd__", "__isub__", "__imul__", "__itruediv__", "__imatmul__", "__ifloordiv__", "__ipow__",
+                "data_ptr", "equal", "allclose", "is_nonzero", "backward", "register_hook", "retain_grad",
+                "storage", "untyped_storage", "copy_", "set_", "share_memory_", "detach_", "requires_grad_",
+                "__deepcopy__", "__reduce_ex__", "clone_"}
+#: Indexing a parameter with a per-instance number: a node (an embedding lookup batches as one gather).
+_LOOKUPS = {torch.Tensor.__getitem__, torch.Tensor.index_select, torch.nn.functional.embedding, torch.embedding}
+_SCALAR_TYPES = {int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+                 torch.memory_format, slice, type(Ellipsis), torch.Size}
+
+
+def _name(func: Any) -> str:
+    return getattr(func, "__name__", None) or getattr(func, "name", None) or str(func)
+
+
+@dataclass
+class OpStats:
+    """One recorded operator's figures in a run: DFG nodes and launches."""
+
+    nodes: int = 0
+    launches: int = 0
+    eager: int = 0  # calls run eagerly for one instance (value reads, in-place, no meta kernel)
+
+
+@dataclass
+class DynamicStats:
+    """What the dynamic tier did in a run: per operator name, nodes, launches and eager calls."""
+
+    reason: str = ""
+    ops: dict[str, OpStats] = field(default_factory=dict)
+
+    def report(self, blocks: Any) -> str:
+        """What the dynamic tier ran and why, with the launches and mean batch of its operators (``blocks``:
+        the run's ``BlockStats``, the dynamic tier's named ``"<operator> (dynamic)"``)."""
+        launches = sum(b.launches for b in blocks if b.name.endswith("(dynamic)"))
+        nodes = sum(s.nodes for s in self.ops.values())
+        eager = sum(s.eager for s in self.ops.values())
+        top = sorted(self.ops.items(), key=lambda kv: -kv[1].nodes)[:8]
+        by_op = ", ".join(f"{name} {s.nodes}" for name, s in top if s.nodes)
+        eager_ops = ", ".join(f"{name} {s.eager}" for name, s in sorted(self.ops.items(), key=lambda kv: -kv[1].eager)
+                              if s.eager)[:300]
+        mean = nodes / launches if launches else 0.0
+        return (f"dynamic tier: the program ran as its own Python, its torch operators batched at run time "
+                f"(acrobat.runtime.dynamic), because {self.reason.splitlines()[0] if self.reason else '?'}\n"
+                f"  {nodes} operator calls recorded in {launches} launches (mean batch {mean:.1f}): {by_op}\n"
+                f"  {eager} calls ran per instance, on values (value reads, in-place operators, operators with no "
+                f"meta kernel){': ' + eager_ops if eager_ops else ''}")
+
+    def merged(self, other: "DynamicStats") -> "DynamicStats":
+        """These figures and ``other``'s, added up."""
+        out = DynamicStats(other.reason or self.reason)
+        for src in (self, other):
+            for name, s in src.ops.items():
+                mine = out.op(name)
+                mine.nodes += s.nodes
+                mine.launches += s.launches
+                mine.eager += s.eager
+        return out
+
+    def op(self, name: str) -> OpStats:
+        s = self.ops.get(name)
+        if s is None:
+            s = self.ops[name] = OpStats()
+        return s
+
+
+class _Mode(TorchFunctionMode):
+    """Routes every torch operator the fibers' code calls to the recorder."""
+
+    def __init__(self, rec: "Recorder"):
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if not self.rec.active:  # the runtime's own operators (a flush between fibers' steps)
+            return func(*args, **(kwargs or {}))
+        return self.rec.call(func, args, kwargs or {})
+
+
+@dataclass(frozen=True)
+class _Op:
+    """A recorded operator signature's block, and where its results go."""
+
+    block: BlockCode
+    out_spec: Any  # pytree spec of the operator's result (None: the result is one tensor)
+    out_meta: tuple[Meta, ...]  # per tensor output
+    out_where: tuple[int, ...]  # the leaf positions of the tensor outputs in the result
+    stats: OpStats
+
+
+@dataclass(frozen=True)
+class _FuncInfo:
+    """What the recorder needs to know of an operator, found once per function object."""
+
+    name: str
+    eager: bool  # writes into a tensor or reads a value: run it for the instance, on values
+    random: bool
+    lookup: bool  # indexing a tensor: a parameter indexed by a per-instance number is a node
+
+
+_FUNCS: dict[Any, _FuncInfo] = {}
+_META_CACHE: dict[Any, tuple[Any, tuple, tuple[int, ...]] | None] = {}
+"""Per operator signature (shapes, dtypes, constants): its result's structure and tensor metas (None: meta
+tensors cannot run it), kept across runs."""
+_NESTED = (list, tuple, dict)
+
+
+def _info(func: Any) -> _FuncInfo:
+    info = _FUNCS.get(func)
+    if info is None:
+        name = _name(func)
+        eager = name in _EAGER_NAMES or (name.endswith("_") and not name.endswith("__"))
+        info = _FUNCS[func] = _FuncInfo(name, eager, _random(func), func in _LOOKUPS)
+    return info
+
+
+def _flatten(args: tuple, kwargs: dict) -> tuple[list, Any] | None:
+    """``args`` and ``kwargs`` as a flat list of leaves and a hashable structure, when no list or tuple in
+    them holds another container (else None: the caller uses ``torch.utils._pytree``)."""
+    leaves: list = []
+    struct: list = []
+    for a in args:
+        t = type(a)
+        if t is list or t is tuple:
+            for x in a:
+                if type(x) in _NESTED:
+                    return None
+            leaves.extend(a)
+            struct.append((t, len(a)))
+        elif t is dict:
+            return None
+        else:
+            leaves.append(a)
+            struct.append(0)
+    if kwargs:
+        for v in kwargs.values():
+            if type(v) in _NESTED:
+                return None
+        leaves.extend(kwargs.values())
+        struct.append(tuple(kwargs))
+    return leaves, tuple(struct)
+
+
+def _unflatten(leaves: list, struct: Any) -> tuple[tuple, dict]:
+    """The ``(args, kwargs)`` of ``_flatten``'s leaves and structure (or of a ``torch.utils._pytree`` spec)."""
+    if not isinstance(struct, tuple):
+        return pytree.tree_unflatten(leaves, struct)
+    args: list = []
+    i = 0
+    kwargs: dict = {}
+    for part in struct:
+        if part == 0:
+            args.append(leaves[i])
+            i += 1
+        elif type(part[0]) is type:
+            t, n = part
+            args.append(t(leaves[i:i + n]))
+            i += n
+        else:
+            kwargs = dict(zip(part, leaves[i:]))
+    return tuple(args), kwargs
+
+
+class Recorder:
+    """One run's dynamic tier: records operators as DFG nodes of ``rt``'s DFG (see the module docstring).
+
+    ``shared`` are the run's shared arguments: their tensors (module parameters and buffers, tensors held
+    by them) are shared values, passed to launches unbatched (parameter reuse, §5.1).
+    """
+
+    def __init__(self, rt: "Runtime", shared: tuple, site: Site, first_block: int):
+        self.rt = rt
+        self.site = site
+        self.shared: dict[int, torch.Tensor] = {id(t): t for t in _tensors_of(shared)}
+        self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
+        self.ops: dict[Any, _Op] = {}
+        self.block_ids = itertools.count(first_block)
+        self.stats = DynamicStats()
+        self.mode = _Mode(self)
+        self.active = False  # a fiber runs: operators are recorded (set by the fiber scheduler)
+
+    # -- the recording ---------------------------------------------------------------
+    def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """``func(*args, **kwargs)`` in the dynamic tier: a recorded node's lazy result, or the eager result."""
+        info = _FUNCS.get(func) or _info(func)
+        if info.eager or "out" in kwargs:
+            return self.eager(func, args, kwargs, info)
+        flat = _flatten(args, kwargs)
+        leaves, struct = flat if flat is not None else pytree.tree_flatten((args, kwargs))
+        key: list = [func, struct]
+        handles: list[int] = []
+        hosts: list = []
+        depth = 0
+        grad = False
+        tensors = False
+        shared = self.shared
+        for x in leaves:
+            t = type(x)
+            if t is Lazy:
+                key.append(x.meta)
+                handles.append(x.h)
+                if x.depth > depth:
+                    depth = x.depth
+                grad = grad or x.requires_grad
+            elif t in _SCALAR_TYPES:
+                key.append((t, x) if t is not slice else (t, x.start, x.stop, x.step))
+            elif isinstance(x, torch.Tensor):
+                tensors = True
+                grad = grad or x.requires_grad
+                if id(x) in shared:
+                    key.append(x)
+                else:  # the instance's own tensor (its data, or one made by its code): a batched input
+                    key.append(meta_of(x.shape, x.dtype).host)
+                    hosts.append(x)
+            else:
+                return self.eager(func, args, kwargs, info)  # an object the key cannot hold
+        if not handles and not hosts:
+            if not tensors or info.random:
+                return self.eager(func, args, kwargs, info)  # the instance's own tensor (torch.zeros, randn)
+            if info.lookup and any(type(x) is int for x in leaves[1:]):
+                return self.lookup(func, leaves, struct, info)
+            return self.shared_value(func, leaves, struct, key)
+        return self.add(tuple(key), leaves, struct, handles, hosts, depth, grad, info)
+
+    def add(self, key: tuple, leaves: list, struct: Any, handles: list[int], hosts: list, depth: int, grad: bool,
+            info: _FuncInfo) -> Any:
+        """Add a DFG node of the signature ``key`` for the running instance; its lazy result."""
+        op = self.ops.get(key)
+        if op is None:
+            op = self.new_op(key, leaves, struct, info)
+            if op is None:
+                return self.eager(key[0], *_unflatten(leaves, struct), info)
+        depth += 1
+        dfg = self.rt.dfg
+        bid = op.block.id
+        h = dfg.node_hosts(depth, bid, tuple(hosts), *handles) if hosts else dfg.node(depth, bid, *handles)
+        op.stats.nodes += 1
+        grad = grad and torch.is_grad_enabled()
+        if op.out_spec is None:
+            m = op.out_meta[0]
+            return Lazy(h, m, depth, grad and m.floating, self)
+        outs = [Lazy(h + k * OUTPUT_STEP, m, depth, grad and m.floating, self) for k, m in enumerate(op.out_meta)]
+        result: list = [None] * op.out_spec.num_leaves
+        for k, i in enumerate(op.out_where):
+            result[i] = outs[k]
+        return pytree.tree_unflatten(result, op.out_spec)
+
+    def lookup(self, func: Any, leaves: list, struct: Any, info: _FuncInfo) -> Any:
+        """A parameter indexed by per-instance numbers (``p.emb[word]``): a node whose numbers are batched."""
+        key: list = [func, struct]
+        hosts = []
+        for x in leaves:
+            if type(x) is int:
+                key.append(int)
+                hosts.append(x)
+            elif isinstance(x, torch.Tensor):
+                key.append(x)
+            else:
+                key.append((type(x), x) if type(x) is not slice else (slice, x.start, x.stop, x.step))
+        return self.add(tuple(key), leaves, struct, [], hosts, 0, False, info)
+
+    def new_op(self, key: tuple, leaves: list, struct: Any, info: _FuncInfo) -> _Op | None:
+        """The block of a new operator signature, or None when meta tensors cannot run it (it runs eagerly)."""
+        func = key[0]
+        sig = key[2:]
+        meta_key = (func, struct, tuple(("shared", tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x
+                                        for x in sig))
+        meta = _META_CACHE.get(meta_key, False)
+        if meta is False:
+            meta = _META_CACHE[meta_key] = _infer(func, leaves, struct)
+        if meta is None:
+            return None
+        out_spec, out_meta, out_where = meta
+        batched: list[int] = []  # leaf positions of the batched arguments (lazy values, instance data, numbers)
+        shared: list[int] = []
+        params = []
+        for i, (x, part) in enumerate(zip(leaves, sig)):
+            if type(x) is Lazy:
+                batched.append(i)
+                params.append(BatchedParam(f"x{i}", "tensor", info.name, self.site))
+            elif isinstance(part, Meta.Host) or part is int:
+                batched.append(i)
+                params.append(BatchedParam(f"x{i}", "host", info.name, self.site))
+            elif isinstance(x, torch.Tensor):
+                shared.append(i)
+        template = list(leaves)
+        for i in batched + shared:
+            template[i] = None
+        n_batched = len(batched)
+
+        def fn(*values: Any) -> tuple:
+            filled = list(template)
+            for i, v in zip(batched, values[:n_batched]):
+                filled[i] = v
+            for i, v in zip(shared, values[n_batched:]):
+                filled[i] = v
+            a, kw = _unflatten(filled, struct)
+            out = func(*a, **kw)
+            return (out,) if out_spec is None else tuple(pytree.tree_leaves(out)[i] for i in out_where)
+
+        bid = next(self.block_ids)
+        if bid >= 1 << 16:
+            return None  # more distinct operator signatures than a group key holds: run eagerly
+        block = BlockCode(bid, f"{info.name} (dynamic)", self.site, tuple(params), tuple(range(len(shared))),
+                          tuple(f"out{k}" for k in range(len(out_meta))), fn, hoisted=False)
+        self.rt.add_block(block, RowLoopKernel(block), [leaves[i] for i in shared])
+        op = self.ops[key] = _Op(block, out_spec, out_meta, out_where, self.stats.op(info.name))
+        return op
+
+    def shared_value(self, func: Any, leaves: list, struct: Any, key: list) -> Any:
+        """An operator over shared values and constants only: computed once per run, its result shared too."""
+        k = tuple(key)
+        out = self.memo.get(k)
+        if out is None:
+            a, kw = _unflatten(leaves, struct)
+            out = self.memo[k] = func(*a, **kw)
+            for t in pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.shared[id(t)] = t
+        return out
+
+    def eager(self, func: Any, args: tuple, kwargs: dict, info: _FuncInfo) -> Any:
+        """``func`` run now for the running instance, on the values of its lazy arguments (waiting for them).
+
+        Raises:
+            InstanceError: ``func`` writes into a tensor every instance shares (a parameter, or a value computed
+                from parameters alone, shared too in the dynamic tier).
+        """
+        self.stats.op(info.name).eager += 1
+        target = args[0] if args else None
+        if info.eager and isinstance(target, torch.Tensor) and id(target) in self.shared and info.name not in (
+                "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__repr__", "__str__",
+                "__format__", "__len__", "__array__", "data_ptr", "equal", "allclose", "is_nonzero"):
+            raise mark_limit(InstanceError(
+                f"instance {self.rt.dfg.inst}: `{info.name}` writes into a tensor every instance shares (a model "
+                f"parameter, or a value computed from parameters alone): write it out of place\n"
+                f"{self.site.where()}", self.rt.dfg.inst))
+        args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
+        return func(*args, **kwargs)
+
+    def value(self, x: Lazy) -> torch.Tensor:
+        """The computed tensor of ``x`` (on a fiber, waits for it: a value read, §4.2)."""
+        with torch._C.DisableTorchFunction():
+            return self.rt.value(x.h)
+
+
+def _infer(func: Any, leaves: list, struct: Any) -> tuple[Any, tuple, tuple[int, ...]] | None:
+    """Run ``func`` on meta tensors shaped like ``leaves``: its result's structure (tensor leaves as None),
+    per tensor output its (shape, dtype), and their leaf positions; None when meta tensors cannot run it or
+    it gives no tensor (or too many)."""
+    def meta(x: Any) -> Any:
+        if type(x) is Lazy:
+            return torch.empty(x.meta.shape, dtype=x.meta.dtype, device="meta")
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+        return x
+
+    try:
+        with torch._C.DisableTorchFunction():
+            a, kw = _unflatten([meta(x) for x in leaves], struct)
+            out = func(*a, **kw)
+    except Exception:  # noqa: BLE001 - no meta kernel, a data-dependent shape, a value read: run it eagerly
+        return None
+    if isinstance(out, torch.Tensor):
+        return None, (meta_of(out.shape, out.dtype),), (0,)
+    out_leaves, out_spec = pytree.tree_flatten(out)
+    where = tuple(i for i, x in enumerate(out_leaves) if isinstance(x, torch.Tensor))
+    if not where or len(where) > MAX_OUTPUTS or any(type(x) not in _SCALAR_TYPES for i, x in
+                                                    enumerate(out_leaves) if i not in where):
+        return None
+    return out_spec, tuple(meta_of(out_leaves[i].shape, out_leaves[i].dtype) for i in where), where
+
+
+def _random(func: Any) -> bool:
+    name = _name(func)
+    return name in ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "bernoulli", "multinomial",
+                    "normal", "poisson", "dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout",
+                    "dropout1d", "dropout2d", "dropout3d", "rrelu", "randperm", "uniform_", "normal_")
+
+
+def _const_key(x: Any) -> Any:
+    return (x.start, x.stop, x.step) if isinstance(x, slice) else x
+
+
+def _tensors_of(values: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
+    """Every tensor reachable from ``values``: modules' parameters and buffers, tensors held in attributes,
+    lists, tuples and dicts (the run's shared values)."""
+    seen = set() if seen is None else seen
+    out: list[torch.Tensor] = []
+    stack = list(values) if isinstance(values, (list, tuple)) else [values]
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, torch.nn.Module):
+            out.extend(v.parameters())
+            out.extend(v.buffers())
+            stack.extend(x for x in vars(v).values() if not isinstance(x, dict))
+        elif isinstance(v, (list, tuple, set)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif hasattr(v, "__dict__") and not isinstance(v, (type, Callable)):  # type: ignore[arg-type]
+            stack.extend(vars(v).values())
+    return out
