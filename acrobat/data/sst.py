@@ -26,6 +26,7 @@ from acrobat.errors import DataError
 
 _SPACE = " \t"  # the only separators: SST words may hold other whitespace (a no-break space)
 _TOKEN = re.compile(r"[()]|[^ \t()]+")
+_WORD = re.compile(r"[^ \t()]+")
 _INTEGER = re.compile(r"-?[0-9]+")
 _LEAF_WORD = re.compile(r"\([ \t]*[^ \t()]+[ \t]+([^ \t()]+)[ \t]*\)")
 _BINARY = "trees must be strictly binary"
@@ -154,6 +155,32 @@ def parse_tree(
     for match in _TOKEN.finditer(text):
         parser.token(match.group(), match.start() + 1)
     return parser.end()
+
+
+def format_tree(tree: Tree) -> str:
+    """The bracketed SST line of ``tree`` (no newline): the inverse of :func:`parse_tree`.
+
+    ``parse_tree(format_tree(t))`` has ``t``'s labels, shape and words
+    (``"(3 (2 It) (4 (2 's) (2 good)))"``). Iterative, so trees of any depth
+    format. Raises ``ValueError`` for a leaf whose word is None or is not an
+    SST word (empty, or holding a space, tab or parenthesis): such a tree has
+    no SST line.
+    """
+    parts: list[str] = []
+    stack: list[Tree | str] = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+        elif item.is_leaf:
+            if item.word is None or not _WORD.fullmatch(item.word):
+                raise ValueError(f"leaf word {item.word!r} is not an SST word (a run of characters other than "
+                                 "spaces, tabs and parentheses)")
+            parts.append(f"({item.label} {item.word})")
+        else:
+            parts.append(f"({item.label} ")
+            stack += [")", item.right, " ", item.left]  # type: ignore[list-item]
+    return "".join(parts)
 
 
 def _read_lines(path: str | os.PathLike[str]) -> list[str]:

@@ -1,0 +1,126 @@
+"""acrobat serve on a real Ray Serve instance on loopback: HTTP and handle results equal the program's
+per-instance results, bad requests get their own 4xx, a request that makes the model raise gets a 500
+while the rest of its batch gets results, and serving compiles nothing after the warm-up."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install -e '.[serve]')")
+
+from acrobat.data.sst import format_tree  # noqa: E402
+from acrobat.serve import LocalServe, PaperModel, RequestError, ServeOptions  # noqa: E402
+from tests.serve_progs import REFUSED, WORDS, picky_servable  # noqa: E402
+
+TREELSTM = PaperModel("treelstm", hidden=16, max_words=60)
+
+
+@pytest.fixture(scope="module")
+def served():
+    """One local Ray cluster with two applications: a small TreeLSTM and the picky test program."""
+    server = LocalServe()
+    try:
+        server.start()
+    except Exception as exc:  # noqa: BLE001 - any failure to start Ray is a reason to skip, not a test failure
+        server.stop()
+        pytest.skip(f"Ray cannot start here: {type(exc).__name__}: {exc}")
+    try:
+        handles = server.deploy({"treelstm": (TREELSTM, ServeOptions(max_batch_size=8, batch_wait_timeout_s=0.05)),
+                                 "picky": (picky_servable, ServeOptions(max_batch_size=16, batch_wait_timeout_s=0.3))})
+        yield server, handles
+    finally:
+        server.stop()
+
+
+def request(url: str, body: bytes | dict | None = None, method: str = "POST") -> tuple[int, dict[str, Any]]:
+    """(status, JSON body) of one HTTP request."""
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def concurrently(url: str, bodies: list[dict]) -> list[tuple[int, dict[str, Any]]]:
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(lambda b: request(url, b), bodies))
+
+
+def test_http_results_equal_per_instance(served, dataset):
+    server, _ = served
+    s = TREELSTM()
+    trees = [t for t in dataset.trees if len(t.leaves()) <= s.max_words][:24]
+    answers = concurrently(server.url("treelstm"), [{"tree": format_tree(t)} for t in trees])
+    with torch.no_grad():
+        for tree, (status, body) in zip(trees, answers):
+            assert status == 200, body
+            logits, h = s.program(s.decode(json.dumps({"tree": format_tree(tree)}).encode()), *s.params)
+            torch.testing.assert_close(torch.tensor(body["result"][0]), logits)
+            torch.testing.assert_close(torch.tensor(body["result"][1]), h)
+    assert max(b["server"]["batch_size"] for _, b in answers) > 1  # requests arriving together ran together
+    status, info = request(server.url("treelstm"), method="GET")
+    assert status == 200 and info["model"] == "treelstm" and info["warmup"]["tuned"]
+    assert info["served"]["batches"] >= 1 and info["served"]["compiles"] == 0  # compiled during warm-up only
+
+
+def test_handle_returns_tensors(served, dataset):
+    _, handles = served
+    s = TREELSTM()
+    tree = s.decode(json.dumps({"tree": format_tree(dataset.trees[0])}).encode())
+    logits, h = handles["treelstm"].infer.remote(tree).result()
+    with torch.no_grad():
+        expected = s.program(tree, *s.params)
+    torch.testing.assert_close(logits, expected[0])
+    torch.testing.assert_close(h, expected[1])
+    with pytest.raises(RequestError, match="takes a Tree"):
+        handles["treelstm"].infer.remote([1, 2, 3]).result()
+
+
+@pytest.mark.parametrize("body,status,kind", [
+    (b"{not json", 400, "bad_json"),
+    ({"sentence": "hi"}, 400, "bad_request"),
+    ({"tree": "(3 (2 It) (4 (2 is) (2 good))"}, 400, "malformed_tree"),
+    ({"tree": "(3 (2 It) (2 is) (2 good))"}, 400, "malformed_tree"),
+    ({"tree": "(3 (2 It) (4 (2 is) (2 zzqx-not-a-word)))"}, 422, "unknown_word"),
+    ({"tree": "(2 " * 60 + "(2 a)" + " (2 a))" * 60}, 413, "too_large"),
+    (json.dumps({"tree": "(2 a)" + " " * 70000}).encode(), 413, "too_large"),
+])
+def test_bad_request_gets_its_own_error(served, body, status, kind):
+    server, _ = served
+    got, answer = request(server.url("treelstm"), body)
+    assert (got, answer["error"]) == (status, kind), answer
+    assert answer["message"]
+
+
+def test_failing_request_alone_in_its_batch(served):
+    server, handles = served
+    s = picky_servable()
+    lengths = [2, REFUSED, 4, 5, REFUSED, 6, 1]
+    bodies = [{"tokens": WORDS[:n]} for n in lengths]
+    answers = concurrently(server.url("picky"), bodies)
+    failed = {a["server"]["batch"] for (status, a), n in zip(answers, lengths) if n == REFUSED}
+    ok = {a["server"]["batch"] for (status, a), n in zip(answers, lengths) if n != REFUSED}
+    assert failed & ok, "a refused request and an accepted one should have been collected in one batch"
+    with torch.no_grad():
+        for body, n, (status, answer) in zip(bodies, lengths, answers):
+            if n == REFUSED:
+                assert status == 500 and answer["error"] == "model_error", answer
+                assert "picky refuses" in answer["message"]
+            else:
+                assert status == 200, answer
+                expected = s.program(s.decode(json.dumps(body).encode()), *s.params)
+                torch.testing.assert_close(torch.tensor(answer["result"]), expected)
+    status, answer = request(server.url("picky"), {"tokens": WORDS[:2]})  # the replica still serves
+    assert status == 200
+    with pytest.raises(RequestError, match="picky refuses") as info:  # the handle raises it as itself
+        handles["picky"].infer.remote([1] * REFUSED).result()
+    assert (info.value.status, info.value.kind) == (500, "model_error")
