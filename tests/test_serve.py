@@ -4,6 +4,7 @@ while the rest of its batch gets results, and serving compiles nothing after the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
@@ -17,6 +18,7 @@ pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install
 
 from acrobat.data.sst import format_tree  # noqa: E402
 from acrobat.serve import LocalServe, PaperModel, RequestError, ServeOptions  # noqa: E402
+from acrobat.serve.load import LoadClient, LoadSettings  # noqa: E402
 from tests.serve_progs import REFUSED, WORDS, picky_servable  # noqa: E402
 
 TREELSTM = PaperModel("treelstm", hidden=16, max_words=60)
@@ -124,3 +126,24 @@ def test_failing_request_alone_in_its_batch(served):
     with pytest.raises(RequestError, match="picky refuses") as info:  # the handle raises it as itself
         handles["picky"].infer.remote([1] * REFUSED).result()
     assert (info.value.status, info.value.kind) == (500, "model_error")
+
+
+def test_load_step_checks_every_answer(served, dataset):
+    """One step of the load test against a real server: every answer checked, and a wrong one caught."""
+    import aiohttp
+
+    server, _ = served
+    s = TREELSTM()
+    lines = [format_tree(t) for t in dataset.trees if len(t.leaves()) <= s.max_words][:12]
+    client = LoadClient(s, lines, LoadSettings(step_s=1.0, max_requests=25))
+
+    async def step():
+        async with aiohttp.ClientSession() as session:
+            return await client.step(session, server.url("treelstm"), "acrobat", 40.0, 0)
+
+    good = asyncio.run(step())
+    assert good.sent > 0 and good.ok == good.sent and (good.errors, good.inexact) == (0, 0)
+    assert sum(k * v for k, v in good.batch_sizes.items()) == good.sent and len(good.latency_ms) == good.sent
+    client.expected = [(logits + 1e-3, h) for logits, h in client.expected]  # what a wrong server would answer
+    bad = asyncio.run(step())
+    assert bad.inexact == bad.sent and bad.ok == 0 and not bad.held

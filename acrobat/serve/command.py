@@ -3,8 +3,8 @@
     acrobat serve treelstm [--port 8000] [--max-batch-size 32] [--batch-wait-ms 5] [--num-replicas 1]
                            [--data PATH] [--size small|large] [--seed 0] [--threads 1] [--ingress haproxy|proxy]
 
-Also the arguments the load test shares between ``acrobat bench --serve`` and ``scripts/serve_load.py``
-(:func:`add_batching_arguments`). Importing this module does not import Ray.
+Also the arguments of the load test, which ``acrobat bench --serve`` and ``scripts/serve_load.py`` share
+(:func:`add_load_arguments`). Importing this module imports neither Ray nor the load test's client.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from typing import Any
 
 from acrobat.serve.servable import MAX_WORDS, SERVABLE_MODELS
 
+RATES = (40, 50, 65, 80, 100, 130, 160, 200, 250, 320, 400, 500, 630, 800, 1000, 1250, 1600)
+"""The load test's default offered rates, requests/s (steps of about 1.25x)."""
+
 
 def add_batching_arguments(p: argparse.ArgumentParser | Any, max_batch_size: int = 32, wait_ms: float = 5.0) -> None:
     """The options of a deployment's batching and ingress, for ``acrobat serve`` and the load test."""
@@ -25,11 +28,30 @@ def add_batching_arguments(p: argparse.ArgumentParser | Any, max_batch_size: int
                    help=f"most requests one program.run call batches (Ray Serve's @serve.batch; default {max_batch_size})")
     p.add_argument("--batch-wait-ms", type=float, default=wait_ms,
                    help=f"how long the first request of a batch waits for more, ms (default {wait_ms:g})")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per replica (default 1: on a small "
-                   "machine the ingress and clients need the other cores)")
     p.add_argument("--ingress", default="haproxy", choices=["haproxy", "proxy"],
                    help="Ray Serve's HTTP ingress: haproxy (its HAProxy ingress, throughput-optimized mode; "
                         "default) or proxy (its Python proxy actor)")
+
+
+def add_threads_argument(p: argparse.ArgumentParser) -> None:
+    """``--threads``: torch threads per replica."""
+    p.add_argument("--threads", type=int, default=1, help="torch threads per replica (default 1: on a small "
+                   "machine the ingress and clients need the other cores)")
+
+
+def add_load_arguments(p: argparse.ArgumentParser | Any) -> None:
+    """The load test's own options (``acrobat bench --serve`` and ``scripts/serve_load.py``)."""
+    p.add_argument("--rates", help="comma-separated offered request rates, req/s (default "
+                   f"{','.join(map(str, RATES))}; a server stops after two it does not hold)")
+    p.add_argument("--step-seconds", type=float, default=5.0, help="seconds of arrivals per rate (default 5)")
+    p.add_argument("--max-requests", type=int, default=4000, help="most requests per step (default 4000)")
+    p.add_argument("--timeout-s", type=float, default=5.0, help="a request unanswered after this many seconds "
+                   "fails (default 5)")
+    p.add_argument("--slo-ms", type=float, default=50.0, help="p99 latency a held rate keeps, ms (default 50)")
+    p.add_argument("--refine", type=int, default=2, help="bisections between each server's highest held rate "
+                   "and the next missed one (default 2)")
+    p.add_argument("--idle-seconds", type=float, default=5.0, help="seconds of idle CPU measured first (default 5)")
+    add_batching_arguments(p)
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
@@ -50,6 +72,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     p.add_argument("--size", default="small", choices=["small", "large"], help="model size (hidden 256/512)")
     p.add_argument("--seed", type=int, default=0, help="weight seed (default 0, as acrobat run)")
     p.add_argument("--max-words", type=int, default=MAX_WORDS, help=f"longest request accepted, words (default {MAX_WORDS})")
+    add_threads_argument(p)
     add_batching_arguments(p)
     p.set_defaults(func=cmd_serve)
     return p

@@ -8,7 +8,8 @@ word ids, or a list of word ids) and rejects what the program must not see
 with a :class:`RequestError` that carries the HTTP status: malformed JSON or
 tree (400), an input over the size limits (413), a word outside the model's
 vocabulary (422). A result (tensors, or tuples/lists/dicts of them) goes back
-as nested lists of numbers (:func:`to_json`).
+as nested lists of numbers (:func:`to_json`, written by orjson: a float32
+as the shortest decimal that reads back to it).
 
 :class:`PaperModel` builds the Servable of a bundled SST model (treelstm,
 mvrnn, birnn, stackrnn) from its name, data and seed, in the process that
@@ -22,6 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
+import orjson
 import torch
 
 from acrobat.data import load_dataset, parse_tree, synthetic_trees
@@ -183,13 +185,16 @@ class Servable:
 
 
 def to_json(result: Any) -> Any:
-    """A program result as JSON values: tensors as nested lists (``Tensor.tolist``), tuples as lists.
+    """A program result as values ``orjson`` writes (``OPT_SERIALIZE_NUMPY``): tensors as numpy arrays (nested
+    lists in JSON; a float32 is written as its shortest repr, which reads back to the same float32;
+    NaN and infinities as null, JSON having neither), bfloat16 tensors as float lists, tuples as lists.
 
     Raises:
         TypeError: a value that is not a tensor, number, string, None, or a list/tuple/dict of them.
     """
     if isinstance(result, torch.Tensor):
-        return result.tolist()
+        t = result.detach().cpu()
+        return t.tolist() if t.dtype == torch.bfloat16 else t.numpy()
     if isinstance(result, (list, tuple)):
         return [to_json(r) for r in result]
     if isinstance(result, dict):
@@ -198,6 +203,11 @@ def to_json(result: Any) -> Any:
         return result
     raise TypeError(f"cannot send a {type(result).__name__} as JSON: return tensors, numbers or "
                     "lists/tuples/dicts of them")
+
+
+def json_bytes(body: Any) -> bytes:
+    """``body`` (with :func:`to_json` results in it) as JSON bytes (orjson: numpy arrays as nested lists)."""
+    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 SERVABLE_MODELS = ("treelstm", "mvrnn", "birnn", "stackrnn")

@@ -38,10 +38,10 @@ import torch
 import torch.utils._pytree as pytree
 from ray import serve
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 
 from acrobat.runtime.stats import RunStats
-from acrobat.serve.servable import RequestError, Servable, ServableFactory, to_json
+from acrobat.serve.servable import RequestError, ServableFactory, json_bytes, to_json
 
 log = logging.getLogger("acrobat.serve")
 
@@ -162,22 +162,22 @@ class ProgramServer:
                     "" if done["tuned"] else " (stopped at the cap before every block was tuned)")
         return done
 
-    async def __call__(self, request: Request) -> JSONResponse:
+    async def __call__(self, request: Request) -> Response:
         if request.method == "GET":
-            return JSONResponse(self.describe())
+            return _json(self.describe())
         if request.method != "POST":
-            return JSONResponse({"error": "bad_method", "message": f"{request.method} is not served: POST "
-                                 f"{self.servable.usage()}"}, status_code=405)
+            return _json({"error": "bad_method", "message": f"{request.method} is not served: POST "
+                          f"{self.servable.usage()}"}, 405)
         arrived = time.perf_counter()
         try:
             instance = self.servable.decode(await request.body())
         except RequestError as exc:
-            return JSONResponse(exc.body(), status_code=exc.status)
+            return _json(exc.body(), exc.status)
         out: Outcome = await self._batch(instance, arrived)
         if out.error is not None:
             err = RequestError.from_model(out.error)
-            return JSONResponse({**err.body(), "server": out.server()}, status_code=err.status)
-        return JSONResponse({"result": to_json(out.result), "server": out.server()})
+            return _json({**err.body(), "server": out.server()}, err.status)
+        return _json({"result": to_json(out.result), "server": out.server()})
 
     async def infer(self, instance: Any) -> Any:
         """The program's result for one instance (a Tree, or a list of word ids), batched with the other
@@ -235,6 +235,10 @@ class ProgramServer:
             return Outcome(self.servable.program(instance, *self.servable.params))
         except Exception as exc:  # noqa: BLE001 - as in _bisect
             return Outcome(error=exc)
+
+
+def _json(body: dict[str, Any], status: int = 200) -> Response:
+    return Response(json_bytes(body), status_code=status, media_type="application/json")
 
 
 def application(factory: ServableFactory, options: ServeOptions = ServeOptions(), name: str = "ProgramServer"
