@@ -23,6 +23,7 @@ from acrobat.data import (
     synthetic_vocab,
 )
 from acrobat.data import dataset as dataset_module
+from acrobat.data import sst
 from acrobat.data.sst import format_tree
 from acrobat.errors import DataError
 
@@ -111,6 +112,24 @@ def test_format_tree_round_trips(seed: int) -> None:
         again = parse_tree(format_tree(tree), vocab)
         assert format_tree(again) == format_tree(tree)
         assert again.tokens() == tree.tokens()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="() 012345ab\t", max_size=40).map(lambda t: (t, False)) | st.integers(0, 2**32 - 1).map(
+    lambda s: (format_tree(synthetic_trees(1, seed=s, vocab_size=50)[0]), True)))
+def test_fast_path_agrees_with_the_error_reporting_parser(case: tuple[str, bool]) -> None:
+    """parse_tree's fast path takes every SST line and gives the tree the full parser gives; where it gives
+    up (anything unusual, an error included) parse_tree runs the full parser, which reports the error."""
+    text, sst_line = case
+    vocab = synthetic_vocab(50)
+    fast = sst._parse_well_formed(text, vocab)
+    assert fast is not None or not sst_line
+    if fast is not None:
+        parser = sst._Parser(vocab, "<t>", 1)
+        for match in sst._TOKEN.finditer(text):
+            parser.token(match.group(), match.start() + 1)
+        slow = parser.end()  # raises DataError if the fast path took a malformed line
+        assert format_tree(fast) == format_tree(slow) and fast.tokens() == slow.tokens()
 
 
 # --- errors: file:line:col of the offending character ------------------------

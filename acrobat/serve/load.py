@@ -98,6 +98,7 @@ class Step:
     batch_sizes: dict[int, int] = field(default_factory=dict)  # batch size -> batches
     cpu: dict[str, float] = field(default_factory=dict)  # group -> cores used over the step
     machine_cpu: float = 0.0  # cores busy on the whole machine (other users' processes included)
+    run_cpu: float = 0.0  # cores the replica's runs took (its worker thread; the rest is request handling)
     slo_ms: float = 50.0
 
     def pct(self, q: float) -> float:
@@ -128,6 +129,7 @@ class Step:
                 "other_ms_mean": round(self.mean("latency_ms") - self.mean("queue_ms") - self.mean("compute_ms"), 2),
                 "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())},
                 "cpu": {k: round(v, 3) for k, v in self.cpu.items()}, "machine_cpu": round(self.machine_cpu, 3),
+                "run_cpu": round(self.run_cpu, 3),
                 "held": self.held}
 
 
@@ -216,6 +218,7 @@ class LoadClient:
             except Exception as exc:  # noqa: BLE001 - a timeout or connection error: counted as a failure
                 answers[i] = (0, str(exc).encode(), time.perf_counter() - due)
 
+        run_cpu = _describe(url)["served"]["run_cpu_s"]
         before = self.meter.sample()
         start = time.perf_counter() + 0.01
         tasks = []
@@ -226,8 +229,11 @@ class LoadClient:
             tasks.append(asyncio.ensure_future(one(i, start + t)))
         await asyncio.gather(*tasks)
         end = max((start + t + a[2] for t, a in zip(times, answers)), default=start)
-        cpu, machine = CpuMeter.cores(before, self.meter.sample())
-        return self._judge(server, rate, trees, answers, end - start, cpu, machine)
+        after = self.meter.sample()
+        cpu, machine = CpuMeter.cores(before, after)
+        st = self._judge(server, rate, trees, answers, end - start, cpu, machine)
+        st.run_cpu = (_describe(url)["served"]["run_cpu_s"] - run_cpu) / (after[0] - before[0])
+        return st
 
     def _judge(self, server: str, rate: float, trees: list[int], answers: list[tuple[int, bytes, float]],
                duration: float, cpu: dict[str, float], machine: float) -> Step:

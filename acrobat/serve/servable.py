@@ -193,8 +193,7 @@ def to_json(result: Any) -> Any:
         TypeError: a value that is not a tensor, number, string, None, or a list/tuple/dict of them.
     """
     if isinstance(result, torch.Tensor):
-        t = result.detach().cpu()
-        return t.tolist() if t.dtype == torch.bfloat16 else t.numpy()
+        return result.tolist() if result.dtype == torch.bfloat16 else result.numpy(force=True)
     if isinstance(result, (list, tuple)):
         return [to_json(r) for r in result]
     if isinstance(result, dict):
