@@ -1,16 +1,27 @@
 """acrobat serve on a real Ray Serve instance on loopback: HTTP and handle results equal the program's
 per-instance results, bad requests get their own 4xx, a request that makes the model raise gets a 500
-while the rest of its batch gets results, and serving compiles nothing after the warm-up."""
+while the rest of its batch gets results, serving compiles nothing after the warm-up, the load test's
+step checks every answer; and `acrobat serve treelstm` serves until Ctrl-C, then stops with every Ray
+process (its own local cluster, started first so that the two start side by side)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import torch
 
@@ -22,10 +33,49 @@ from acrobat.serve.load import LoadClient, LoadSettings  # noqa: E402
 from tests.serve_progs import REFUSED, WORDS, picky_servable  # noqa: E402
 
 TREELSTM = PaperModel("treelstm", hidden=16, max_words=60)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Command:
+    """`acrobat serve treelstm` in a subprocess (its own session, as a terminal's foreground job), its
+    output read as it comes."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen([sys.executable, "-m", "acrobat.cli", "serve", "treelstm", "--port", "0",
+                                      "--max-batch-size", "4"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")),
+                                       daemon=True)
+        self.reader.start()
+
+    def url(self, timeout_s: float) -> str | None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            for line in list(self.lines):
+                found = re.match(r"serving treelstm at (http://127\.0\.0\.1:\d+/treelstm)", line)
+                if found:
+                    return found.group(1)
+            time.sleep(0.2)
+        return None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
 
 @pytest.fixture(scope="module")
-def served():
+def command():
+    """The command, started before the in-process cluster so that both start at once."""
+    cmd = Command()
+    yield cmd
+    cmd.kill()
+
+
+@pytest.fixture(scope="module")
+def served(command):
     """One local Ray cluster with two applications: a small TreeLSTM and the picky test program."""
     server = LocalServe()
     try:
@@ -147,3 +197,18 @@ def test_load_step_checks_every_answer(served, dataset):
     client.expected = [(logits + 1e-3, h) for logits, h in client.expected]  # what a wrong server would answer
     bad = asyncio.run(step())
     assert bad.inexact == bad.sent and bad.ok == 0 and not bad.held
+
+
+def test_command_serves_until_ctrl_c(command, dataset):
+    url = command.url(timeout_s=120)
+    if url is None:
+        pytest.skip("Ray cannot start here: " + "".join(command.lines[-15:]))
+    children = psutil.Process(command.proc.pid).children(recursive=True)
+    status, answer = request(url, {"tree": format_tree(dataset.trees[0])})
+    assert status == 200 and len(answer["result"]) == 2 and len(answer["result"][0]) == 5
+    os.killpg(command.proc.pid, signal.SIGINT)  # Ctrl-C in a terminal signals the whole foreground group
+    assert command.proc.wait(timeout=60) == 0, "".join(command.lines)
+    command.reader.join(timeout=10)
+    assert "stopped" in "".join(command.lines)
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, f"Ray processes left running: {[p.pid for p in alive]}"
