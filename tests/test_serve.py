@@ -204,6 +204,8 @@ def test_command_serves_until_ctrl_c(command, dataset):
     if url is None:
         pytest.skip("Ray cannot start here: " + "".join(command.lines[-15:]))
     children = psutil.Process(command.proc.pid).children(recursive=True)
+    folder = next(re.search(r"(/\S*acrobat-serve-[^/\s]+)", " ".join(p.cmdline())).group(1) for p in children
+                  if "haproxy -db" in " ".join(p.cmdline()))
     status, answer = request(url, {"tree": format_tree(dataset.trees[0])})
     assert status == 200 and len(answer["result"]) == 2 and len(answer["result"][0]) == 5
     os.killpg(command.proc.pid, signal.SIGINT)  # Ctrl-C in a terminal signals the whole foreground group
@@ -212,3 +214,4 @@ def test_command_serves_until_ctrl_c(command, dataset):
     assert "stopped" in "".join(command.lines)
     _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, f"Ray processes left running: {[p.pid for p in alive]}"
+    assert not [p.pid for p in psutil.process_iter(["cmdline"]) if folder in " ".join(p.info["cmdline"] or ())]

@@ -19,6 +19,7 @@ clusters can run on one machine at once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -26,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+import psutil
 import ray
 from ray import serve
 
@@ -68,6 +70,21 @@ def _ingress_env(ingress: str, folder: str) -> dict[str, str]:
                 "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": f"{folder}/server-state",
                 "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": f"{folder}/metrics.sock"}
     return env
+
+
+def _end_processes_using(folder: str, timeout_s: float = 5.0) -> None:
+    """Terminate (then kill) the processes whose command line names ``folder``: only this cluster's."""
+    procs = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any(folder in arg for arg in p.info["cmdline"] or ()):
+            procs.append(p)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=timeout_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
 
 
 class LocalServe:
@@ -131,11 +148,13 @@ class LocalServe:
         return f"http://127.0.0.1:{self.port}{self.routes[name]}"
 
     def stop(self) -> None:
-        """Shut Ray Serve and Ray down (replicas, ingress, every Ray process) and remove the private folder."""
+        """Shut Ray Serve and Ray down (replicas, ingress, every Ray process), end any HAProxy left running on
+        this cluster's private folder (one reloaded late can outlive its manager), remove the folder."""
         if ray.is_initialized():
             serve.shutdown()
             ray.shutdown()
         if self._folder is not None:
+            _end_processes_using(self._folder)
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
 
