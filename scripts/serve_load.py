@@ -1,7 +1,7 @@
 """The serving load test as a script: the same run as ``acrobat bench --serve`` (acrobat.serve.load).
 
     python scripts/serve_load.py [--model treelstm] [--rates 50,100,200,...] [--step-seconds 5] [--slo-ms 50]
-                                 [--max-batch-size 32] [--batch-wait-ms 5] [--ingress haproxy|proxy]
+                                 [--max-batch-size 32] [--batch-wait-ms 2] [--ingress haproxy|proxy]
                                  [--data PATH] [--out serve-out]
 
 Starts Ray's local cluster (pip install -e '.[serve]'), serves the model twice on one Ray Serve stack

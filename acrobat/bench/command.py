@@ -4,7 +4,7 @@
                   [--quick] [--repeats N] [--out DIR] [--grad] [--data PATH] [--threads N]
                   [--seq-len N] [--layers N]
     acrobat bench --serve [MODEL] [--rates 50,100,...] [--step-seconds 5] [--slo-ms 50] [--max-batch-size 32]
-                  [--batch-wait-ms 5] [--ingress haproxy|proxy] [--data PATH] [--out DIR]   (acrobat.serve.load)
+                  [--batch-wait-ms 2] [--ingress haproxy|proxy] [--data PATH] [--out DIR]   (acrobat.serve.load)
 
 ``--quick`` also scales Berxit down (``QUICK_BERXIT``: shorter sequences, fewer
 layers, BERT-base width kept) so that the whole quick run stays under 10

@@ -1,6 +1,6 @@
 """``acrobat serve MODEL``: serve a bundled SST model over HTTP on Ray's local cluster until Ctrl-C.
 
-    acrobat serve treelstm [--port 8000] [--max-batch-size 32] [--batch-wait-ms 5] [--num-replicas 1]
+    acrobat serve treelstm [--port 8000] [--max-batch-size 32] [--batch-wait-ms 2] [--num-replicas 1]
                            [--data PATH] [--size small|large] [--seed 0] [--threads 1] [--ingress haproxy|proxy]
 
 Also the arguments of the load test, which ``acrobat bench --serve`` and ``scripts/serve_load.py`` share
@@ -22,7 +22,7 @@ RATES = (40, 50, 65, 80, 100, 130, 160, 200, 250, 320, 400, 500, 630, 800, 1000,
 """The load test's default offered rates, requests/s (steps of about 1.25x)."""
 
 
-def add_batching_arguments(p: argparse.ArgumentParser | Any, max_batch_size: int = 32, wait_ms: float = 5.0) -> None:
+def add_batching_arguments(p: argparse.ArgumentParser | Any, max_batch_size: int = 32, wait_ms: float = 2.0) -> None:
     """The options of a deployment's batching and ingress, for ``acrobat serve`` and the load test."""
     p.add_argument("--max-batch-size", type=int, default=max_batch_size,
                    help=f"most requests one program.run call batches (Ray Serve's @serve.batch; default {max_batch_size})")

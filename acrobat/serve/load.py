@@ -67,7 +67,7 @@ class LoadSettings:
     refine: int = 2
     idle_s: float = 5.0
     max_batch_size: int = 32
-    batch_wait_ms: float = 5.0
+    batch_wait_ms: float = 2.0
     threads: int = 1
     ingress: str = "haproxy"
     trees: int = 1101  # at most this many trees of the split are sent (cycled)

@@ -45,10 +45,12 @@ def _row(s: Step) -> str:
     cpu = s.cpu
     other = s.mean("latency_ms") - s.mean("queue_ms") - s.mean("compute_ms")
     others = max(0.0, s.machine_cpu - sum(cpu.values()))
+    replica = cpu[f"replica:{s.server}"]
+    per_request = f"{replica / s.throughput * 1e3:.2f} ({s.run_cpu / s.throughput * 1e3:.2f})" if s.throughput else "-"
     return (f"| {s.server} | {s.rate:g} | {s.throughput:.0f} | {s.pct(0.5):.1f} | {s.pct(0.99):.1f} | "
             f"{s.mean('queue_ms'):.1f} / {s.mean('compute_ms'):.1f} / {other:.1f} | {_mean_batch(s.batch_sizes):.1f} | "
-            f"{_histogram(s.batch_sizes)} | {cpu[f'replica:{s.server}']:.2f} ({s.run_cpu:.2f}) | {cpu['ingress']:.2f} | {cpu['ray']:.2f} | "
-            f"{cpu['client']:.2f} | {others:.2f} | {s.errors} | {s.inexact} | {'yes' if s.held else 'no'} |")
+            f"{_histogram(s.batch_sizes)} | {replica:.2f} ({s.run_cpu:.2f}) | {per_request} | {cpu['ingress']:.2f} | "
+            f"{cpu['ray']:.2f} | {cpu['client']:.2f} | {others:.2f} | {s.errors} | {s.inexact} | {'yes' if s.held else 'no'} |")
 
 
 def markdown(rep: LoadReport) -> str:
@@ -72,13 +74,15 @@ def markdown(rep: LoadReport) -> str:
         + f"; whole machine {rep.idle_machine_cpu:.2f} (other users' work included).",
         "",
         "| server | offered req/s | ok/s | p50 ms | p99 ms | queue / compute / rest ms (mean) | mean batch | "
-        "batches by size | CPU replica (runs) | CPU ingress | CPU Ray | CPU client | CPU others | errors | inexact | held |",
-        "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "batches by size | CPU replica (runs) | replica CPU ms/request (runs) | CPU ingress | CPU Ray | CPU client | "
+        "CPU others | errors | inexact | held |",
+        "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for server in SERVERS:
         lines += [_row(s) for s in sorted(rep.steps, key=lambda s: s.rate) if s.server == server]
     lines += ["", "CPU columns are cores used over the step (2 = both cores): the server's replica (in brackets: "
-              "its runs of the model; the rest is taking and answering requests), the HTTP "
+              "its runs of the model; the rest is taking and answering requests; also per answered request, ms), "
+              "the HTTP "
               "ingress, the rest of Ray (raylet, GCS, Serve controller, agents, the idle server's replica), "
               "the load client, and every other process on the machine. 'rest' is latency not spent in the "
               "replica's queue or batch: HTTP, the ingress, Ray's routing, the client."]

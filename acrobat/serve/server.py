@@ -82,7 +82,7 @@ class ServeOptions:
     """
 
     max_batch_size: int = 32
-    batch_wait_timeout_s: float = 0.005
+    batch_wait_timeout_s: float = 0.002
     num_replicas: int = 1
     runner: Runner = "acrobat"
     backend: str = "compiled"
@@ -232,7 +232,7 @@ class ProgramServer:
                            "run_cpu_s": round(self._run_cpu_s, 4)},
                 "replica": os.getpid()}
 
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.005, max_concurrent_batches=MAX_COLLECTED)
+    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002, max_concurrent_batches=MAX_COLLECTED)
     async def _batch(self, instances: list[Any], arrived: list[float]) -> list[Outcome]:
         """A batch Ray Serve collected (sizes set from the options in ``__init__``): queued for the runner,
         which merges it with the batches collected while the previous run was going on."""
