@@ -131,7 +131,8 @@ def test_held_rates_and_the_gap_to_refine():
              _step("acrobat", 400, 49)]
     assert [s.held for s in steps] == [True, False, False, True, True, False, True]
     rep = LoadReport(LoadSettings(), "data", "haproxy", {g: 0.0 for g in steps[0].cpu}, 0.1, steps,
-                     {"cpu": "cpu", "cores": 2}, {"runs": 3, "seconds": 1.0, "tuned": True})
+                     {"cpu": "cpu", "cores": 2}, {"runs": 3, "seconds": 1.0, "tuned": True},
+                     {"runs": 9, "compiles": 0})
     assert (rep.held("per-instance"), rep.held("acrobat")) == (50, 400)
     assert _next_gap(steps, "per-instance") == (50, 100)
     assert _next_gap(steps, "acrobat") is None  # nothing missed above its highest held rate

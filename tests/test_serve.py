@@ -25,6 +25,8 @@ import psutil
 import pytest
 import torch
 
+import acrobat.serve  # noqa: E402,F401 - before Ray's first import: Ray on loopback (acrobat.serve.cluster)
+
 pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install -e '.[serve]')")
 
 from acrobat.data.sst import format_tree  # noqa: E402

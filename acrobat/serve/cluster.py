@@ -20,6 +20,7 @@ clusters can run on one machine at once.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import socket
@@ -98,7 +99,8 @@ class LocalServe:
 
     Raises:
         ValueError: unknown ingress, or ``port`` is in use.
-        RuntimeError: Ray is already initialized in this process (a cluster of someone else's).
+        RuntimeError (from ``start``): Ray is already initialized in this process (a cluster of someone
+            else's), or would run on a network address (Ray was imported before ``acrobat.serve``).
     """
 
     def __init__(self, port: int | None = None, ingress: str = "haproxy", num_cpus: int | None = None):
@@ -115,6 +117,11 @@ class LocalServe:
         if ray.is_initialized():
             raise RuntimeError("Ray is already initialized in this process: acrobat serve starts its own local "
                                "cluster (call ray.shutdown() first)")
+        node_ip = ray.util.get_node_ip_address()
+        if not ipaddress.ip_address(node_ip).is_loopback:
+            raise RuntimeError(f"Ray would run on {node_ip}, not on loopback: it was imported before acrobat.serve "
+                               "with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER unset; import acrobat.serve first, or set "
+                               "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0")
         self._folder = tempfile.mkdtemp(prefix="acrobat-serve-")
         env = _ingress_env(self.ingress, self._folder)
         saved = {k: os.environ.get(k) for k in env}

@@ -50,6 +50,8 @@ def add_load_arguments(p: argparse.ArgumentParser | Any) -> None:
     p.add_argument("--slo-ms", type=float, default=50.0, help="p99 latency a held rate keeps, ms (default 50)")
     p.add_argument("--refine", type=int, default=2, help="bisections between each server's highest held rate "
                    "and the next missed one (default 2)")
+    p.add_argument("--tries", type=int, default=1, help="steps at a rate before it counts as missed: one that "
+                   "holds is enough (default 1; on a shared machine 2 keeps one burst of other work from deciding)")
     p.add_argument("--idle-seconds", type=float, default=5.0, help="seconds of idle CPU measured first (default 5)")
     add_batching_arguments(p)
 

@@ -63,10 +63,11 @@ def markdown(rep: LoadReport) -> str:
         f"Servers: per-instance runs `program(tree, params)` on each request as it comes; acrobat runs the batches "
         f"`@serve.batch` collects (at most {st.max_batch_size}, waiting at most {st.batch_wait_ms:g} ms) through "
         f"`program.run` on the compiled backend (warm-up before ready: {rep.warmup['runs']} runs, "
-        f"{rep.warmup['seconds']} s, tuned: {rep.warmup['tuned']}).",
+        f"{rep.warmup['seconds']} s, tuned: {rep.warmup['tuned']}; then {rep.served['runs']} runs while serving, "
+        f"with {rep.served['compiles']} kernel compiles).",
         f"Load: Poisson arrivals for {st.step_s:g} s per rate (at most {st.max_requests} requests), the servers "
-        f"taking turns at each rate; latency from the scheduled arrival to the answer; every answer checked "
-        f"against the per-instance result.",
+        f"taking turns at each rate, up to {st.tries} step(s) per server and rate (held if one holds); latency from "
+        f"the scheduled arrival to the answer; every answer checked against the per-instance result.",
         "",
         f"**{headline(rep)}**",
         "",
@@ -91,7 +92,7 @@ def markdown(rep: LoadReport) -> str:
 
 def to_json(rep: LoadReport) -> dict:
     return {"settings": asdict(rep.settings), "data": rep.data, "ingress": rep.ingress, "machine": rep.machine,
-            "warmup": rep.warmup, "idle_cpu": rep.idle_cpu, "idle_machine_cpu": rep.idle_machine_cpu,
+            "warmup": rep.warmup, "served": rep.served, "idle_cpu": rep.idle_cpu, "idle_machine_cpu": rep.idle_machine_cpu,
             "held": {s: rep.held(s) for s in SERVERS}, "headline": headline(rep),
             "steps": [s.to_json() for s in rep.steps]}
 
