@@ -136,9 +136,14 @@ def test_held_rates_and_the_gap_to_refine():
     assert (rep.held("per-instance"), rep.held("acrobat")) == (50, 400)
     assert _next_gap(steps, "per-instance") == (50, 100)
     assert _next_gap(steps, "acrobat") is None  # nothing missed above its highest held rate
-    assert "8.0x" in headline(rep)
+    assert "8.0x" in headline(rep) and "Overloaded" not in headline(rep)
+    for server, answered in (("per-instance", 50), ("acrobat", 150)):
+        over = _step(server, 1000, 4000, ok=False)
+        over.ok, over.duration_s, over.overload = answered, 1.0, True
+        rep.steps.append(over)
+    assert "per-instance answers 50/s, acrobat 150/s (3.0x" in headline(rep)
     table = markdown(rep)
-    assert table.count("\n| per-instance |") == 3 and "1:10 2-3:5 16-31:2" in table
+    assert table.count("\n| per-instance |") == 4 and "1:10 2-3:5 16-31:2" in table and "1000 (overload)" in table
 
 
 def test_load_settings_reject_bad_values():
@@ -158,3 +163,12 @@ def test_serve_options_reject_bad_values():
         ServeOptions(max_batch_size=0)
     with pytest.raises(ValueError, match="batches never fill"):
         ServeOptions(max_batch_size=8, max_ongoing_requests=4)
+
+
+def test_deploying_more_replicas_than_cpus_is_an_error_not_a_hang():
+    pytest.importorskip("ray.serve", reason="Ray Serve is not installed (pip install -e '.[serve]')")
+    from acrobat.serve import LocalServe, ServeOptions
+
+    server = LocalServe(num_cpus=2)  # not started: the check comes first
+    with pytest.raises(ValueError, match="wait for the rest forever"):
+        server.deploy({"a": (SMALL, ServeOptions(num_replicas=2)), "b": (SMALL, ServeOptions())})

@@ -110,6 +110,7 @@ class LocalServe:
         self.ingress = ingress
         self.num_cpus = num_cpus or max(2, os.cpu_count() or 1)
         self.routes: dict[str, str] = {}
+        self._cpus_used = 0.0  # Ray CPUs the deployed replicas reserve
         self._folder: str | None = None
 
     def start(self) -> LocalServe:
@@ -142,11 +143,22 @@ class LocalServe:
     def deploy(self, apps: Mapping[str, tuple[ServableFactory, ServeOptions]]) -> dict[str, Any]:
         """Deploy each ``name: (factory, options)`` of ``apps`` as application ``name`` at route ``/name``, all
         at once (their replicas start and warm up side by side); returns each one's ``DeploymentHandle``
-        once every replica is ready: ``handles[name].infer.remote(instance)``."""
+        once every replica is ready: ``handles[name].infer.remote(instance)``.
+
+        Raises:
+            ValueError: the replicas would reserve more Ray CPUs than the cluster has (Ray Serve would wait
+                for them forever).
+        """
+        wanted = self._cpus_used + sum(o.num_replicas * o.num_cpus for _, o in apps.values())
+        if wanted > self.num_cpus:
+            raise ValueError(f"the replicas would reserve {wanted:g} Ray CPUs of the {self.num_cpus} this cluster "
+                             "has, and Ray Serve would wait for the rest forever: start LocalServe(num_cpus=...) "
+                             "larger, or give ServeOptions(num_cpus=...) a fraction")
         quiet = {"enable_access_log": False, "log_level": "WARNING"}
         targets = [serve.RunTarget(application(factory, options), name=name, route_prefix=f"/{name}",
                                    logging_config=quiet) for name, (factory, options) in apps.items()]
         handles = serve.run_many(targets)
+        self._cpus_used = wanted
         self.routes |= {name: f"/{name}" for name in apps}
         return dict(zip(apps, handles))
 

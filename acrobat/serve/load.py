@@ -17,8 +17,10 @@ omission). Every answer is checked against the per-instance result of its tree, 
 A server *holds* a rate when every request got an exact answer and the p99 latency is at most the SLO
 in one of ``tries`` steps at that rate (on a shared machine another user's burst can spoil one step);
 a server stops climbing after two rates it did not hold; then the gap between its highest held rate and
-the next missed one is bisected (geometrically) ``refine`` times. The headline is each server's highest
-held rate and their ratio. CPU is read from /proc (psutil) per group of processes: each server's
+the next missed one is bisected (geometrically) ``refine`` times. Last (``overload``), each server gets
+one step at three times the highest rate held (at most the highest rate given): its answers per second
+there are its capacity on the CPU it got. The headline is each server's highest held rate and their
+ratio, and their capacities. CPU is read from /proc (psutil) per group of processes: each server's
 replica, the ingress (HAProxy or Ray's proxy), the rest of Ray (raylet, GCS, controller, agents) and
 this client; first over ``idle_s`` seconds without traffic (what Ray costs doing nothing), then per step.
 """
@@ -67,6 +69,7 @@ class LoadSettings:
     slo_ms: float = 50.0
     refine: int = 2
     tries: int = 1
+    overload: bool = True
     idle_s: float = 5.0
     max_batch_size: int = 32
     batch_wait_ms: float = 2.0
@@ -101,6 +104,7 @@ class Step:
     cpu: dict[str, float] = field(default_factory=dict)  # group -> cores used over the step
     machine_cpu: float = 0.0  # cores busy on the whole machine (other users' processes included)
     run_cpu: float = 0.0  # cores the replica's runs took (its worker thread; the rest is request handling)
+    overload: bool = False  # the closing step offered more than either server holds: its ok/s is the capacity
     slo_ms: float = 50.0
 
     def pct(self, q: float) -> float:
@@ -131,7 +135,7 @@ class Step:
                 "other_ms_mean": round(self.mean("latency_ms") - self.mean("queue_ms") - self.mean("compute_ms"), 2),
                 "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())},
                 "cpu": {k: round(v, 3) for k, v in self.cpu.items()}, "machine_cpu": round(self.machine_cpu, 3),
-                "run_cpu": round(self.run_cpu, 3),
+                "run_cpu": round(self.run_cpu, 3), "overload": self.overload,
                 "held": self.held}
 
 
@@ -280,6 +284,10 @@ class LoadReport:
         rates = [s.rate for s in self.steps if s.server == server and s.held]
         return max(rates) if rates else None
 
+    def capacity(self, server: str) -> Step | None:
+        """``server``'s overload step (None: not run)."""
+        return next((s for s in self.steps if s.server == server and s.overload), None)
+
 
 def _next_gap(steps: list[Step], server: str) -> tuple[float, float] | None:
     """The highest rate ``server`` held and the lowest rate above it that it missed."""
@@ -327,6 +335,11 @@ async def _sweep(client: LoadClient, urls: dict[str, str], settings: LoadSetting
                 gap = _next_gap(steps, server)
                 if gap is not None:
                     await attempt(server, round((gap[0] * gap[1]) ** 0.5))
+        if settings.overload:
+            held = [s.rate for s in steps if s.held]
+            rate = min(max(settings.rates), 3 * max(held, default=min(settings.rates)))
+            for server in SERVERS:
+                (await run(server, rate)).overload = True
     return steps
 
 
@@ -396,6 +409,7 @@ def settings_from_args(args: argparse.Namespace) -> LoadSettings:
     return LoadSettings(model=models[0], data=args.data, split=args.split, size=getattr(args, "size", "small"),
                         seed=args.seed, rates=rates, step_s=args.step_seconds, max_requests=args.max_requests,
                         timeout_s=args.timeout_s, slo_ms=args.slo_ms, refine=args.refine, tries=args.tries,
+                        overload=args.overload,
                         idle_s=args.idle_seconds,
                         max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms,
                         threads=args.threads or 1, ingress=args.ingress)

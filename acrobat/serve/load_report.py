@@ -24,7 +24,17 @@ def headline(rep: LoadReport) -> str:
     line = f"Highest request rate held with p99 <= {rep.settings.slo_ms:g} ms and every answer exact: " + "; ".join(parts)
     if held["acrobat"] and held["per-instance"]:
         line += f" -> acrobat holds {held['acrobat'] / held['per-instance']:.1f}x the per-instance server's rate"
+    cap = {s: rep.capacity(s) for s in SERVERS}
+    if all(c is not None and c.throughput for c in cap.values()):
+        a, p = cap["acrobat"], cap["per-instance"]
+        line += (f". Overloaded (offered {a.rate:g} req/s): per-instance answers {p.throughput:.0f}/s, acrobat "
+                 f"{a.throughput:.0f}/s ({a.throughput / p.throughput:.1f}x; mean batch {_mean_batch(a.batch_sizes):.1f}; "
+                 f"replica CPU {_per_answer(p)} vs {_per_answer(a)} ms per answer)")
     return line
+
+
+def _per_answer(s: Step) -> str:
+    return f"{s.cpu[f'replica:{s.server}'] / s.throughput * 1e3:.2f}" if s.throughput else "-"
 
 
 def _histogram(sizes: dict[int, int]) -> str:
@@ -46,8 +56,8 @@ def _row(s: Step) -> str:
     other = s.mean("latency_ms") - s.mean("queue_ms") - s.mean("compute_ms")
     others = max(0.0, s.machine_cpu - sum(cpu.values()))
     replica = cpu[f"replica:{s.server}"]
-    per_request = f"{replica / s.throughput * 1e3:.2f} ({s.run_cpu / s.throughput * 1e3:.2f})" if s.throughput else "-"
-    return (f"| {s.server} | {s.rate:g} | {s.throughput:.0f} | {s.pct(0.5):.1f} | {s.pct(0.99):.1f} | "
+    per_request = f"{_per_answer(s)} ({s.run_cpu / s.throughput * 1e3:.2f})" if s.throughput else "-"
+    return (f"| {s.server} | {s.rate:g}{' (overload)' if s.overload else ''} | {s.throughput:.0f} | {s.pct(0.5):.1f} | {s.pct(0.99):.1f} | "
             f"{s.mean('queue_ms'):.1f} / {s.mean('compute_ms'):.1f} / {other:.1f} | {_mean_batch(s.batch_sizes):.1f} | "
             f"{_histogram(s.batch_sizes)} | {replica:.2f} ({s.run_cpu:.2f}) | {per_request} | {cpu['ingress']:.2f} | "
             f"{cpu['ray']:.2f} | {cpu['client']:.2f} | {others:.2f} | {s.errors} | {s.inexact} | {'yes' if s.held else 'no'} |")
