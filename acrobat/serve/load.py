@@ -17,9 +17,9 @@ omission). Every answer is checked against the per-instance result of its tree, 
 A server *holds* a rate when every request got an exact answer and the p99 latency is at most the SLO
 in one of ``tries`` steps at that rate (on a shared machine another user's burst can spoil one step);
 a server stops climbing after two rates it did not hold; then the gap between its highest held rate and
-the next missed one is bisected (geometrically) ``refine`` times. Last (``overload``), each server gets
-one step at three times the highest rate held (at most the highest rate given): its answers per second
-there are its capacity on the CPU it got. The headline is each server's highest held rate and their
+the next missed one is bisected (geometrically) ``refine`` times. Last, each server gets one step at
+``overload`` req/s, more than either holds: its answers per second there are its capacity on the CPU
+it got. The headline is each server's highest held rate and their
 ratio, and their capacities. CPU is read from /proc (psutil) per group of processes: each server's
 replica, the ingress (HAProxy or Ray's proxy), the rest of Ray (raylet, GCS, controller, agents) and
 this client; first over ``idle_s`` seconds without traffic (what Ray costs doing nothing), then per step.
@@ -69,7 +69,7 @@ class LoadSettings:
     slo_ms: float = 50.0
     refine: int = 2
     tries: int = 1
-    overload: bool = True
+    overload: float = 800.0  # req/s of the closing capacity step (0: none)
     idle_s: float = 5.0
     max_batch_size: int = 32
     batch_wait_ms: float = 2.0
@@ -82,8 +82,8 @@ class LoadSettings:
             raise ValueError("--rates: give positive request rates, e.g. 50,100,200")
         if self.step_s <= 0 or self.timeout_s <= 0 or self.slo_ms <= 0:
             raise ValueError("--step-seconds, --timeout-s and --slo-ms must be positive")
-        if self.max_requests < 1 or self.refine < 0 or self.tries < 1:
-            raise ValueError("--max-requests and --tries must be at least 1, --refine at least 0")
+        if self.max_requests < 1 or self.refine < 0 or self.tries < 1 or self.overload < 0:
+            raise ValueError("--max-requests and --tries must be at least 1, --refine and --overload at least 0")
 
 
 @dataclass
@@ -336,10 +336,8 @@ async def _sweep(client: LoadClient, urls: dict[str, str], settings: LoadSetting
                 if gap is not None:
                     await attempt(server, round((gap[0] * gap[1]) ** 0.5))
         if settings.overload:
-            held = [s.rate for s in steps if s.held]
-            rate = min(max(settings.rates), 3 * max(held, default=min(settings.rates)))
             for server in SERVERS:
-                (await run(server, rate)).overload = True
+                (await run(server, settings.overload)).overload = True
     return steps
 
 
