@@ -136,14 +136,15 @@ def test_held_rates_and_the_gap_to_refine():
     assert (rep.held("per-instance"), rep.held("acrobat")) == (50, 400)
     assert _next_gap(steps, "per-instance") == (50, 100)
     assert _next_gap(steps, "acrobat") is None  # nothing missed above its highest held rate
-    assert "8.0x" in headline(rep) and "Overloaded" not in headline(rep)
+    assert "8.0x" in headline(rep) and "Capacity" not in headline(rep)
     for server, answered in (("per-instance", 50), ("acrobat", 150)):
-        over = _step(server, 1000, 4000, ok=False)
-        over.ok, over.duration_s, over.overload = answered, 1.0, True
+        over = _step(server, 0, 4000, ok=False)
+        over.ok, over.duration_s, over.closed_loop = answered, 1.0, True
         rep.steps.append(over)
     assert "per-instance answers 50/s, acrobat 150/s (3.0x" in headline(rep)
     table = markdown(rep)
-    assert table.count("\n| per-instance |") == 4 and "1:10 2-3:5 16-31:2" in table and "1000 (overload)" in table
+    assert table.count("\n| per-instance |") == 4 and "1:10 2-3:5 16-31:2" in table
+    assert "| acrobat | capacity (64 in flight) | 150 |" in table
 
 
 def test_load_settings_reject_bad_values():

@@ -52,8 +52,8 @@ def add_load_arguments(p: argparse.ArgumentParser | Any) -> None:
                    "and the next missed one (default 2)")
     p.add_argument("--tries", type=int, default=1, help="steps at a rate before it counts as missed: one that "
                    "holds is enough (default 1; on a shared machine 2 keeps one burst of other work from deciding)")
-    p.add_argument("--overload", type=float, default=800.0, help="req/s of a closing step per server, more than "
-                   "either holds, whose answers/s are its capacity (default 800; 0: none)")
+    p.add_argument("--in-flight", type=int, default=64, help="requests always outstanding in the closing "
+                   "capacity step per server, whose answers/s are its capacity (default 64; 0: none)")
     p.add_argument("--idle-seconds", type=float, default=5.0, help="seconds of idle CPU measured first (default 5)")
     add_batching_arguments(p)
 

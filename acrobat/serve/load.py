@@ -17,9 +17,10 @@ omission). Every answer is checked against the per-instance result of its tree, 
 A server *holds* a rate when every request got an exact answer and the p99 latency is at most the SLO
 in one of ``tries`` steps at that rate (on a shared machine another user's burst can spoil one step);
 a server stops climbing after two rates it did not hold; then the gap between its highest held rate and
-the next missed one is bisected (geometrically) ``refine`` times. Last, each server gets one step at
-``overload`` req/s, more than either holds: its answers per second there are its capacity on the CPU
-it got. The headline is each server's highest held rate and their
+the next missed one is bisected (geometrically) ``refine`` times. Last, each server's capacity: a
+closed-loop step with ``in_flight`` requests always outstanding (each answer sends the next), whose
+answers per second are what it can serve on the CPU it got (no timeouts, unlike an open-loop
+overload). The headline is each server's highest held rate and their
 ratio, and their capacities. CPU is read from /proc (psutil) per group of processes: each server's
 replica, the ingress (HAProxy or Ray's proxy), the rest of Ray (raylet, GCS, controller, agents) and
 this client; first over ``idle_s`` seconds without traffic (what Ray costs doing nothing), then per step.
@@ -69,7 +70,7 @@ class LoadSettings:
     slo_ms: float = 50.0
     refine: int = 2
     tries: int = 1
-    overload: float = 800.0  # req/s of the closing capacity step (0: none)
+    in_flight: int = 64  # requests always outstanding in the closing capacity step (0: none)
     idle_s: float = 5.0
     max_batch_size: int = 32
     batch_wait_ms: float = 2.0
@@ -82,8 +83,8 @@ class LoadSettings:
             raise ValueError("--rates: give positive request rates, e.g. 50,100,200")
         if self.step_s <= 0 or self.timeout_s <= 0 or self.slo_ms <= 0:
             raise ValueError("--step-seconds, --timeout-s and --slo-ms must be positive")
-        if self.max_requests < 1 or self.refine < 0 or self.tries < 1 or self.overload < 0:
-            raise ValueError("--max-requests and --tries must be at least 1, --refine and --overload at least 0")
+        if self.max_requests < 1 or self.refine < 0 or self.tries < 1 or self.in_flight < 0:
+            raise ValueError("--max-requests and --tries must be at least 1, --refine and --in-flight at least 0")
 
 
 @dataclass
@@ -104,7 +105,7 @@ class Step:
     cpu: dict[str, float] = field(default_factory=dict)  # group -> cores used over the step
     machine_cpu: float = 0.0  # cores busy on the whole machine (other users' processes included)
     run_cpu: float = 0.0  # cores the replica's runs took (its worker thread; the rest is request handling)
-    overload: bool = False  # the closing step offered more than either server holds: its ok/s is the capacity
+    closed_loop: bool = False  # the closed-loop capacity step (rate 0): its ok/s is the server's capacity
     slo_ms: float = 50.0
 
     def pct(self, q: float) -> float:
@@ -135,7 +136,7 @@ class Step:
                 "other_ms_mean": round(self.mean("latency_ms") - self.mean("queue_ms") - self.mean("compute_ms"), 2),
                 "batch_sizes": {str(k): v for k, v in sorted(self.batch_sizes.items())},
                 "cpu": {k: round(v, 3) for k, v in self.cpu.items()}, "machine_cpu": round(self.machine_cpu, 3),
-                "run_cpu": round(self.run_cpu, 3), "overload": self.overload,
+                "run_cpu": round(self.run_cpu, 3), "closed_loop": self.closed_loop,
                 "held": self.held}
 
 
@@ -210,34 +211,69 @@ class LoadClient:
             times.append(t)
         return times, [rng.randrange(len(self.bodies)) for _ in times]
 
+    async def _post(self, session: Any, url: str, tree: int, due: float) -> tuple[int, bytes, float]:
+        """(status, body, seconds since ``due``) of one request; status 0 for a timeout or connection error."""
+        try:
+            async with session.post(url, data=self.bodies[tree], timeout=self.settings.timeout_s,
+                                    headers={"content-type": "application/json"}) as r:
+                return r.status, await r.read(), time.perf_counter() - due
+        except Exception as exc:  # noqa: BLE001 - a timeout or connection error: counted as a failure
+            return 0, str(exc).encode(), time.perf_counter() - due
+
     async def step(self, session: Any, url: str, server: str, rate: float, serial: int) -> Step:
-        """Send one step's requests to ``url`` and check every answer."""
+        """Send one step's requests to ``url`` at Poisson arrivals of ``rate`` req/s; check every answer."""
         times, trees = self.arrivals(rate, serial)
         answers: list[tuple[int, bytes, float]] = [(0, b"", 0.0)] * len(times)
-        timeout = self.settings.timeout_s
 
         async def one(i: int, due: float) -> None:
-            try:
-                async with session.post(url, data=self.bodies[trees[i]], timeout=timeout,
-                                        headers={"content-type": "application/json"}) as r:
-                    answers[i] = (r.status, await r.read(), time.perf_counter() - due)
-            except Exception as exc:  # noqa: BLE001 - a timeout or connection error: counted as a failure
-                answers[i] = (0, str(exc).encode(), time.perf_counter() - due)
+            answers[i] = await self._post(session, url, trees[i], due)
 
+        async def send() -> float:
+            start = time.perf_counter() + 0.01
+            tasks = []
+            for i, t in enumerate(times):
+                delay = start + t - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.ensure_future(one(i, start + t)))
+            await asyncio.gather(*tasks)
+            return max((start + t + a[2] for t, a in zip(times, answers)), default=start) - start
+
+        return await self._measured(url, server, rate, send, trees, answers)
+
+    async def saturate(self, session: Any, url: str, server: str, serial: int) -> Step:
+        """The capacity step: ``in_flight`` requests always outstanding (each answer sends the next) for
+        ``step_s`` seconds (at most ``max_requests``); every answer checked."""
+        rng = random.Random(self.settings.seed * 100003 + serial)
+        trees: list[int] = []
+        answers: list[tuple[int, bytes, float]] = []
+
+        async def worker(stop: float) -> None:
+            while time.perf_counter() < stop and len(trees) < self.settings.max_requests:
+                tree = rng.randrange(len(self.bodies))
+                answer = await self._post(session, url, tree, time.perf_counter())
+                trees.append(tree)
+                answers.append(answer)
+
+        async def send() -> float:
+            start = time.perf_counter()
+            await asyncio.gather(*(worker(start + self.settings.step_s) for _ in range(self.settings.in_flight)))
+            return time.perf_counter() - start
+
+        st = await self._measured(url, server, 0.0, send, trees, answers)
+        st.closed_loop = True
+        return st
+
+    async def _measured(self, url: str, server: str, rate: float, send: Any, trees: list[int],
+                        answers: list[tuple[int, bytes, float]]) -> Step:
+        """``await send()`` (the step's traffic; it returns the step's duration, s) with CPU and the replica's
+        run CPU measured around it; then the answers judged."""
         run_cpu = _describe(url)["served"]["run_cpu_s"]
         before = self.meter.sample()
-        start = time.perf_counter() + 0.01
-        tasks = []
-        for i, t in enumerate(times):
-            delay = start + t - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.ensure_future(one(i, start + t)))
-        await asyncio.gather(*tasks)
-        end = max((start + t + a[2] for t, a in zip(times, answers)), default=start)
+        duration = await send()
         after = self.meter.sample()
         cpu, machine = CpuMeter.cores(before, after)
-        st = self._judge(server, rate, trees, answers, end - start, cpu, machine)
+        st = self._judge(server, rate, trees, answers, duration, cpu, machine)
         st.run_cpu = (_describe(url)["served"]["run_cpu_s"] - run_cpu) / (after[0] - before[0])
         return st
 
@@ -285,8 +321,8 @@ class LoadReport:
         return max(rates) if rates else None
 
     def capacity(self, server: str) -> Step | None:
-        """``server``'s overload step (None: not run)."""
-        return next((s for s in self.steps if s.server == server and s.overload), None)
+        """``server``'s closed-loop capacity step (None: not run)."""
+        return next((s for s in self.steps if s.server == server and s.closed_loop), None)
 
 
 def _next_gap(steps: list[Step], server: str) -> tuple[float, float] | None:
@@ -335,9 +371,12 @@ async def _sweep(client: LoadClient, urls: dict[str, str], settings: LoadSetting
                 gap = _next_gap(steps, server)
                 if gap is not None:
                     await attempt(server, round((gap[0] * gap[1]) ** 0.5))
-        if settings.overload:
+        if settings.in_flight:
             for server in SERVERS:
-                (await run(server, settings.overload)).overload = True
+                st = await client.saturate(session, urls[server], server, len(steps))
+                steps.append(st)
+                log(f"  {server:>12} capacity ({settings.in_flight} in flight): {st.throughput:6.0f} ok/s  "
+                    f"{st.errors} errors  {st.inexact} inexact")
     return steps
 
 
@@ -407,7 +446,7 @@ def settings_from_args(args: argparse.Namespace) -> LoadSettings:
     return LoadSettings(model=models[0], data=args.data, split=args.split, size=getattr(args, "size", "small"),
                         seed=args.seed, rates=rates, step_s=args.step_seconds, max_requests=args.max_requests,
                         timeout_s=args.timeout_s, slo_ms=args.slo_ms, refine=args.refine, tries=args.tries,
-                        overload=args.overload,
+                        in_flight=args.in_flight,
                         idle_s=args.idle_seconds,
                         max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms,
                         threads=args.threads or 1, ingress=args.ingress)

@@ -27,8 +27,8 @@ def headline(rep: LoadReport) -> str:
     cap = {s: rep.capacity(s) for s in SERVERS}
     if all(c is not None and c.throughput for c in cap.values()):
         a, p = cap["acrobat"], cap["per-instance"]
-        line += (f". Overloaded (offered {a.rate:g} req/s): per-instance answers {p.throughput:.0f}/s, acrobat "
-                 f"{a.throughput:.0f}/s ({a.throughput / p.throughput:.1f}x; mean batch {_mean_batch(a.batch_sizes):.1f}; "
+        line += (f". Capacity ({rep.settings.in_flight} requests in flight): per-instance answers "
+                 f"{p.throughput:.0f}/s, acrobat {a.throughput:.0f}/s ({a.throughput / p.throughput:.1f}x; mean batch {_mean_batch(a.batch_sizes):.1f}; "
                  f"replica CPU {_per_answer(p)} vs {_per_answer(a)} ms per answer)")
     return line
 
@@ -51,13 +51,14 @@ def _mean_batch(sizes: dict[int, int]) -> float:
     return sum(k * v for k, v in sizes.items()) / batches if batches else 0.0
 
 
-def _row(s: Step) -> str:
+def _row(s: Step, in_flight: int) -> str:
     cpu = s.cpu
     other = s.mean("latency_ms") - s.mean("queue_ms") - s.mean("compute_ms")
     others = max(0.0, s.machine_cpu - sum(cpu.values()))
     replica = cpu[f"replica:{s.server}"]
     per_request = f"{_per_answer(s)} ({s.run_cpu / s.throughput * 1e3:.2f})" if s.throughput else "-"
-    return (f"| {s.server} | {s.rate:g}{' (overload)' if s.overload else ''} | {s.throughput:.0f} | {s.pct(0.5):.1f} | {s.pct(0.99):.1f} | "
+    rate = f"capacity ({in_flight} in flight)" if s.closed_loop else f"{s.rate:g}"
+    return (f"| {s.server} | {rate} | {s.throughput:.0f} | {s.pct(0.5):.1f} | {s.pct(0.99):.1f} | "
             f"{s.mean('queue_ms'):.1f} / {s.mean('compute_ms'):.1f} / {other:.1f} | {_mean_batch(s.batch_sizes):.1f} | "
             f"{_histogram(s.batch_sizes)} | {replica:.2f} ({s.run_cpu:.2f}) | {per_request} | {cpu['ingress']:.2f} | "
             f"{cpu['ray']:.2f} | {cpu['client']:.2f} | {others:.2f} | {s.errors} | {s.inexact} | {'yes' if s.held else 'no'} |")
@@ -90,7 +91,8 @@ def markdown(rep: LoadReport) -> str:
         "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for server in SERVERS:
-        lines += [_row(s) for s in sorted(rep.steps, key=lambda s: s.rate) if s.server == server]
+        lines += [_row(s, st.in_flight) for s in sorted(rep.steps, key=lambda s: (s.closed_loop, s.rate))
+                  if s.server == server]
     lines += ["", "CPU columns are cores used over the step (2 = both cores): the server's replica (in brackets: "
               "its runs of the model; the rest is taking and answering requests; also per answered request, ms), "
               "the HTTP "
@@ -119,7 +121,7 @@ def plot(rep: LoadReport, path: Path) -> Path | None:
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for server, color in zip(SERVERS, ("tab:gray", "tab:blue")):
-        steps = sorted((s for s in rep.steps if s.server == server), key=lambda s: s.rate)
+        steps = sorted((s for s in rep.steps if s.server == server and not s.closed_loop), key=lambda s: s.rate)
         rates = [s.rate for s in steps]
         ax.plot(rates, [s.pct(0.99) for s in steps], "o-", color=color, label=f"{server} p99")
         ax.plot(rates, [s.pct(0.5) for s in steps], "s--", color=color, alpha=0.6, label=f"{server} p50")
