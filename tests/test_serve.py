@@ -187,15 +187,19 @@ def test_load_step_checks_every_answer(served, dataset):
     server, _ = served
     s = TREELSTM()
     lines = [format_tree(t) for t in dataset.trees if len(t.leaves()) <= s.max_words][:12]
-    client = LoadClient(s, lines, LoadSettings(step_s=1.0, max_requests=25))
+    client = LoadClient(s, lines, LoadSettings(step_s=1.0, max_requests=25, in_flight=4))
 
-    async def step():
+    async def step(closed_loop: bool = False):
         async with aiohttp.ClientSession() as session:
+            if closed_loop:
+                return await client.saturate(session, server.url("treelstm"), "acrobat", 0)
             return await client.step(session, server.url("treelstm"), "acrobat", 40.0, 0)
 
     good = asyncio.run(step())
     assert good.sent > 0 and good.ok == good.sent and (good.errors, good.inexact) == (0, 0)
     assert sum(k * v for k, v in good.batch_sizes.items()) == good.sent and len(good.latency_ms) == good.sent
+    capacity = asyncio.run(step(closed_loop=True))
+    assert capacity.closed_loop and capacity.ok == capacity.sent > 0 and capacity.throughput > 0
     client.expected = [(logits + 1e-3, h) for logits, h in client.expected]  # what a wrong server would answer
     bad = asyncio.run(step())
     assert bad.inexact == bad.sent and bad.ok == 0 and not bad.held
