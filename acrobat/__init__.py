@@ -10,12 +10,13 @@ from acrobat.cachedir import use_for_inductor
 use_for_inductor()  # before anything imports torch's compiler
 
 from acrobat.errors import (  # noqa: E402
-    AcrobatError, BatchError, CompileError, DataError, InstanceError, ParamError, ShapeError,
+    AcrobatError, BatchError, CompileError, DataError, InstanceError, InternalError, ParamError, ShapeError,
 )
 from acrobat.program import Options, Program, concurrent, function, phase, program  # noqa: E402
 from acrobat.runtime.stats import RunStats  # noqa: E402
 
 __all__ = [
-    "AcrobatError", "BatchError", "CompileError", "DataError", "InstanceError", "ParamError", "ShapeError",
+    "AcrobatError", "BatchError", "CompileError", "DataError", "InstanceError", "InternalError", "ParamError",
+    "ShapeError",
     "Options", "Program", "RunStats", "concurrent", "function", "phase", "program",
 ]

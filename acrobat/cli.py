@@ -7,6 +7,7 @@
     acrobat profile treelstm              # where a batch's time goes, eager vs compiled
     acrobat bench --quick                 # side by side with the baselines; bench-out/*.json, *.md, *.png
     acrobat examples                      # the user-style models of examples/: ran or rejected, launches, times
+    acrobat train treelstm                # SST training, all-node labels; dev curve, test accuracy, plot
     acrobat serve treelstm                # HTTP on 127.0.0.1 with request batching (Ray Serve) until Ctrl-C
 """
 
@@ -27,6 +28,7 @@ from tqdm import tqdm
 from acrobat.bench import command as bench_command
 from acrobat.bench import examples as examples_command
 from acrobat.bench.profile import profile_backends, profile_table
+from acrobat import train as train_command
 from acrobat.cachedir import inductor_dir
 from acrobat.bench.compare import ATOL, RTOL, outputs_equal
 from acrobat.bench.machine import describe_machine, machine_line
@@ -250,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench_command.add_parser(sub)
     examples_command.add_parser(sub)
+    train_command.add_parser(sub)
     serve_command.add_parser(sub)
     return p
 

@@ -6,9 +6,18 @@ never run to a wrong answer (DESIGN.md, "bad input gets a clear error").
 
 from __future__ import annotations
 
+import re
+
 
 class AcrobatError(Exception):
-    """Base class of every error acrobat raises on purpose."""
+    """Base class of every error acrobat raises on purpose.
+
+    Its text shows the model's variables as written: the parser renames those that start with ``_``
+    (``acrobat.frontend.parser.MANGLE``), and the message undoes it.
+    """
+
+    def __str__(self) -> str:
+        return re.sub(r"\b_U(_\w*)", r"\1", super().__str__())
 
 
 class CompileError(AcrobatError):
@@ -79,3 +88,28 @@ class ParamError(AcrobatError):
         self.param = param
         self.attr = attr
         super().__init__(message)
+
+
+class InternalError(AcrobatError):
+    """acrobat's own bug: generated code or the runtime failed on a program plain Python runs.
+
+    The message names the program, the instance and the model source line
+    (or the static block) where it failed, and the fallback that gives the
+    right answer meanwhile (``backend="eager"``, or running the instance
+    alone as plain Python). Please report it with the model.
+    """
+
+    def __init__(self, message: str, instance: int | None = None):
+        self.instance = instance
+        super().__init__(message)
+
+
+class KernelCacheWarning(UserWarning):
+    """The kernel cache folder (``$ACROBAT_CACHE_DIR``) cannot be used; compiled kernels go to a temporary
+    folder for the process instead (``acrobat.cachedir.inductor_dir``)."""
+
+
+class LimitError(ValueError):
+    """Raised inside a block by acrobat's own run-time check where its batched form would differ from what
+    PyTorch computes for these values (``acrobat.analysis.ragged.row_operands``); reported as a
+    ``ShapeError`` naming the instance and the model line, and what to write instead."""

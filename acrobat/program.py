@@ -23,7 +23,7 @@ from acrobat.analysis.aliases import check_lists, escaping_effects
 from acrobat.analysis.blocks import lower_function
 from acrobat.analysis.fusion import fuse_weights
 from acrobat.analysis.depth import base_depth, parallel_loops
-from acrobat.analysis.kinds import SharedK, analyze_kinds, describe_ref
+from acrobat.analysis.kinds import UNRESOLVED, Resolver, SharedK, analyze_kinds, describe_ref, shared_fact
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
 from acrobat.analysis.phases import insert_phases
 from acrobat.analysis.shared import SharedSlots
@@ -32,11 +32,14 @@ from acrobat.codegen.blocks import block_code
 from acrobat.codegen.kernels import trace_block
 from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
-from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError, ParamError, ShapeError
+from acrobat.diagnosis import blame
+from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError, InternalError, ParamError, ShapeError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
-from acrobat.runtime.backend import choose_backend, get_backend
+from acrobat.frontend.source import SourceSnapshot
+from acrobat.runtime.backend import check_trains, choose_backend, get_backend
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
+from acrobat.runtime.lookup import sparse_grads as lookup_grads
 from acrobat.runtime.plan import Plan
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
@@ -92,10 +95,13 @@ class Function:
 
     A descriptor like a plain function: defined in a class (an ``nn.Module``
     subclass), ``module.cell(x)`` calls it with ``self`` bound to the module.
+    Its source is taken when it is decorated (``snapshot``,
+    ``acrobat.frontend.source``): a later edit of its file changes nothing.
     """
 
     def __init__(self, fn: Callable):
         self.fn = fn
+        self.snapshot = SourceSnapshot.take(fn)  # its source as Python ran it: taken now, compiled later
         self.__name__ = fn.__name__
         self.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
         self.__doc__ = fn.__doc__
@@ -103,6 +109,10 @@ class Function:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+    def __deepcopy__(self, memo: dict) -> "Function":
+        """The function itself: IR copied by the compiler (``copy.deepcopy``) keeps naming the same function."""
+        return self
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         """Accessed on an instance: a bound method (``self`` first); on the class: the function itself."""
@@ -128,6 +138,7 @@ class Compiled:
     slots: SharedSlots
     skeleton_options: Options  # as the skeleton was written (fibers off where no value is read)
     effects: set  # spec keys whose calls change host state that outlives them (their concurrent calls don't fork)
+    facts: dict[tuple, str] | None  # shared refs -> ``shared_fact`` of their values ("missing"); None: compiled blind
 
 
 class Program(Function):
@@ -149,8 +160,10 @@ class Program(Function):
         super().__init__(fn)
         self.options = options
         self.instance_pos = 0  # position of the instance among the entry's parameters (1 for a method)
-        self._compiled: dict[tuple[int, Options], Compiled] = {}
-        self._batched: dict[tuple[int, Options, str], tuple[Backend, dict[int, BlockKernel]]] = {}
+        # per (shared arguments, options): the compiles, each for the shared values' facts it found (see compile)
+        self._compiled: dict[tuple[int, Options], list[Compiled]] = {}
+        self._backends: dict[tuple[int, Options, str], Backend] = {}
+        self._kernels: dict[tuple[int, str], dict[int, BlockKernel]] = {}  # (id of a Compiled, backend) -> kernels
         self._lock = threading.RLock()  # compiling and making backends, when threads call run at once
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -181,23 +194,46 @@ class Program(Function):
                              f"`{params[self.instance_pos]}` and {len(shared)} shared parameter(s) ({names}), "
                              f"but {call}() was given {n_shared} shared argument(s): call {fix}")
 
+    def plain(self, instance: Any, shared: tuple) -> Any:
+        """``instance`` run alone as plain Python with the shared arguments ``shared`` (as ``run`` takes them)."""
+        k = self.instance_pos
+        return self.fn(*shared[:k], instance, *shared[k:])
+
     def shared_args(self, shared: tuple) -> tuple:
         """The entry's arguments as the prologue reads them (``_A``): ``shared`` with None at the instance's place."""
         k = self.instance_pos
         return (*shared[:k], None, *shared[k:])
 
-    def compile(self, n_shared: int, options: Options | None = None) -> Compiled:
+    def compile(self, n_shared: int, options: Options | None = None, shared: tuple | None = None) -> Compiled:
         """Compile for ``n_shared`` shared arguments (cached).
+
+        With the run's ``shared`` arguments, paths into them that hold plain host data (``p.steps``, a list of
+        floats) are host values of the program (``acrobat.analysis.kinds.shared_fact``); the compile is kept
+        with what it found and reused by later runs whose arguments agree, else the program is compiled again.
+        Without them, every path is a shared value.
 
         Raises:
             CompileError: the model uses Python acrobat cannot batch.
         """
         options = options or self.options
         key = (n_shared, options)
+        resolve = None if shared is None else _resolver(self.shared_args(shared))
         with self._lock:
-            if key not in self._compiled:
-                self._compiled[key] = _compile(self, n_shared, options)
-            return self._compiled[key]
+            done = self._compiled.setdefault(key, [])
+            for c in done:
+                if (resolve is None) == (c.facts is None) and (resolve is None or all(
+                        _fact(resolve, ref) == fact for ref, fact in c.facts.items())):  # type: ignore[union-attr]
+                    return c
+            try:
+                c = _compile(self, n_shared, options, resolve)
+            except AcrobatError:
+                raise
+            except Exception as exc:  # the compiler's own failure on a program it should take or reject
+                raise InternalError(f"acrobat's compiler failed on program `{self.__name__}`: {type(exc).__name__}: "
+                                    f"{exc}\n  this is a bug in acrobat, please report it with the model; meanwhile "
+                                    f"the program runs as plain Python, one instance at a time") from exc
+            done.append(c)
+            return c
 
     def source(self, n_shared: int = 1, options: Options | None = None) -> str:
         """The generated code: skeleton, shared-value prologue and every block."""
@@ -207,14 +243,15 @@ class Program(Function):
         return "\n".join(parts)
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
-            stats: RunStats | None = None, sync: bool = False) -> list:
+            stats: RunStats | None = None, sync: bool = False, sparse_grads: bool = False) -> list:
         """Run a batch of instances with auto-batching; per-instance results, in order.
 
         Args:
             instances: the mini-batch (e.g. trees, token lists); not empty.
             shared: the model parameters, passed to every instance.
             backend: kernel backend name: ``"auto"`` (default: ``"eager"`` while autograd records,
-                i.e. grad mode is on and a shared parameter requires grad, else ``"compiled"``),
+                i.e. grad mode is on and a shared parameter or a tensor inside an instance requires
+                grad, else ``"compiled"``),
                 ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
                 profile-guided gather fusion; inference only; the first run compiles, with a line on
                 stderr), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
@@ -223,28 +260,43 @@ class Program(Function):
             stats: if given, the run's figures are added to it.
             sync: synchronize the GPU around timed regions, so ``stats`` splits
                 time correctly on CUDA (profiling; slower).
+            sparse_grads: an embedding lookup ``W[i]`` (a shared 2-D weight indexed by a per-instance
+                int) gives ``W`` a sparse COO gradient holding only the rows looked up, as
+                ``nn.Embedding(sparse=True)`` does (``acrobat.runtime.lookup``); the optimizer must take
+                sparse gradients for it (``torch.optim.SparseAdam``, ``Adagrad``). Off: the dense
+                gradient plain PyTorch gives.
 
         Returns:
             One result per instance: tensors (or tuples/lists of them)
             equal to running ``self(instance, *shared)`` alone.
 
         Raises:
+            AcrobatError: a compiled backend named while autograd would record (it runs inference only).
             BatchError: empty batch, or not as many shared arguments as the entry takes.
             CompileError: see ``compile``.
             ParamError: a shared argument lacks an attribute or item the model reads
                 (names the program, the parameter, what is missing and the source line).
             ShapeError: an operator failed for an instance (names it and the source line).
             InstanceError: the model's host code failed for an instance (names it and the source line).
+            InternalError: acrobat failed where plain Python runs the instance (acrobat's bug; the message
+                names the instance and what gives the right result meanwhile).
             ValueError: unknown backend name.
         """
         if len(instances) == 0:
             raise BatchError("empty batch: run() needs at least one instance")
         self.check_arity(len(shared))
-        c, be, rt = self._start(shared, backend, options or self.options)
+        c, be, rt = self._start(instances, shared, backend, options or self.options)
         rt.sync = sync
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             be.announce(self.__name__, sum(b.segment is None for b in c.plan.blocks.values()))
-            out = rt.run(instances, shared)
+            try:
+                with lookup_grads(sparse_grads):
+                    out = rt.run(instances, shared)
+            except Exception as exc:  # whose failure: the model's, or acrobat's (plain Python decides)
+                judged = blame(exc, self.__name__, instances, lambda x: self.plain(x, shared), be.name)
+                if judged is exc:
+                    raise
+                raise judged from exc
         if stats is not None:
             stats.add(rt.stats)
         return out
@@ -263,14 +315,17 @@ class Program(Function):
     def runtime(self, *shared: Any, backend: str = "eager", options: Options | None = None) -> Runtime:
         """A fresh ``Runtime`` for one batched run with ``backend``'s kernels (cached per backend and options);
         ``"auto"`` picks as ``run`` does."""
-        return self._start(shared, backend, options or self.options)[2]
+        return self._start((), shared, backend, options or self.options)[2]
 
-    def _start(self, shared: tuple, backend: str, options: Options) -> tuple[Compiled, Backend, Runtime]:
-        """The compiled program, the backend picked for ``shared`` (``"auto"`` resolved) and a fresh
-        ``Runtime`` over that backend's kernels and this run's shared values."""
-        c = self.compile(len(shared), options)
+    def _start(self, instances: Sequence, shared: tuple, backend: str,
+               options: Options) -> tuple[Compiled, Backend, Runtime]:
+        """The compiled program, the backend picked for ``instances`` and ``shared`` (``"auto"`` resolved,
+        a backend that cannot train refused under autograd) and a fresh ``Runtime`` over that backend's
+        kernels and this run's shared values."""
+        c = self.compile(len(shared), options, shared)
         slots = c.plan.prologue(self.shared_args(shared))
-        be, kernels = self.backend(choose_backend(backend, slots), len(shared), options)
+        be, kernels = self._backend(choose_backend(backend, slots, instances), c, len(shared), options)
+        check_trains(be, slots, instances)
         rt = Runtime(c.plan, kernels, slots, arena=be.arena, threads=be.threads)
         rt.stats.backend = be.name
         return c, be, rt
@@ -282,13 +337,29 @@ class Program(Function):
             ValueError: unknown backend name.
         """
         options = options or self.options
-        key = (n_shared, options, name)
         with self._lock:
-            if key not in self._batched:
-                c = self.compile(n_shared, options)
-                be = get_backend(name)
-                self._batched[key] = (be, block_kernels(be, c.plan))
-            return self._batched[key]
+            done = self._compiled.get((n_shared, options))
+            return self._backend(name, done[-1] if done else self.compile(n_shared, options), n_shared, options)
+
+    def reset_backends(self) -> None:
+        """Forget every backend's kernels, arena and tuning: the next run starts as in a new process (the
+        disk cache of compiled kernels is kept)."""
+        with self._lock:
+            self._backends.clear()
+            self._kernels.clear()
+
+    def _backend(self, name: str, c: Compiled, n_shared: int,
+                 options: Options) -> tuple[Backend, dict[int, BlockKernel]]:
+        """Backend ``name`` (one per shared-argument count and options: its arena and tuning are kept across
+        runs) and its kernel per block of compiled program ``c``."""
+        with self._lock:
+            be = self._backends.get((n_shared, options, name))
+            if be is None:
+                be = self._backends[(n_shared, options, name)] = get_backend(name)
+            kernels = self._kernels.get((id(c), name))
+            if kernels is None:
+                kernels = self._kernels[(id(c), name)] = block_kernels(be, c.plan)
+            return be, kernels
 
 
 def block_kernels(be: Backend, plan: Plan) -> dict[int, BlockKernel]:
@@ -352,7 +423,8 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
         f = todo.pop()
         if f in functions:
             continue
-        functions[f] = f.ir if isinstance(f, NestedFunction) else parse_function(f.fn, is_program_fn, markers)
+        functions[f] = (f.ir if isinstance(f, NestedFunction)
+                        else parse_function(f.fn, f.snapshot, is_program_fn, markers))
         for s in ir.walk_stmts(functions[f].body):
             for root in ir.stmt_exprs(s):
                 for e in ir.walk(root):
@@ -366,9 +438,32 @@ def _parse_all(entry: Function) -> dict[Any, ir.Function]:
     return functions
 
 
-def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
+def _resolver(args: tuple) -> Resolver:
+    """``resolve(ref)``: the object shared reference ``ref`` (``("arg", pos, (".", attr) | ("[", key), ...)``)
+    names among the entry's arguments ``args``, or ``UNRESOLVED`` (the prologue reports what is missing)."""
+    def resolve(ref: tuple) -> Any:
+        if ref[0] != "arg" or ref[1] >= len(args):
+            return UNRESOLVED
+        obj = args[ref[1]]
+        try:
+            for kind, key in ref[2:]:
+                obj = getattr(obj, key) if kind == "." else obj[key]
+        except Exception:  # noqa: BLE001 - any failure to read it: not known here
+            return UNRESOLVED
+        return obj
+
+    return resolve
+
+
+def _fact(resolve: Resolver, ref: tuple) -> str:
+    """``shared_fact`` of what ``ref`` names in a run, or ``"missing"``."""
+    value = resolve(ref)
+    return "missing" if value is UNRESOLVED else shared_fact(value)
+
+
+def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver | None = None) -> Compiled:
     functions = _parse_all(prog)
-    table = analyze_kinds(functions, prog, n_shared, instance=prog.instance_pos)
+    table = analyze_kinds(functions, prog, n_shared, instance=prog.instance_pos, resolve=resolve)
     check_lists(table.specs)
     effects = escaping_effects(table.specs)
     slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
@@ -387,7 +482,8 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     codes = {bid: block_code(b, g) for bid, b in blocks.items()}
     needs_fibers = any(spec.reads for spec in table.specs.values())
     skeleton_options = dataclasses.replace(options, fibers=options.fibers and needs_fibers)
-    skeleton, line_map = write_skeleton(lowered, table.entry, g, slots, table.specs, base, skeleton_options, effects)
+    skeleton, line_map, entry_name = write_skeleton(lowered, table.entry, g, slots, table.specs, base,
+                                                    skeleton_options, effects)
     prologue, prologue_lines = _write_prologue(slots, g)
     namespace: dict[str, Any] = dict(g.values)
     namespace["_B"] = codes
@@ -398,11 +494,13 @@ def _compile(prog: Program, n_shared: int, options: Options) -> Compiled:
     linecache.cache[prologue_file] = (len(prologue), None, prologue.splitlines(True), prologue_file)
     exec(compile(prologue, prologue_file, "exec"), namespace)
     n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for s in bodies[table.entry])
-    entry = _located(namespace[entry_spec.name], skeleton_file, line_map, prog.instance_pos)
+    entry = _located(namespace[entry_name], skeleton_file, line_map, prog.instance_pos)
     located_prologue = _located_prologue(namespace["_prologue"], prologue_file, prologue_lines, slots,
                                          entry_spec.fn, prog.__name__, prog.instance_pos)
     plan = Plan(entry, located_prologue, codes, base, needs_fibers, result_layout(entry_spec.ret))
-    return Compiled(plan, skeleton, prologue, blocks, n_phases, lowered, table.entry, slots, skeleton_options, effects)
+    facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
+    return Compiled(plan, skeleton, prologue, blocks, n_phases, lowered, table.entry, slots, skeleton_options, effects,
+                    facts)
 
 
 def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:
@@ -491,10 +589,9 @@ def _slot_site(slots: SharedSlots, i: int) -> tuple[ir.Loc | None, str]:
         return d.expr.loc, d.spec.fn.source_lines.get(d.expr.loc.line, "")
     if d.parts:
         return _slot_site(slots, d.parts[0])
-    want = SharedK(d.ref)
     sites = [(e.loc.file, e.loc.line, e.loc.col, spec.fn.source_lines.get(e.loc.line, ""))
              for spec in slots.owners.values() for s in ir.walk_stmts(spec.fn.body) for root in ir.stmt_exprs(s)
-             for e in ir.walk(root) if spec.kinds.get(e.nid) == want]
+             for e in ir.walk(root) if isinstance(k := spec.kinds.get(e.nid), SharedK) and k.ref == d.ref]
     if not sites:
         return None, ""
     file, line, _, text = min(sites)

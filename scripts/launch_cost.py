@@ -66,7 +66,7 @@ def variants(graph: Any, args: list, aoti: bool) -> tuple[dict[str, Callable[[],
     failed: dict[str, str] = {}
     with _COMPILE_LOCK, torch.no_grad():
         for wrapper in ("python", "cpp"):
-            fn, _ = compile_graph(graph, wrapper)
+            fn, _, _ = compile_graph(graph, wrapper)
             fns[wrapper] = boxed(fn, args)
             with torch._inductor.config.patch(size_asserts=False, cpp_wrapper=wrapper == "cpp"):
                 wrapped = torch._inductor.compile(graph.gm, graph.example_inputs)
@@ -166,10 +166,10 @@ def model_blocks(name: str, batch_size: int, hidden: int, aoti: bool) -> None:
     graphs: dict[int, Any] = {}  # id of the variant's fn -> its traced graph
     real_compile = compiled.compile_graph
 
-    def record_compile(graph: Any, wrapper: str) -> tuple[Callable, list[str]]:
-        fn, code = real_compile(graph, wrapper)
+    def record_compile(graph: Any, wrapper: str) -> tuple[Callable, list[str], Any]:
+        fn, code, guard = real_compile(graph, wrapper)
         graphs[id(fn)] = graph
-        return fn, code
+        return fn, code, guard
 
     compiled.compile_graph = record_compile  # type: ignore[assignment]
     try:

@@ -207,7 +207,7 @@ def test_auto_backend_eager_under_grad_compiled_otherwise(dataset, monkeypatch, 
 def test_first_compiled_run_says_it_compiles(dataset, capsys):
     spec = get_model("birnn")
     params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
-    spec.program._batched.clear()  # a fresh compiled backend, as in a new process
+    spec.program.reset_backends()  # a fresh compiled backend, as in a new process
     batch = spec.instances(dataset.trees)[:3]
     with torch.inference_mode():
         spec.program.run(batch, params, backend="compiled")
@@ -225,7 +225,7 @@ def test_kernels_called_through_inductors_own_call(dataset, monkeypatch, wrapper
     spec = get_model("birnn")
     params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
     instances = spec.instances(dataset.trees)
-    spec.program._batched.clear()  # a fresh compiled backend, made with this wrapper
+    spec.program.reset_backends()  # a fresh compiled backend, made with this wrapper
     try:
         for batch in (instances[:9], instances[9:10], instances[:9]):
             torch.testing.assert_close(_run("birnn", batch, params, "compiled"), _run("birnn", batch, params, "eager"),
@@ -235,7 +235,7 @@ def test_kernels_called_through_inductors_own_call(dataset, monkeypatch, wrapper
         fns = [v.fn for k in be.kernels for v in k.variants.values()]
         assert fns and not [f for f in fns if "_direct_call" in f.__qualname__]
     finally:
-        spec.program._batched.clear()
+        spec.program.reset_backends()
 
 
 def test_unknown_kernel_wrapper_is_rejected(monkeypatch):

@@ -23,13 +23,14 @@ import torch.nn.functional as F
 
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST
-from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, has_shared, has_tensor,
+from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, has_shared, has_tensor,
                                     sdepth_of)
 from acrobat.analysis.ragged import SEGMENT_OPS, row_matmul, row_operands, row_scale, row_squeeze, segment_reference
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.runtime.lookup import lookup
 from acrobat.runtime.plan import SegmentOp
 
 
@@ -64,7 +65,8 @@ class _Lowerer:
 
     def is_static_op(self, e: ir.Expr) -> bool:
         k = self.kind(e)
-        return self.hoisting and self.is_op(e) and isinstance(k, TensorK) and k.sdepth is not None
+        return self.hoisting and self.is_op(e) and isinstance(k, (TensorK, TupleK)) and has_tensor(k) \
+            and sdepth_of(k) is not None
 
     # -- flattening -------------------------------------------------------
     def extract(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
@@ -83,12 +85,23 @@ class _Lowerer:
             return self.lower_ifexp(e, pre)
         if e.nid in self.spec.shared_ops or isinstance(self.kind(e), SharedK):
             return e  # computed once per run, outside the skeleton
+        if in_op and self.kind(e) is HOST and not self.is_op(e) and self.reads_value(e) and not self.shape_query(e):
+            # host code inside an operator that reads a tensor's value (`h * h.max().item()`): the read is a
+            # statement of its own before the operator, so the blocks computing what it reads come first (§4.2)
+            value = self.rebuild(e, pre, in_op=False)
+            name = self.temp(e.loc, value, self.kind(e))
+            pre.append(ir.Assign(e.loc, ir.Target(name=name.id), value))
+            return name
         if self.is_op(e) and not in_op:
             op = self.rebuild(e, pre, in_op=True)
             name = self.temp(e.loc, op, self.kind(e))
-            pre.append(ir.Assign(e.loc, ir.Target(name=name.id), op))
+            pre.extend(self.tuple_items(ir.Assign(e.loc, ir.Target(name=name.id), op)))
             return name
         return self.rebuild(e, pre, in_op or self.is_op(e))
+
+    def reads_value(self, e: ir.Expr) -> bool:
+        """True when evaluating ``e`` reads a per-instance tensor's value or shape (§4.2)."""
+        return any(x.nid in self.spec.reads for x in ir.walk(e))
 
     def has_work(self, e: ir.Expr) -> bool:
         """True when ``e`` holds a tensor operator or a program call."""
@@ -243,7 +256,7 @@ class _Lowerer:
         """Move maximal hoistable sub-expressions of a dynamic tensor expression into statements."""
         if self.is_static_op(e):
             name = self.temp(e.loc, e, self.kind(e))
-            pre.append(ir.Assign(e.loc, ir.Target(name=name.id), e))
+            pre.extend(self.tuple_items(ir.Assign(e.loc, ir.Target(name=name.id), e)))
             return name
         if not self.is_op(e):
             return e
@@ -296,12 +309,46 @@ class _Lowerer:
                         out.append(s)
                         continue
                     # the condition's statements run before the loop and again at the end of every iteration
-                    s.body = self.flatten(s.body + copy.deepcopy(pre))
+                    s.body = self.flatten(s.body + self.renumbered(pre))
             out.extend(pre)
             for stmt in pre:
                 if isinstance(stmt, ir.Assign) and self.is_op(stmt.value) and not self.is_static_op(stmt.value):
                     stmt.value = self.split_static_in_place(stmt, out)
-            out.append(s)
+            out.extend(self.tuple_items(s) if isinstance(s, ir.Assign) and self.is_op(s.value) else [s])
+        return out
+
+    def tuple_items(self, s: ir.Assign) -> list[ir.Stmt]:
+        """``x = op`` where ``op`` gives a tuple of tensors (``torch.chunk(y, 2)``, an ``nn.LSTMCell`` call):
+        ``_t0, _t1 = op`` (block outputs are single tensors) and the host tuple ``x = (_t0, _t1)``."""
+        k = self.kind(s.value)
+        if s.target.name is None or not isinstance(k, TupleK) or not all(isinstance(i, TensorK) for i in k.items):
+            return [s]
+        names = [self.temp(s.loc, s.value, item) for item in k.items]
+        for n in names:
+            self.spec.reads.discard(n.nid)
+        split = ir.Assign(s.loc, ir.Target(items=[ir.Target(name=n.id) for n in names]), s.value)
+        whole = ir.TupleExpr(s.loc, [ir.Name(s.loc, n.id) for n in names])
+        self.spec.kinds[whole.nid] = k
+        for n, item in zip(whole.items, k.items):
+            self.spec.kinds[n.nid] = item
+        return [split, ir.Assign(s.loc, s.target, whole)]
+
+    def renumbered(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        """A copy of ``stmts`` whose nodes have new ids, with the analysis facts of the nodes they copy: two
+        blocks made of the same statements (a ``while`` test's, before the loop and at the end of its body)
+        must not share the node ids their parameters are substituted by."""
+        out = copy.deepcopy(stmts)
+        spec = self.spec
+        for s in ir.walk_stmts(out):
+            for node in [s, *(e for root in ir.stmt_exprs(s) for e in ir.walk(root))]:
+                old = node.nid
+                node.nid = ir.fresh_id()
+                for table in (spec.kinds, spec.calls, spec.ragged):
+                    if old in table:
+                        table[node.nid] = table[old]  # type: ignore[index]
+                for group in (spec.reads, spec.ops, spec.shared_ops):
+                    if old in group:
+                        group.add(node.nid)
         return out
 
     def split_static_in_place(self, stmt: ir.Assign, out: list[ir.Stmt]) -> ir.Expr:
@@ -375,6 +422,9 @@ class _Lowerer:
                 return r is not None and tensor(r) and all(isinstance(a, ir.Const) for a in [*args, *kw.values()])
             case ir.Call(kind=ir.CallKind.BUILTIN, target="len", args=[a]):
                 return tensor(a)
+            case ir.BinOp(left=a, right=b) if e.op in ("+", "-", "*", "//", "%"):  # `y.size(0) // 2`
+                parts = [self.shape_query(x) for x in (a, b)]
+                return any(parts) and all(q or isinstance(x, ir.Const) for q, x in zip(parts, (a, b)))
         return False
 
     def make_block(self, stmts: list[ir.Assign], is_static: bool) -> BlockCall:
@@ -395,14 +445,20 @@ class _Lowerer:
                 for c in [*e.args, *e.kwargs.values()]:
                     visit(c)
                 return
-            if isinstance(k, SharedK):
+            if isinstance(k, SharedK):  # a shared tensor or host data (`p.heads`): passed once per launch (§5.1)
                 slot = self.slots.slot(k.ref, self.spec)
                 self.subst[e.nid] = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
                 return
             if isinstance(e, ir.Name) and e.id not in defined:
                 if isinstance(k, TensorK):
-                    p = param(("n", e.id), "tensor", lambda n: BlockParam(e.id, "tensor", expr=ir.Name(e.loc, e.id)))
+                    p = param(("n", e.id), "tensor", lambda n: BlockParam(e.id, "tensor", expr=self.plain_name(e)))
                     self.subst[e.nid] = p.name
+                    return
+                if isinstance(k, TupleK) and k.items and all(isinstance(i, TensorK) for i in k.items):
+                    # a tuple of tensors held in a variable (`state` of an nn.LSTMCell): its items are parameters
+                    items = [param(("n", e.id, j), "tensor", lambda n, j=j: BlockParam(
+                        n, "tensor", expr=self.item_of(e, j))).name for j in range(len(k.items))]
+                    self.subst[e.nid] = "(" + "".join(x + ", " for x in items) + ")"
                     return
             if isinstance(e, ir.Const) or isinstance(e, ir.Name) and e.id in defined:
                 return
@@ -412,7 +468,8 @@ class _Lowerer:
                 for c in ir.children(e):
                     visit(c)
                 return
-            if not self.is_op(e) and not isinstance(e, (ir.TupleExpr, ir.ListExpr, ir.Slice)):
+            if not self.is_op(e) and not isinstance(e, (ir.TupleExpr, ir.ListExpr, ir.Slice)) and not (
+                    isinstance(e, (ir.Subscript, ir.Attr)) and self.is_op(e.obj)):  # `chunk(x, 2)[0]`: in the block
                 if isinstance(k, TensorK):  # a per-instance value the skeleton holds, e.g. `states[t]`
                     self.subst[e.nid] = param(("x", e.nid), "tensor", lambda n: BlockParam(n, "tensor", expr=e)).name
                     return
@@ -440,6 +497,7 @@ class _Lowerer:
         for s in stmts:
             visit(s.value)
             defined.update(s.target.names())
+        stmts = self.lookups(stmts, by_key)
         if self.fusion:
             stmts = self.fuse(stmts, by_key, param)
         if all(p.role == "shared" for p in params):
@@ -448,7 +506,9 @@ class _Lowerer:
             params.insert(0, BlockParam("_row", "host", expr=ir.Const(stmts[0].loc, 0)))
         # a hoisted block runs one level above its deepest input (App. A.1)
         inputs = [sdepth_of(self.kind(p.expr)) for p in params if p.role == "tensor"]  # type: ignore[arg-type]
-        sdepth = 1 + max((d for d in inputs if d is not None), default=-1) if is_static else None
+        if None in inputs:  # a recursion-dependent input (read for its shape, `torch.zeros(x.shape[0])`)
+            is_static = False
+        sdepth = 1 + max(inputs, default=-1) if is_static else None  # type: ignore[type-var]
         read_outside = self.reads_outside(stmts)
         outputs = [n for s in stmts for n in s.target.names() if n in read_outside]
         outputs = list(dict.fromkeys(outputs))
@@ -456,6 +516,20 @@ class _Lowerer:
         name = f"{self.spec.name}:{stmts[0].loc.line}" + (" (hoisted)" if is_static else "")
         block = Block(bid, name, self.spec, stmts, params, outputs, sdepth, stmts[0].loc, subst=self.subst)
         return BlockCall(stmts[0].loc, block)
+
+    def plain_name(self, e: ir.Name) -> ir.Name:
+        """A new reference to variable ``e`` of the kind ``e`` has here (its static depth places a hoisted
+        block, App. A.1), without the value read host code may make of ``e`` itself (§4.2)."""
+        name = ir.Name(e.loc, e.id)
+        self.spec.kinds[name.nid] = self.kind(e)
+        return name
+
+    def item_of(self, e: ir.Name, j: int) -> ir.Subscript:
+        """``e[j]`` of a tuple variable ``e``, of the kind of its item ``j``."""
+        item = ir.Subscript(e.loc, self.plain_name(e), ir.Const(e.loc, j))
+        k = self.kind(e)
+        self.spec.kinds[item.nid] = k.items[j] if isinstance(k, TupleK) else k
+        return item
 
     def callee_is_shared(self, e: ir.Call) -> bool:
         """``e`` calls a shared value or its method with per-instance arguments (``p.cell(x)``, ``p.W.add(x)``)."""
@@ -478,6 +552,22 @@ class _Lowerer:
         name = param(("s", slot), "shared", lambda n: BlockParam(n, "shared", slot=slot)).name
         e.kind, e.target = ir.CallKind.VALUE, None
         e.receiver = ir.Name(recv.loc, name)
+
+    def lookups(self, stmts: list[ir.Assign], by_key: dict) -> list[ir.Assign]:
+        """Each ``W[i]`` of a shared value ``W`` by a per-instance host value ``i`` (an embedding lookup,
+        ``p.emb[node.word_id]``) read through ``acrobat.runtime.lookup.lookup``, computed first in the
+        block: ``W[i]``, or a lookup with a sparse gradient in a run with ``sparse_grads=True``."""
+        out = list(stmts)
+        for s in stmts:
+            for e in ir.walk(s.value):
+                if isinstance(e, ir.Subscript) and isinstance(self.kind(e.obj), SharedK) \
+                        and ("h", e.index.nid) in by_key and e.obj.nid in self.subst:
+                    temp = f"_lk{e.nid}"
+                    args = [ir.Name(e.loc, self.subst[e.obj.nid]), ir.Name(e.loc, by_key[("h", e.index.nid)].name)]
+                    out.insert(0, ir.Assign(e.loc, ir.Target(name=temp), ir.Call(e.loc, ir.CallKind.TORCH, lookup,
+                                                                                 args, {})))
+                    self.subst[e.nid] = temp
+        return out
 
     def fuse(self, stmts: list[ir.Assign], by_key: dict, param: Callable) -> list[ir.Assign]:
         """Horizontal fusion (App. B.1): one matmul for each group of ``x @ W_i`` in the block."""

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
+
+import torch
 
 from acrobat.analysis import ragged
 from acrobat.analysis.randomness import is_random
@@ -74,9 +76,14 @@ class TensorK(Kind):
 
 @dataclass(frozen=True)
 class SharedK(Kind):
-    """A value shared by all instances and calls; ``ref`` names it (see ``describe_ref``)."""
+    """A value shared by all instances and calls; ``ref`` names it (see ``describe_ref``).
+
+    ``host``: it is plain Python data (``p.steps``, ``p.dropout``: ``shared_fact``), which host code uses as
+    host data and blocks take unbatched, once per launch (parameter reuse, §5.1), like a shared tensor.
+    """
 
     ref: tuple  # ("arg", i, *path) for a parameter, ("expr", spec, nid) for an op over shared values
+    host: bool = False
 
     def __str__(self) -> str:
         return f"shared {describe_ref(self.ref)}"
@@ -197,8 +204,25 @@ def has_tensor(k: Kind) -> bool:
 
 
 def has_shared(k: Kind) -> bool:
-    """True when ``k`` is or contains a shared value."""
-    return contains(k, SharedK)
+    """True when ``k`` is or contains a shared value that is not plain host data (a tensor, a module)."""
+    if isinstance(k, SharedK):
+        return not k.host
+    return contains(k, SharedK) and any(has_shared(i) for i in _items(k))
+
+
+def is_host(k: Kind) -> bool:
+    """Host data: per-instance, or the same for every instance (``SharedK.host``)."""
+    return isinstance(k, HostK) or isinstance(k, SharedK) and k.host
+
+
+def _items(k: Kind) -> tuple[Kind, ...]:
+    if isinstance(k, ListK):
+        return (k.elem,)
+    if isinstance(k, (TupleK, DictK)):
+        return k.items
+    if isinstance(k, OptionalK):
+        return (k.inner,)
+    return ()
 
 
 def sdepth_of(k: Kind) -> int | None:
@@ -227,6 +251,12 @@ def join(a: Kind, b: Kind) -> Kind:
         return a
     if a is BOTTOM:
         return b
+    if is_host(a) and is_host(b):  # host data, the same for every instance or not
+        return HOST
+    if isinstance(a, SharedK) and a.host or isinstance(b, SharedK) and b.host:
+        other = b if isinstance(a, SharedK) and a.host else a
+        if not isinstance(other, (NoneK, OptionalK)):
+            raise KindConflict(f"{a} vs {b}")
     if isinstance(a, NoneK) or isinstance(b, NoneK):  # None meets something else
         other = b if isinstance(a, NoneK) else a
         if type(other) is HostK:
@@ -240,6 +270,9 @@ def join(a: Kind, b: Kind) -> Kind:
         return DYNAMIC if da is None or db is None else TensorK(max(da, db))
     if isinstance(a, ListK) and isinstance(b, ListK):
         return ListK(join(a.elem, b.elem))
+    if isinstance(a, SharedK) and isinstance(b, TupleK) or isinstance(b, SharedK) and isinstance(a, TupleK):
+        shared, tup = (a, b) if isinstance(a, SharedK) else (b, a)  # a shared op's tuple (`torch.chunk(p.W, 2)`)
+        return TupleK(tuple(join(shared, i) for i in tup.items))  # type: ignore[union-attr]
     if isinstance(a, TupleK) and isinstance(b, TupleK) and len(a.items) == len(b.items):
         return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)))
     if isinstance(a, DictK) and isinstance(b, DictK) and a.keys == b.keys:
@@ -294,10 +327,13 @@ class Spec:
 
 @dataclass
 class KindTable:
-    """Result of the analysis: every reachable specialization; the entry's key."""
+    """Result of the analysis: every reachable specialization; the entry's key; and which paths into the
+    shared arguments were found to hold (``facts``: ref -> ``shared_fact``), where the run's values were
+    known."""
 
     specs: dict[SpecKey, Spec]
     entry: SpecKey
+    facts: dict[tuple, str] = field(default_factory=dict)
 
 
 _VALUE_METHODS = {"item", "tolist"}  # host code reads a tensor's value: a sync point (§4.2)
@@ -317,9 +353,38 @@ _MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "c
                                "add", "discard", "setdefault", "popitem", "__setitem__", "__delitem__"})
 
 
+#: ``resolve(ref)``: the object a shared reference names in the run being compiled, or ``UNRESOLVED``.
+Resolver = Callable[[tuple], Any]
+UNRESOLVED = object()
+
+
+def shared_fact(v: Any) -> str:
+    """What the kind analysis needs to know of a value a shared path holds in a run: ``"host"`` (plain data,
+    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), else ``"shared"``."""
+    if is_host_data(v):
+        return "host"
+    if isinstance(v, torch.nn.LSTMCell):
+        return "pair"
+    return "shared"
+
+
+def is_host_data(v: Any) -> bool:
+    """Plain Python data (numbers, strings, None, dtypes, and non-empty tuples/lists/dicts of them): a shared
+    value that host code uses as it is, never a tensor operand of a block."""
+    if isinstance(v, (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)):
+        return True
+    if isinstance(v, (list, tuple)):  # an empty one may be meant to hold tensors: not host data
+        return bool(v) and all(is_host_data(x) for x in v)
+    if isinstance(v, dict):
+        return bool(v) and all(isinstance(k, str) and is_host_data(x) for k, x in v.items())
+    return False
+
+
 class _Analyzer:
-    def __init__(self, functions: dict[Any, ir.Function]):
+    def __init__(self, functions: dict[Any, ir.Function], resolve: Resolver | None = None):
         self.functions = functions
+        self.resolve = resolve
+        self.facts: dict[tuple, str] = {}  # shared reference -> ``shared_fact`` of its value (see shared_path)
         self.specs: dict[SpecKey, Spec] = {}
         self.changed = False
         self.spec: Spec
@@ -335,13 +400,29 @@ class _Analyzer:
     def request(self, key: SpecKey) -> Spec:
         if key not in self.specs:
             fn = self.functions[key[0]]
-            index = sum(1 for k in self.specs if k[0] is key[0])
+            # unique per specialization, even for two functions of one name (two classes' `forward`)
+            index = sum(1 for s in self.specs.values() if s.fn.name == fn.name)
             self.specs[key] = Spec(key, fn, f"{fn.name}_{index}")
             self.changed = True
         return self.specs[key]
 
+    def shared_path(self, ref: tuple) -> Kind:
+        """The kind of a path into a shared argument (``p.steps``, ``p.layers[0]``): host data where the value
+        the run passes is plain Python data (a number, a list of floats: host code reads it as written, per
+        instance), else a shared value. What was found is kept in ``facts``: the program compiled so holds
+        for later runs whose arguments agree (``acrobat.program``)."""
+        if self.resolve is not None:
+            value = self.resolve(ref)
+            if value is not UNRESOLVED:
+                self.facts[ref] = shared_fact(value)
+                if self.facts[ref] == "host":
+                    return SharedK(ref, host=True)
+        return SharedK(ref)
+
     def set_var(self, node: ir.Stmt | ir.Expr, name: str, k: Kind) -> None:
         old = self.spec.var.get(name, BOTTOM)
+        if isinstance(k, ListK):  # a list is the instance's own object: shared values in it are lifted
+            k = ListK(_lifted(k.elem))
         try:
             new = join(old, k)
         except KindConflict:
@@ -387,8 +468,10 @@ class _Analyzer:
             parts = [HOST] * len(items)  # unpacking a dict gives its keys
         elif isinstance(k, ListK):
             parts = [k.elem] * len(items)
+        elif isinstance(k, SharedK) and k.ref[0] == "arg":
+            parts = [self.shared_path(k.ref + (("[", i),)) for i in range(len(items))]
         elif isinstance(k, SharedK):
-            parts = [SharedK(k.ref + (("[", i),)) for i in range(len(items))]
+            parts = [SharedK(k.ref + (("[", i),), k.host) for i in range(len(items))]
         elif k is BOTTOM:
             parts = [BOTTOM] * len(items)
         else:  # host data, or a tensor operator returning several tensors (torch.chunk)
@@ -681,13 +764,17 @@ class _Analyzer:
             self.spec.ops.add(e.nid)
             return TensorK(0)
         if any(has_shared(k) for k in kinds):
-            if all(has_shared(k) or _is_const(x) for k, x in zip(kinds, operands)):
+            if all(_shared_operand(x, k) or _is_const(x) for k, x in zip(kinds, operands)):
                 self.spec.shared_ops.add(e.nid)
                 return SharedK(("expr", self.spec.name, e.nid))
             if host_receiver:
                 return HOST
             self.spec.ops.add(e.nid)
             return TensorK(0)
+        if host_result and any(isinstance(k, SharedK) for k in kinds) and all(
+                _shared_operand(x, k) or _is_const(x) for k, x in zip(kinds, operands)):
+            self.spec.shared_ops.add(e.nid)  # `p.rate * 0.5`: host data the same for every instance, once per run
+            return SharedK(("expr", self.spec.name, e.nid), host=True)
         if host_result:
             return HOST
         if all(_is_const(x) for x in operands):
@@ -719,7 +806,7 @@ class _Analyzer:
                 if isinstance(k, TupleK) and len(k.items) == 2 and a in ("values", "indices"):
                     return k.items[a == "indices"]  # torch.return_types of max/min (a segment result)
                 if isinstance(k, SharedK) and k.ref[0] == "arg":
-                    return SharedK(k.ref + ((".", a),))
+                    return self.shared_path(k.ref + ((".", a),))
                 if isinstance(k, SharedK):
                     return self.op_kind(e, [o], [k], host_result=False)
                 if isinstance(k, TensorK) and a in _SHAPE_ATTRS:
@@ -754,7 +841,7 @@ class _Analyzer:
                 return ListK(elem)
             case ir.BinOp(op=op, left=a, right=b):
                 ka, kb = self.expr(a), self.expr(b)
-                if e.inplace and isinstance(ka, (TensorK, SharedK)):
+                if e.inplace and (isinstance(ka, TensorK) or has_shared(ka)):
                     raise self.error(e, f"`{op}=` updates a tensor in place (in PyTorch every tensor sharing its "
                                         "memory changes too, a model parameter included): acrobat does not batch "
                                         f"in-place updates; write `x = x {op} y`")
@@ -861,6 +948,8 @@ class _Analyzer:
 
     def ragged_binop(self, e: ir.BinOp, ka: Kind, kb: Kind) -> Kind:
         """``a op b`` with a ragged operand: row by row, or (``a @ S`` of two) a weighted sum over the list."""
+        if BOTTOM in (ka, kb):
+            return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         if any(isinstance(k, RaggedK) and k.depth > 1 for k in (ka, kb)):
             raise self.error(e, "a stack of stacked lists can be indexed, iterated and returned; to compute with "
                                 "it, loop over it")
@@ -918,7 +1007,7 @@ class _Analyzer:
         if has_tensor(ki) and not has_tensor(ko):
             raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
-            return SharedK(ko.ref + (("[", i.value),))
+            return self.shared_path(ko.ref + (("[", i.value),))
         if isinstance(ko, DictK):
             if not (isinstance(i, ir.Const) and i.value in ko.keys):
                 raise self.error(e, f"index a dict with one of its constant keys {list(ko.keys)}")
@@ -966,6 +1055,9 @@ class _Analyzer:
         ragged_kind = self.ragged_call(e, recv, arg_kinds, kw_kinds)
         if ragged_kind is not None:
             return ragged_kind
+        if (kind is CallKind.BUILTIN and what in _VALUE_BUILTINS and len(e.args) == 1 and isinstance(arg_kinds[0], SharedK)
+                or kind is CallKind.METHOD and what in _VALUE_METHODS and isinstance(recv, SharedK)):
+            return HOST  # the value of a shared tensor (`p.h0.argmax().item()`): a Python number, the same for all
         if kind is CallKind.BUILTIN and what in _VALUE_BUILTINS | {"len"} and len(e.args) == 1 and isinstance(
                 arg_kinds[0], TensorK):
             self.spec.reads.add(e.args[0].nid)
@@ -1026,9 +1118,29 @@ class _Analyzer:
             if host and any(has_tensor(k) for k in arg_kinds + kw_kinds):
                 raise self.error(e, "a tensor is passed to a host method: only torch operators and "
                                     "@acrobat.function functions take tensors")
-            return self.op_kind(e, [e.receiver, *operands], [recv, *arg_kinds, *kw_kinds], host_result=host,
-                                host_receiver=host, random=not host and is_random(e))
-        return self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False, random=is_random(e))
+            k = self.op_kind(e, [e.receiver, *operands], [recv, *arg_kinds, *kw_kinds], host_result=host,
+                             host_receiver=host, random=not host and is_random(e))
+            return self.tuple_result(e, recv, k)
+        return self.tuple_result(e, None, self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False,
+                                                       random=is_random(e)))
+
+    def tuple_result(self, e: ir.Call, recv: Kind | None, k: Kind) -> Kind:
+        """The kind of an operator whose result is a tuple of tensors of a size known here: ``k`` for each of
+        them (``torch.chunk(x, 3)``, ``p.lstm(x, (h, c))`` of an ``nn.LSTMCell``), else ``k``. Block outputs
+        are single tensors, so such a tuple crosses block boundaries as its items (``acrobat.analysis.blocks``)."""
+        if not isinstance(k, TensorK):
+            return k
+        if isinstance(recv, SharedK) and recv.ref[0] == "arg" and e.kind in (CallKind.VALUE, CallKind.METHOD):
+            module = recv.ref if e.kind is CallKind.VALUE else recv.ref + ((".", e.target),)  # `p.cell(x)`
+            self.shared_path(module)
+            if self.facts.get(module) == "pair":
+                return TupleK((k, k))
+        chunks = e.args[1] if e.kind is CallKind.TORCH and len(e.args) == 2 else \
+            e.args[0] if e.kind is CallKind.METHOD and len(e.args) == 1 else None
+        if e.target in ("chunk", torch.chunk) and not e.kwargs and isinstance(chunks, ir.Const) and \
+                isinstance(chunks.value, int) and 0 < chunks.value <= 16:
+            return TupleK((k,) * chunks.value)
+        return k
 
     def builtin(self, e: ir.Call, name: str, kinds: list[Kind]) -> Kind:
         kinds = [ListK(k.rows) if isinstance(k, RaggedK) else k for k in kinds]  # a stacked list's rows
@@ -1147,6 +1259,37 @@ def _none_test(t: ir.Expr) -> tuple[set[str], set[str]]:
     return set(), set()
 
 
+def _lifted(k: Kind) -> Kind:
+    """``k`` with every shared value in it per-instance (what ``_rt.lift`` makes of it)."""
+    match k:
+        case SharedK(host=True):
+            return HOST
+        case SharedK():
+            return TensorK(LIFTED_DEPTH)
+        case ListK(elem=elem):
+            return ListK(_lifted(elem))
+        case TupleK(items=items):
+            return TupleK(tuple(_lifted(i) for i in items))
+        case DictK(keys=keys, items=items):
+            return DictK(keys, tuple(_lifted(i) for i in items))
+        case OptionalK(inner=inner):
+            return OptionalK(_lifted(inner))
+    return k
+
+
+def _shared_operand(x: ir.Expr | None, k: Kind) -> bool:
+    """An operand the once-per-run prologue can compute: a shared value, or a literal tuple/list of them (a
+    variable holding a list of shared values is the instance's own list, which the prologue cannot see)."""
+    if isinstance(x, ir.Call) and x.kind is CallKind.PROGRAM:
+        return False  # a call's result, even a shared one: the prologue runs no program function
+    if isinstance(k, SharedK):
+        return True
+    if isinstance(x, (ir.TupleExpr, ir.ListExpr)) and isinstance(k, (TupleK, ListK)):
+        items = k.items if isinstance(k, TupleK) else [k.elem] * len(x.items)
+        return all(_shared_operand(i, ik) or _is_const(i) for i, ik in zip(x.items, items))
+    return False
+
+
 def _is_const(x: ir.Expr | None) -> bool:
     if x is None or isinstance(x, ir.Const):
         return True
@@ -1155,13 +1298,16 @@ def _is_const(x: ir.Expr | None) -> bool:
     return False
 
 
-def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int = 0) -> KindTable:
+def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int = 0,
+                  resolve: Resolver | None = None) -> KindTable:
     """Run the kind analysis to a fixpoint from the entry function.
 
     The entry's parameter at position ``instance`` (the first, or the one
     after ``self`` for a method) is the instance (host data); its other
     ``n_shared`` parameters are shared roots (``SharedK(("arg", i))``, ``i``
-    the parameter's position).
+    the parameter's position). ``resolve`` (when the run's shared arguments
+    are known) tells which paths into them hold plain host data; the table's
+    ``facts`` say what was found.
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -1172,7 +1318,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
         raise CompileError(f"the entry `{fn.name}({', '.join(fn.params)})` takes the instance and "
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line)
-    an = _Analyzer(functions)
+    an = _Analyzer(functions, resolve)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.request(key)
     an.changed = True
@@ -1194,5 +1340,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
             reachable[k] = an.specs[k]
             todo.extend(reachable[k].calls.values())
     for spec in reachable.values():
-        spec.shared_ops -= spec.ops  # became per-instance once the fixpoint saw tensor operands
-    return KindTable(reachable, key)
+        # became per-instance once the fixpoint saw tensor operands (an op's kind, or its operand's: the item of
+        # what was a shared op and became a tuple of tensors is no op at all)
+        spec.shared_ops = {n for n in spec.shared_ops - spec.ops if isinstance(spec.kinds.get(n), SharedK)}
+    return KindTable(reachable, key, an.facts)

@@ -31,6 +31,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from acrobat.errors import LimitError
 from acrobat.frontend.ir import known
 from acrobat.runtime.plan import SegmentOp
 
@@ -91,15 +92,15 @@ def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tup
     would broadcast against the list axis).
 
     Raises:
-        ValueError: an operand would reach into a list axis.
+        LimitError: an operand would reach into a list axis.
     """
     rank = rows[0].dim()
     if any(r.dim() != rank for r in rows):
-        raise ValueError(f"stacked lists with rows of shapes {[tuple(r.shape) for r in rows]}: PyTorch would "
+        raise LimitError(f"stacked lists with rows of shapes {[tuple(r.shape) for r in rows]}: PyTorch would "
                          "broadcast one's list axis against the other's rows; give their rows one rank")
     for d in dense:
         if isinstance(d, torch.Tensor) and d.dim() > rank:
-            raise ValueError(f"an operand of shape {tuple(d.shape)} would broadcast against the list axis of a "
+            raise LimitError(f"an operand of shape {tuple(d.shape)} would broadcast against the list axis of a "
                              f"stacked list (rows of shape {tuple(rows[0].shape)}): acrobat applies operators to "
                              "such a tensor row by row; reduce it first or use operands with fewer dimensions")
     return value
@@ -109,10 +110,10 @@ def row_matmul(row: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """One row of ``torch.stack(xs) @ w``: ``row @ w`` for a matrix or vector ``w``.
 
     Raises:
-        ValueError: ``w`` has more than 2 dimensions (a batched matmul would broadcast over the list axis).
+        LimitError: ``w`` has more than 2 dimensions (a batched matmul would broadcast over the list axis).
     """
     if w.dim() > 2 or row.dim() == 0:
-        raise ValueError(f"`torch.stack(xs) @ w` with rows of shape {tuple(row.shape)} and w of shape "
+        raise LimitError(f"`torch.stack(xs) @ w` with rows of shape {tuple(row.shape)} and w of shape "
                          f"{tuple(w.shape)}: acrobat batches it row by row, which needs a 1-D row and a 1-D or 2-D w")
     return row @ w
 
@@ -121,10 +122,10 @@ def row_squeeze(row: torch.Tensor, dim: int) -> torch.Tensor:
     """One row of ``torch.stack(xs).squeeze(dim)`` for a negative ``dim`` (a trailing axis).
 
     Raises:
-        ValueError: ``dim`` reaches the list axis (the rows have fewer than ``-dim`` dimensions).
+        LimitError: ``dim`` reaches the list axis (the rows have fewer than ``-dim`` dimensions).
     """
     if row.dim() < -dim:
-        raise ValueError(f"squeeze({dim}) of a stacked list with rows of shape {tuple(row.shape)} would reach its "
+        raise LimitError(f"squeeze({dim}) of a stacked list with rows of shape {tuple(row.shape)} would reach its "
                          "list axis, whose length differs per instance")
     return row.squeeze(dim)
 
@@ -133,10 +134,10 @@ def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """One term of ``a @ torch.stack(xs)`` for a 1-D ragged ``a``: ``a_j * s_j`` (then summed over j).
 
     Raises:
-        ValueError: ``a``'s rows are not scalars (``a`` is not 1-D).
+        LimitError: ``a``'s rows are not scalars (``a`` is not 1-D).
     """
     if a.dim() != 0 or s.dim() > 1:
-        raise ValueError(f"`a @ torch.stack(xs)` is batched for a 1-D `a` (one weight per list item) and a 1-D or "
+        raise LimitError(f"`a @ torch.stack(xs)` is batched for a 1-D `a` (one weight per list item) and a 1-D or "
                          f"2-D stack; their rows have shapes {tuple(a.shape)} and {tuple(s.shape)}")
     return a * s
 

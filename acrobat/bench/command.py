@@ -1,7 +1,7 @@
 """The ``acrobat bench`` subcommand: arguments, run, printed tables, files in ``--out``.
 
     acrobat bench [MODEL...] [--sizes small,large] [--batch-sizes 8,64] [--systems acrobat,pytorch,...]
-                  [--quick] [--repeats N] [--out DIR] [--grad] [--data PATH] [--threads N]
+                  [--quick] [--repeats N] [--out DIR] [--grad] [--train] [--data PATH] [--threads N]
                   [--seq-len N] [--layers N]
     acrobat bench --serve [MODEL] [--rates 50,100,...] [--step-seconds 5] [--slo-ms 50] [--max-batch-size 32]
                   [--batch-wait-ms 2] [--ingress haproxy|proxy] [--data PATH] [--out DIR]   (acrobat.serve.load)
@@ -24,6 +24,7 @@ import torch
 from acrobat.bench.report import markdown, read_json
 from acrobat.bench.suite import BenchSettings, run_bench, write_outputs
 from acrobat.bench.systems import GROUPS, select
+from acrobat.bench.train_step import TRAIN_MODELS, run_train_bench, train_markdown, write_train_outputs
 from acrobat.models import MODELS
 from acrobat.models.berxit import SEQ_LEN as BERXIT_SEQ_LEN, SIZES as BERXIT_SIZES
 from acrobat.serve.command import add_load_arguments
@@ -59,6 +60,10 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                        "(default bench-out)")
     bench.add_argument("--grad", action="store_true", help="time forward passes with autograd recording "
                        "(default: inference mode)")
+    bench.add_argument("--train", action="store_true", help="time training steps instead (forward, backward, "
+                       "optimizer, peak memory; acrobat eager vs hand-batched, TorchFold, DyNet, per instance), "
+                       f"models {', '.join(TRAIN_MODELS)} by default, batch sizes 25,64, small size; writes "
+                       "train-bench.json and train-bench.md")
     bench.add_argument("--data", help="SST tree file or folder (default: ../shared/data/sst if present, "
                        "else synthetic trees)")
     bench.add_argument("--split", default="dev", help="split to read from a data folder (default: dev)")
@@ -146,9 +151,30 @@ def scaled_lines(overrides: dict[str, dict[str, int]]) -> list[str]:
     return ["berxit: " + ", ".join(parts) + " at BERT widths"]
 
 
+def cmd_train_bench(args: argparse.Namespace) -> int:
+    """``acrobat bench --train``: training steps side by side (``acrobat.bench.train_step``)."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    batch_sizes = [int(b) for b in _list(args.batch_sizes or "25,64", "batch-sizes")]
+    if min(batch_sizes) < 1:
+        raise ValueError("--batch-sizes: every batch size must be at least 1")
+    size = _list(args.sizes or "small", "sizes")[0]
+    repeats = args.repeats if args.repeats is not None else (3 if args.quick else 5)
+    models = args.models or list(TRAIN_MODELS)
+    command = shlex.join(["acrobat", "bench", "--train", *args.models, "--batch-sizes", ",".join(map(str, batch_sizes)),
+                          "--sizes", size, "--repeats", str(repeats)] + (["--threads", str(args.threads)]
+                                                                         if args.threads else []))
+    cmps = run_train_bench(models, batch_sizes, size, repeats, args.data, args.seed, progress=not args.no_progress)
+    print(train_markdown(cmps, command))
+    print("wrote " + ", ".join(str(p) for p in write_train_outputs(cmps, command, Path(args.out))))
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Run the benchmark (or with ``--serve`` the serving load test), print the Markdown report, write it
-    (JSON, Markdown, PNG) to ``--out``."""
+    """Run the benchmark (with ``--train`` the training-step benchmark, with ``--serve`` the serving load
+    test), print the Markdown report, write it (JSON, Markdown, PNG) to ``--out``."""
+    if args.train:
+        return cmd_train_bench(args)
     if args.serve:
         from acrobat.serve.load import cmd_load
 

@@ -10,6 +10,8 @@ control flow for one instance, adds a DFG node per block invocation
 
 from __future__ import annotations
 
+import builtins
+
 from acrobat.analysis.kinds import (BOTTOM, HOST, DictK, Kind, ListK, NoneK, OptionalK, RaggedK, SharedK, Spec, TensorK,
                                     TupleK)
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
@@ -40,6 +42,8 @@ def coerce(code: str, src: Kind, dst: Kind) -> str:
         return f"(lambda _v: {{{', '.join(f'{k!r}: {i}' for k, i in zip(src.keys, items))}}})({code})"
     if isinstance(src, SharedK) and isinstance(dst, TensorK):
         return f"_rt.lift({code})"
+    if isinstance(src, SharedK) and isinstance(dst, TupleK):  # a shared tuple (`torch.chunk(p.W, 2)`)
+        return f"(lambda _v: ({''.join(coerce(f'_v[{i}]', src, d) + ', ' for i, d in enumerate(dst.items))}))({code})"
     if isinstance(src, TupleK) and isinstance(dst, TupleK):
         items = [coerce(f"_v[{i}]", s, d) for i, (s, d) in enumerate(zip(src.items, dst.items))]
         if all(it == f"_v[{i}]" for i, it in enumerate(items)):
@@ -51,11 +55,16 @@ def coerce(code: str, src: Kind, dst: Kind) -> str:
     return code
 
 
-def join_depths(n: int) -> str:
+def join_depths(n: int, g: Globals) -> str:
     """The statement setting ``_d`` to the deepest of ``_d0 .. _d{n-1}`` (two: a conditional, cheaper than ``max``)."""
     if n == 2:
         return "_d = _d0 if _d0 > _d1 else _d1"
-    return f"_d = max({', '.join(f'_d{i}' for i in range(n))})"
+    return f"_d = {builtin(g, 'max')}({', '.join(f'_d{i}' for i in range(n))})"
+
+
+def builtin(g: Globals, name: str) -> str:
+    """The global alias of Python builtin ``name`` in generated code (a model variable may shadow the builtin)."""
+    return g.alias(getattr(builtins, name), name)
 
 
 def target_kind(spec: Spec, t: ir.Target) -> Kind:
@@ -154,7 +163,8 @@ class SkeletonWriter:
         if b.id in self.prefetched:  # added ahead of its loop: take it if the item is the one it was added for
             loop, var = self.prefetched.pop(b.id)
             i, items = f"_i{loop}", f"_items{loop}"
-            self.emit(depth, f"_h = _pf{loop}_{b.id}[{i}] if {i} < len({items}) and {var} is {items}[{i}] "
+            self.emit(depth, f"_h = _pf{loop}b{b.id}[{i}] if {i} < {builtin(self.g, 'len')}({items}) "
+                             f"and {var} is {items}[{i}] "
                              f"else {call}  # DFG node of block {b.name} ({where}), added before the loop")
         else:
             self.emit(depth, f"{'_h = ' if b.outputs else ''}{call}  # DFG node of block {b.name} ({where})")
@@ -287,7 +297,7 @@ class SkeletonWriter:
         self.emit(depth, header)
         self.emit(depth + 1, f"_d = {fork}")
         self.body(b, depth + 1)
-        self.emit(depth + 1, f"{joined} = max({joined}, _d)")
+        self.emit(depth + 1, f"{joined} = {builtin(self.g, 'max')}({joined}, _d)")
         self.emit(depth, f"_d = {joined}")
 
     def prefetchable(self, t: ir.Target, b: list[ir.Stmt]) -> list[Block]:
@@ -313,12 +323,13 @@ class SkeletonWriter:
         falls back to adding the node in place)."""
         src, items, i = f"_src{s.nid}", f"_items{s.nid}", f"_i{s.nid}"
         self.emit(depth, f"{src} = {self.expr(it)}")
-        self.emit(depth, f"{items} = tuple({src}) if type({src}) in (list, tuple) else ()  "
+        tup, typ, lst = (builtin(self.g, n) for n in ("tuple", "type", "list"))
+        self.emit(depth, f"{items} = {tup}({src}) if {typ}({src}) in ({lst}, {tup}) else ()  "
                          f"# hoisted nodes of every iteration, added ahead (one launch for all fibers)")
         for blk in blocks:
-            self.emit(depth, f"_pf{s.nid}_{blk.id} = [{self.node_call(blk)} for {t.name} in {items}]")
+            self.emit(depth, f"_pf{s.nid}b{blk.id} = [{self.node_call(blk)} for {t.name} in {items}]")
         self.prefetched.update({blk.id: (s.nid, t.name) for blk in blocks})
-        return f"for {i}, {t.name} in enumerate({src}):"
+        return f"for {i}, {t.name} in {builtin(self.g, 'enumerate')}({src}):"
 
     def call_args(self, key, args: list[ir.Expr]) -> str:
         """Argument code of a program call, each coerced to the kind the callee is specialized on."""
@@ -335,7 +346,7 @@ class SkeletonWriter:
             for i in range(len(calls)):
                 self.emit(depth, f"_r{i}, _d{i} = _res[{i}]")
                 results.append(f"_r{i}")
-            self.emit(depth, join_depths(len(calls)))
+            self.emit(depth, join_depths(len(calls), self.g))
             conc = False
         for i, (key, args) in enumerate(calls if not results else []):
             fn = self.names[key]
@@ -349,7 +360,7 @@ class SkeletonWriter:
             if not conc:
                 self.emit(depth, f"_d = _d{i}")
         if conc and self.concurrency:
-            self.emit(depth, join_depths(len(calls)))
+            self.emit(depth, join_depths(len(calls), self.g))
         value = results[0] if not tupled else "(" + "".join(r + ", " for r in results) + ")"
         rets = [self.specs[key].ret for key, _ in calls]
         src = TupleK(tuple(rets)) if tupled else rets[0]
@@ -405,9 +416,9 @@ def _returns(body: list[ir.Stmt]) -> bool:
 
 
 def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globals, slots: SharedSlots,
-                   specs: dict, base: int, options, effects: set) -> tuple[str, dict[int, tuple[ir.Loc, str]]]:
-    """The Python source of the whole skeleton module (function names are the spec names),
-    and its map from generated lines to model source lines (for error messages).
+                   specs: dict, base: int, options, effects: set) -> tuple[str, dict[int, tuple[ir.Loc, str]], str]:
+    """The Python source of the whole skeleton module (function names made from the spec names by ``g``),
+    its map from generated lines to model source lines (for error messages), and the entry's function name.
 
     ``options`` (``acrobat.Options``): ``concurrency``, ``ghosts``, and
     ``fibers`` (run concurrent calls on child fibers; set only for programs
@@ -415,7 +426,7 @@ def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globa
     calls change host state that outlives them; concurrent calls of those
     run one after the other even on fibers, so host effects keep Python's order (§4.2).
     """
-    names = {key: spec.name for key, spec in specs.items()}
+    names = {key: g.fresh(spec.name) for key, spec in specs.items()}
     w = SkeletonWriter(g, slots, specs, names, base)
     w.effects = effects
     w.concurrency = options.concurrency
@@ -424,7 +435,7 @@ def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globa
     w.emit(0, f"# generated by acrobat: control-flow skeleton with inline depth computation (base depth {base})")
     for fn in functions:
         w.function(fn, entry=fn.spec.key == entry_key)
-    return "\n".join(w.lines) + "\n", w.line_map
+    return "\n".join(w.lines) + "\n", w.line_map, names[entry_key]
 
 
 def result_layout(kind: Kind) -> Layout:

@@ -53,7 +53,7 @@ HINT_BATCH, HINT_ROWS = 64, 4096  # typical sizes the compiler may tune for (any
 
 
 def trace_block(block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[Any],
-                fused: bool, device: torch.device) -> KernelGraph:
+                fused: bool, device: torch.device, hints: Sequence[int] | None = None) -> KernelGraph:
     """Trace ``block``'s batched form for arguments with per-instance specs ``in_rows`` (§5, App. C).
 
     The kernel JIT that ``acrobat.program`` hands to compiling backends (an
@@ -62,7 +62,12 @@ def trace_block(block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[A
     ``shared`` are the block's shared arguments; the kernel takes them
     flattened by ``flatten_forms`` (a module's parameters one by one).
     ``fused`` selects the fused-gather signature (§5.2); ``device`` is where
-    the kernel will run.
+    the kernel will run. ``hints``: per kernel input before the shared ones
+    (storages, batched inputs, outputs) the size of its dim 0 the compiler
+    is told to expect (default: ``HINT_BATCH`` rows a batch, ``HINT_ROWS`` a
+    storage); where the compiler specializes a size (a grouped convolution's
+    ``groups``), the kernel holds for the hinted sizes only (see
+    ``acrobat.runtime.compiled.SizeGuard``).
 
     Raises:
         Exception: whatever ``vmap`` or the operators raise on these shapes
@@ -101,16 +106,17 @@ def trace_block(block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[A
     with mode:
         gm = make_fx(kernel)(*inputs, *shared)
     _symbolize_batch(gm, batch_input=next(i for i, x in enumerate(inputs) if x.shape[0] == BATCH_MARK))
-    gm, example_inputs = _retrace_symbolic(gm, inputs, shared)
+    gm, example_inputs = _retrace_symbolic(gm, inputs, shared, hints)
     return KernelGraph(gm, out_rows, storage_rows, in_slots, example_inputs)
 
 
-def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Sequence[Any]) -> tuple[GraphModule, list]:
+def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Sequence[Any],
+                      hints: Sequence[int] | None) -> tuple[GraphModule, list]:
     """``gm`` traced again with symbolic dim 0 (others static), taking its inputs' pytree leaves; and those leaves.
 
     Every ``(B, ...)`` input shares one batch-size symbol, so the compiler
     knows their loops have one range and can fuse them (output stores
-    included); every arena storage gets a symbol of its own.
+    included); every arena storage gets a symbol of its own. ``hints``: see ``trace_block``.
     """
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
@@ -120,9 +126,11 @@ def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Seque
 
     fake: list[Any] = []
     with mode:
-        batch = symbol(HINT_BATCH, "batch")  # size hints (for the compiler's heuristics): 64 rows a batch, 4096 in the arena
+        # size hints (for the compiler's heuristics): 64 rows a batch, 4096 in the arena, unless told
+        first = next(i for i, t in enumerate(inputs) if t.shape[0] == BATCH_MARK)
+        batch = symbol(hints[first] if hints else HINT_BATCH, "batch")
         for i, t in enumerate(inputs):
-            rows = batch if t.shape[0] == BATCH_MARK else symbol(HINT_ROWS, f"storage{i}")
+            rows = batch if t.shape[0] == BATCH_MARK else symbol(hints[i] if hints else HINT_ROWS, f"storage{i}")
             fake.append(torch.empty((rows, *t.shape[1:]), dtype=t.dtype, device=t.device))
         fake += _stand_ins(shared)
         gm = make_fx(gm)(*fake)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 from typing import Any, Callable
 
 from acrobat.frontend import ir
@@ -17,16 +18,29 @@ INPLACE = {
 
 
 class Globals:
-    """The globals of generated code: Python objects (torch ops) under unique aliases."""
+    """The globals of generated code: Python objects (torch ops, builtins) under unique aliases, and the
+    names of the generated functions.
+
+    Every global name is ``_{hint}_{n}`` with ``n`` unique, so no two collide; the parser renames the
+    model's own variables that start with ``_`` (``acrobat.frontend.parser.MANGLE``), so no variable of the
+    model can shadow a global or a local name of generated code.
+    """
 
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
         self._by_id: dict[int, str] = {}
+        self._count = 0
+
+    def fresh(self, hint: str) -> str:
+        """A new global name of generated code, ``_{hint}_{n}`` (``hint`` made an identifier)."""
+        name = f"_{re.sub(r'[^0-9A-Za-z_]', '_', hint)}_{self._count}"
+        self._count += 1
+        return name
 
     def alias(self, obj: Any, hint: str) -> str:
         """The global name generated code uses for ``obj`` (created on first use)."""
         if id(obj) not in self._by_id:
-            name = f"_{hint}_{len(self._by_id)}"
+            name = self.fresh(hint)
             self._by_id[id(obj)] = name
             self.values[name] = obj
         return self._by_id[id(obj)]

@@ -1,7 +1,8 @@
 """Parse decorated model functions from source into the IR (§3).
 
-``parse_function`` reads a function's source with ``inspect``, parses it
-with ``ast`` and translates the supported subset into ``acrobat.frontend.ir``.
+``parse_function`` takes a function's source as it was when the function
+was decorated (``acrobat.frontend.source``), parses it with ``ast`` and
+translates the supported subset into ``acrobat.frontend.ir``.
 Anything outside the subset raises ``CompileError`` naming file:line and
 what to write instead; nothing is silently run unbatched.
 """
@@ -19,6 +20,7 @@ import torch
 
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.frontend.source import SourceSnapshot
 
 #: Builtins allowed on host values (instance data, lists of handles).
 HOST_BUILTINS = frozenset(
@@ -97,6 +99,31 @@ class _Rename(ast.NodeTransformer):
         return node
 
 
+MANGLE = "_U"
+"""Prefix the parser gives the model's own variables whose names start with ``_``: generated code names
+everything it adds ``_...`` but never ``_U...`` (``acrobat.codegen.printer.Globals``), so a model variable
+(``_d``, ``_rt``, ``_h``) can never shadow a name of generated code. Messages show the names as written
+(``acrobat.errors``)."""
+
+
+def _mangle_locals(fdef: ast.FunctionDef) -> None:
+    """Rename, in place, every variable of ``fdef`` (parameters, assigned names, nested defs, their own
+    variables) whose name starts with ``_`` to ``MANGLE + name``: a bijection, so no two names merge."""
+    local = {a.arg for a in ast.walk(fdef) if isinstance(a, ast.arg)}
+    local |= {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local |= {f.name for f in ast.walk(fdef) if isinstance(f, ast.FunctionDef) and f is not fdef}
+    mapping = {n: MANGLE + n for n in local if n.startswith("_")}
+    if not mapping:
+        return
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and node.id in mapping:
+            node.id = mapping[node.id]
+        elif isinstance(node, ast.arg) and node.arg in mapping:
+            node.arg = mapping[node.arg]
+        elif isinstance(node, ast.FunctionDef) and node is not fdef and node.name in mapping:
+            node.name = mapping[node.name]
+
+
 def _is_torch_object(obj: Any) -> bool:
     mod = getattr(obj, "__module__", None) or ""
     if isinstance(obj, types.ModuleType):
@@ -117,6 +144,10 @@ class NestedFunction:
         self.captured = captured
         self.fn = fn
         self.ir = ir_function
+
+    def __deepcopy__(self, memo: dict) -> "NestedFunction":
+        """Itself: IR copied by the compiler keeps naming the same function."""
+        return self
 
 
 class _Translator:
@@ -525,28 +556,28 @@ def _literal_default(node: ast.expr) -> bool:
         isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant))
 
 
-def parse_function(fn: Callable, is_program_fn: Callable[[Any], str | None], markers: dict[str, Any]) -> ir.Function:
+def parse_function(fn: Callable, source: SourceSnapshot, is_program_fn: Callable[[Any], str | None],
+                   markers: dict[str, Any]) -> ir.Function:
     """Parse a Python function into an ``ir.Function``.
 
-    ``is_program_fn(obj)`` returns the function name when ``obj`` is an
-    ``@acrobat.function`` (a call to it is a program call), else None;
+    ``source`` is the function's text as it was when it was decorated
+    (``SourceSnapshot.take``): the code Python runs, whatever its file
+    says now. ``is_program_fn(obj)`` returns the function name when ``obj``
+    is an ``@acrobat.function`` (a call to it is a program call), else None;
     ``markers`` maps ``"concurrent"``/``"phase"`` to the acrobat marker
     functions.
 
     Raises:
-        CompileError: the source is unavailable or uses an unsupported
+        CompileError: the source is unavailable or not the code Python runs
+            (see ``SourceSnapshot.function_lines``), or it uses an unsupported
             construct (message: ``file:line:col: what; what to write instead``).
     """
-    try:
-        filename = inspect.getsourcefile(fn) or "<unknown>"
-        src_lines, first = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as exc:
-        raise CompileError(f"cannot read the source of `{getattr(fn, '__name__', fn)}` ({exc}): "
-                           "acrobat models must be defined in a .py file") from exc
-    source = textwrap.dedent("".join(src_lines))
-    tree = ast.parse(source)
+    src_lines, first = source.function_lines()
+    filename = source.filename
+    tree = ast.parse(textwrap.dedent("".join(src_lines)))
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise CompileError("expected a function definition", filename, first, 0)
     lines = {first + i: text.rstrip("\n") for i, text in enumerate(src_lines)}
+    _mangle_locals(fdef)
     return _Translator(fn, filename, first - 1, lines, is_program_fn, markers).function(fdef)

@@ -29,6 +29,7 @@ The result for one tree is ``(root_h @ W_out + b_out, root_h)``.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from acrobat.data.tree import Tree
@@ -106,6 +107,43 @@ def treelstm_hand_batched(trees: list[Tree], p: TreeLSTMParams) -> list[tuple[Te
     """
     if not trees:
         return []
+    h_store, row = _hand_batched_states(trees, p, 0.0)
+    root_idx = torch.tensor([row[t] for t in trees], dtype=torch.long, device=h_store.device)
+    root_h = h_store.index_select(0, root_idx)
+    logits = torch.addmm(p.b_out, root_h, p.W_out)
+    return list(zip(logits.unbind(0), root_h.unbind(0)))
+
+
+def treelstm_hand_batched_nodes(trees: list[Tree], p: TreeLSTMParams, dropout: float) -> list[Tensor]:
+    """The all-node training form of :func:`treelstm_hand_batched` (``acrobat.models.train_programs.
+    treelstm_nodes`` by hand): per tree its nodes' logits (nodes, num_classes) in post-order, with
+    dropout of rate ``dropout`` on the word vectors and on the states fed to the classifier, which
+    classifies every node of every tree in one matmul."""
+    if not trees:
+        return []
+    h_store, row = _hand_batched_states(trees, p, dropout)
+    order = [row[n] for t in trees for n in post_order(t)]
+    states = h_store.index_select(0, torch.tensor(order, dtype=torch.long, device=h_store.device))
+    logits = torch.addmm(p.b_out, F.dropout(states, dropout, training=dropout > 0), p.W_out)
+    return list(logits.split([t.size() for t in trees]))
+
+
+def post_order(tree: Tree) -> list[Tree]:
+    """The nodes of ``tree``: left subtree, right subtree, node."""
+    out: list[Tree] = []
+    stack: list[tuple[Tree, bool]] = [(tree, False)]
+    while stack:
+        node, done = stack.pop()
+        if done or node.left is None:
+            out.append(node)
+        else:
+            stack += [(node, True), (node.right, False), (node.left, False)]  # type: ignore[list-item]
+    return out
+
+
+def _hand_batched_states(trees: list[Tree], p: TreeLSTMParams, dropout: float) -> tuple[Tensor, dict[Tree, int]]:
+    """Every node's ``h`` as a (num_nodes, hidden) row store, and each node's row: leaves in one launch,
+    then internal nodes level by level (dropout of rate ``dropout`` on the word vectors)."""
     levels, row = tree_levels(trees)
     H = p.hidden
     device = p.emb.device
@@ -113,7 +151,7 @@ def treelstm_hand_batched(trees: list[Tree], p: TreeLSTMParams) -> list[tuple[Te
     c_store = p.emb.new_empty(len(row), H)
 
     word_ids = torch.tensor([leaf.word_id for leaf in levels[0]], dtype=torch.long, device=device)
-    x = p.emb.index_select(0, word_ids)
+    x = F.dropout(p.emb.index_select(0, word_ids), dropout, training=dropout > 0)
     i, o, u = torch.addmm(p.b_iou, x, p.W_iou).chunk(3, dim=1)
     c = torch.sigmoid(i) * torch.tanh(u)
     n = len(levels[0])
@@ -133,8 +171,4 @@ def treelstm_hand_batched(trees: list[Tree], p: TreeLSTMParams) -> list[tuple[Te
         c_store[start : start + n] = c
         h_store[start : start + n] = torch.sigmoid(o) * torch.tanh(c)
         start += n
-
-    root_idx = torch.tensor([row[t] for t in trees], dtype=torch.long, device=device)
-    root_h = h_store.index_select(0, root_idx)
-    logits = torch.addmm(p.b_out, root_h, p.W_out)
-    return list(zip(logits.unbind(0), root_h.unbind(0)))
+    return h_store, row

@@ -36,8 +36,9 @@ BENCHMARKS.md ("Kernel call cost by wrapper").
 
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
 ``acrobat.cachedir.cache_dir()/inductor`` (``$ACROBAT_CACHE_DIR`` or
-``~/.cache/acrobat``); its key includes Inductor's config, so the two
-wrappers' kernels are cached apart.
+``~/.cache/acrobat``; a folder that cannot be used is replaced by a
+temporary one with a warning, ``acrobat.cachedir.inductor_dir``); its key
+includes Inductor's config, so the two wrappers' kernels are cached apart.
 The backend runs inference only: the arena is overwritten by the next run.
 """
 
@@ -57,16 +58,19 @@ import numpy as np
 import torch
 import torch._inductor
 import torch.utils._pytree as pytree
+from torch._dynamo.utils import counters
 from torch._inductor.graph import GraphLowering
 from torch._inductor.output_code import CompiledFxGraph
 
 from acrobat.cachedir import inductor_dir
 from acrobat.errors import AcrobatError
+from acrobat.runtime import kernel_facts
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, Group, handle_matrix
 from acrobat.runtime.eager import EagerKernel
 from acrobat.runtime.gather import IndexBuffer, LaunchIndex, gather, host_columns, select_rows
 from acrobat.runtime.plan import BlockCode, Form, KernelGraph, RowSpec, Tracer, flatten_forms
+from acrobat.runtime.size_guard import SizeGuard
 from acrobat.runtime.threads import ThreadPolicy
 
 if TYPE_CHECKING:
@@ -75,6 +79,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("acrobat.compile")
 _COMPILE_LOCK = threading.Lock()  # kernel tracing and compiling are not thread-safe in torch
 
+MAX_SPECIALIZED = 8  # kernels per signature compiled for sizes the compiler specialized on (SizeGuard)
 PROBE_RUNS = 6  # runs per gather mode a block is timed in before its choice (after the run that compiled it)
 GATHER_MODES = ("auto", "explicit", "fused")
 WRAPPER_ENV = "ACROBAT_KERNEL_WRAPPER"
@@ -102,6 +107,8 @@ class Variant:
     in_slots: list[int | None]
     fn: Callable  # fn([*inputs, *outs, *shared]): Inductor's boxed call (it empties the list)
     code: list[str] = field(default_factory=list)  # Inductor's generated wrapper module(s)
+    guard: SizeGuard | None = None  # the sizes the compiler specialized the kernel on (None: every size)
+    specialized: dict[tuple[int, ...], "Variant"] = field(default_factory=dict)  # recompiled for other sizes
     launches: int = 0
     first_run: int = 0  # serial of the run it was compiled in (its launches there are not profiled)
     fused_columns: list[int] = field(default_factory=list)  # tensor columns (in tensor-parameter order) read fused
@@ -180,6 +187,13 @@ class CompiledKernel:
         t1 = time.perf_counter()
         args += outs
         args += self._flat_shared
+        if variant.guard is not None and not variant.guard.holds(args):
+            try:
+                variant = self._for_sizes(variant, fused, layout.specs, args, rt)
+            except AcrobatError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the kernel compiler's limit, not the model's error
+                return self._give_up(exc, g, rt)
         variant.fn(args)
         if rt.sync:
             torch.cuda.synchronize()
@@ -299,7 +313,35 @@ class CompiledKernel:
     def _variant(self, fused: bool, specs: tuple[RowSpec, ...], rt: "Runtime") -> Variant:
         key = (fused, specs, self._shared_sig)
         variant = self.variants.get(key)
-        return variant if variant is not None else self._compile(key, list(specs), rt.shared[self.block.id], fused, rt)
+        if variant is None:
+            variant = self.variants[key] = self._compile(list(specs), rt.shared[self.block.id], fused, rt)
+        return variant
+
+    def _for_sizes(self, general: Variant, fused: bool, specs: tuple[RowSpec, ...], args: list,
+                   rt: "Runtime") -> Variant:
+        """The variant of ``general``'s signature for the sizes of a launch's ``args``, where the compiler
+        specialized ``general`` on other sizes (``SizeGuard``): compiled for these sizes on first need, at
+        most ``MAX_SPECIALIZED`` per signature.
+
+        Raises:
+            RuntimeError: too many sizes, or a kernel compiled for these sizes does not hold for them
+                (the caller runs the block eagerly from then on).
+        """
+        assert general.guard is not None
+        sizes = general.guard.sizes(args)
+        variant = general.specialized.get(sizes)
+        if variant is None:
+            if len(general.specialized) >= MAX_SPECIALIZED:
+                raise RuntimeError(f"TorchInductor specialized the kernel on its sizes ({general.guard}) and "
+                                   f"{MAX_SPECIALIZED} sizes were compiled already")
+            n_inputs = len(general.storage_rows) + len(general.in_slots) + len(general.out_rows)
+            hints = [a.shape[0] for a in args[:n_inputs]]
+            variant = general.specialized[sizes] = self._compile(list(specs), rt.shared[self.block.id], fused, rt,
+                                                                 hints)
+        if variant.guard is not None and not variant.guard.holds(args):
+            raise RuntimeError(f"TorchInductor specialized the kernel on sizes ({variant.guard}) other than "
+                               f"the launch's {sizes}")
+        return variant
 
     def _arguments(self, v: Variant, g: Group, index: LaunchIndex | None,
                    hosts: list[torch.Tensor | None], specs: tuple[RowSpec, ...], n: int,
@@ -350,19 +392,20 @@ class CompiledKernel:
             col += 1
         return args
 
-    def _compile(self, key: tuple, in_rows: list[RowSpec], shared: Sequence[Any], fused: bool,
-                 rt: "Runtime") -> Variant:
-        """Trace the variant for ``key`` and compile it with TorchInductor (or load it from the disk cache)."""
+    def _compile(self, in_rows: list[RowSpec], shared: Sequence[Any], fused: bool, rt: "Runtime",
+                 hints: Sequence[int] | None = None) -> Variant:
+        """Trace the variant for ``in_rows``, ``shared`` and ``fused`` and compile it with TorchInductor (or
+        load it from the disk cache); ``hints``: the dim-0 sizes to compile for (see ``trace_block``)."""
         t0 = time.perf_counter()
         log.info("compiling block %s (%s gather) ...", self.block.name, "fused" if fused else "explicit")
         # Tracing (torch.fx's patcher) and Inductor's hooks are process-global: one compile at a time.
         with _COMPILE_LOCK:
-            graph = self.trace(self.block, in_rows, shared, fused, rt.device)
-            fn, code = compile_graph(graph, self.backend.wrapper)
+            graph = self.trace(self.block, in_rows, shared, fused, rt.device, hints)
+            fn, code, guard = compile_graph(graph, self.backend.wrapper)
         tensor_slots = [slot for slot, role in zip(graph.in_slots, self.block.batched_roles) if role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
-        variant = self.variants[key] = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code,
-                                               first_run=rt.serial, fused_columns=fused_columns)  # the traced graph is not kept
+        variant = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code, guard=guard,
+                          first_run=rt.serial, fused_columns=fused_columns)  # the traced graph is not kept
         variant.all_fused = len(fused_columns) == len(tensor_slots)
         variant.all_simple = variant.all_fused and len(tensor_slots) == len(graph.in_slots)
         variant.out_groups = [(r.shape, r.dtype, [k for k, o in enumerate(graph.out_rows) if o == r])
@@ -372,10 +415,30 @@ class CompiledKernel:
         return variant
 
 
-def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str]]:
+def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str], SizeGuard | None]:
     """``graph`` compiled by TorchInductor with ``wrapper`` (see ``WRAPPERS``), or loaded from its disk cache:
-    a boxed call of the kernel (``fn(list of the arguments' leaves)``, see ``_direct_call``) and the
-    generated wrapper module's source. Callers hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
+    a boxed call of the kernel (``fn(list of the arguments' leaves)``, see ``_direct_call``), the generated
+    wrapper module's source, and the sizes the kernel holds for (None: every size; ``SizeGuard``).
+
+    A graph Inductor specializes on its sizes is compiled afresh for the sizes ``graph`` hints, never taken
+    from Inductor's cache, which would hand back one compiled for other sizes (``kernel_facts``). Callers
+    hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
+    inductor_dir()  # a usable cache folder (a temporary one, with a warning, if the configured one is not)
+    key = kernel_facts.graph_key(graph, wrapper)
+    known = kernel_facts.load(key)
+    use_cache = known is None or not known.get("specialized", True)
+    fn, code, hit = _inductor_compile(graph, wrapper, use_cache)
+    if hit and known is None:  # cached before acrobat kept its facts: compile it once more to learn them
+        fn, code, hit = _inductor_compile(graph, wrapper, use_cache=False)
+    guard = SizeGuard.of(graph.example_inputs)
+    if known is None:
+        kernel_facts.save(key, {"specialized": guard is not None})
+    return fn, code, guard
+
+
+def _inductor_compile(graph: KernelGraph, wrapper: str, use_cache: bool) -> tuple[Callable, list[str], bool]:
+    """``graph`` through ``torch._inductor.compile`` (with its FX graph and AOTAutograd caches, or without):
+    the boxed call, the wrapper module's source, and whether it came from the cache."""
     code: list[str] = []
     compiled: list[CompiledFxGraph] = []
     before = GraphLowering.save_output_code, CompiledFxGraph.post_compile
@@ -386,16 +449,18 @@ def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str]
         compiled.append(self)
 
     CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
+    hits = counters["inductor"]["fxgraph_cache_hit"]
     try:
         # An inference graph: no autograd bookkeeping in the kernel's wrapper. Without per-call size
         # asserts: the key fixes the shared arguments' strides, and every batched input, index and
         # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
-        patch = {"size_asserts": False, "cpp_wrapper": wrapper == "cpp"}
-        with torch.no_grad(), torch._inductor.config.patch(patch):
+        patch = {"size_asserts": False, "cpp_wrapper": wrapper == "cpp", "fx_graph_cache": use_cache}
+        with torch.no_grad(), torch._inductor.config.patch(patch), \
+                torch._functorch.config.patch(enable_autograd_cache=use_cache):
             wrapped = torch._inductor.compile(graph.gm, graph.example_inputs)
     finally:
         GraphLowering.save_output_code, CompiledFxGraph.post_compile = before
-    return _direct_call(compiled, wrapped), code
+    return _direct_call(compiled, wrapped), code, counters["inductor"]["fxgraph_cache_hit"] > hits
 
 
 def _direct_call(compiled: list[CompiledFxGraph], wrapped: Callable) -> Callable:
@@ -455,6 +520,8 @@ class CompiledBackend:
         ValueError: unknown gather mode.
         AcrobatError: unknown ``$ACROBAT_KERNEL_WRAPPER``.
     """
+
+    trains = False  # inference only: ``acrobat.runtime.backend.check_trains`` refuses runs under autograd
 
     def __init__(self, gather: str = "auto"):
         if gather not in GATHER_MODES:

@@ -49,6 +49,7 @@ class EagerBackend:
 
     name = "eager"
     arena = None
+    trains = True  # out of place: autograd records through every launch
 
     def __init__(self) -> None:
         self.threads = ThreadPolicy()

@@ -27,7 +27,8 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from acrobat.errors import AcrobatError, BatchError, InstanceError, ShapeError
+from acrobat.diagnosis import mark_limit
+from acrobat.errors import AcrobatError, BatchError, InstanceError, LimitError, ShapeError
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable,
                                  group_key, handle_matrix, new_dfg)
@@ -61,6 +62,7 @@ class Backend(Protocol):
     name: str
     arena: Arena | None
     threads: ThreadPolicy  # threads per launch, chosen per block (kept across runs)
+    trains: bool  # autograd may record through its runs (``loss.backward()`` through the results)
 
     def kernel(self, block: BlockCode, trace: Tracer) -> BlockKernel:
         """The batched launch of ``block``; ``trace`` builds its batched kernel graph (for a backend that compiles)."""
@@ -150,9 +152,9 @@ class Runtime:
         op = block.segment
         assert op is not None
         if not rows:
-            raise InstanceError(f"instance {self.dfg.inst}: {op.op} over an empty list of tensors (torch.stack of an "
-                                f"empty list fails; sum() of one is the int 0, which acrobat cannot batch with "
-                                f"tensors)\n{block.where()}", self.dfg.inst)
+            raise mark_limit(InstanceError(f"instance {self.dfg.inst}: {op.op} over an empty list of tensors "
+                                           f"(torch.stack of an empty list fails; sum() of one is the int 0, which "
+                                           f"acrobat cannot batch with tensors)\n{block.where()}", self.dfg.inst))
         g = self.dfg.group(depth, block.id)
         first = len(g.tensor_buf) // 8
         row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows) - g.base
@@ -344,8 +346,8 @@ class Runtime:
         block = g.block
         assert block is not None
         if g.size() > ROW_MASK:
-            raise BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most {ROW_MASK} "
-                             "are supported; run smaller batches")
+            raise mark_limit(BatchError(f"{g.size()} DFG nodes in one launch of block {block.name}: at most "
+                                        f"{ROW_MASK} are supported; run smaller batches"))
         try:
             if self.threads is None:
                 outs = self.kernels[block.id](g, self)
@@ -416,8 +418,9 @@ class Runtime:
             try:
                 block.fn(*values, *self.shared[block.id])
             except Exception as e:  # noqa: BLE001 - reported with its location
-                return ShapeError(f"instance {inst}: {type(e).__name__}: {e}\n{_failing_line(block, e).where()}\n"
-                                  f"  (static block {block.name})", instance=inst)
+                err = ShapeError(f"instance {inst}: {type(e).__name__}: {e}\n{_failing_line(block, e).where()}\n"
+                                 f"  (static block {block.name})", instance=inst)
+                return mark_limit(err) if isinstance(e, LimitError) else err
         for j, p in enumerate(block.params):
             shapes = [tuple(v[j].shape) for v in per_instance]
             if len(set(shapes)) > 1:

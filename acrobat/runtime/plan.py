@@ -278,8 +278,9 @@ class KernelGraph:
 class Tracer(Protocol):
     """The kernel JIT a compiling backend is handed (``acrobat.codegen.kernels.trace_block``): ``block``'s
     batched form for arguments of per-instance specs ``in_rows`` and the shared arguments ``shared``,
-    with fused gathers or not, on ``device``."""
+    with fused gathers or not, on ``device``; ``hints``: the dim-0 sizes of its inputs the compiler is told
+    to expect (None: typical sizes)."""
 
     def __call__(self, block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[Any], fused: bool,
-                 device: torch.device) -> KernelGraph:
+                 device: torch.device, hints: Sequence[int] | None = None) -> KernelGraph:
         ...

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from acrobat.diagnosis import mark_limit
 from acrobat.errors import ShapeError
 from acrobat.runtime.dfg import Group
 from acrobat.runtime.gather import gather
@@ -47,9 +48,9 @@ class SegmentKernel:
             raise self._shape_error(g, rt) from exc
         lengths = torch.tensor([n for (n,) in g.hosts], device=rt.device)
         if self.op.flat and x.dim() > 1:
-            raise ShapeError(f"instance {g.insts[0]}: {self.op.op} without dim= of a stacked list of "
-                             f"{x.dim() - 1}-D rows flattens it: write dim=0 (per column) or flatten the rows first\n"
-                             f"{self.block.where()}", instance=g.insts[0])
+            raise mark_limit(ShapeError(f"instance {g.insts[0]}: {self.op.op} without dim= of a stacked list of "
+                                        f"{x.dim() - 1}-D rows flattens it: write dim=0 (per column) or flatten the "
+                                        f"rows first\n{self.block.where()}", instance=g.insts[0]))
         return timed(rt.stats, "kernel_ms", rt.sync, lambda: segment_op(self.op.op, x, lengths))
 
     def _shape_error(self, g: Group, rt: "Runtime") -> ShapeError:

@@ -1,0 +1,307 @@
+"""``acrobat bench --train``: one training step, side by side (forward + loss, backward, optimizer).
+
+For each (model, batch size) every system trains the same weights (a fresh
+seeded copy each) on the same instances: forward, a loss (half the sum of
+squares of every output), ``backward``, an Adagrad step (``acrobat.train.
+TrainOptimizer``: the embedding table's sparse rows where its gradient is
+sparse). The first step of each system is checked: its gradients must
+equal the per-instance PyTorch loop's (a system that differs is reported
+wrong and not timed). Then the systems' steps are timed interleaved (one
+step of each system in turn, ``repeats`` rounds), so load on a shared
+machine falls on all of them alike: medians per phase. Peak memory is
+measured on one more step per system with the torch profiler's CPU memory
+events: the most bytes allocated at once above what was live when the step
+began (weights and optimizer state are not counted; the profiler slows
+that step, not the timed ones).
+
+Systems: acrobat on the eager backend with sparse embedding gradients, and
+with dense ones (the saving of updating only the rows used); acrobat
+compiled (shown as not available until ``backend="compiled"`` trains);
+hand-batched PyTorch; TorchFold; DyNet (not installed here, or its
+training step not implemented); per-instance PyTorch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch.profiler import ProfilerActivity, profile
+from tqdm import tqdm
+
+from acrobat.bench.base import Unavailable
+from acrobat.bench.compare import ATOL, RTOL
+from acrobat.bench.dynet_models import dynet_installed
+from acrobat.bench.machine import machine_line
+from acrobat.bench.torchfold_models import TORCHFOLD_CANNOT, TORCHFOLD_MODELS, load_torchfold
+from acrobat.data import load_dataset
+from acrobat.models import ModelSpec, get_model
+from acrobat.runtime.backend import get_backend
+from acrobat.train import TrainOptimizer
+
+TRAIN_MODELS = ("treelstm", "birnn", "mvrnn", "stackrnn", "drnn")
+"""Models ``--train`` runs by default: the issue's targets (tree and sequence models, value reads)."""
+ACROBAT = "acrobat (eager)"
+REFERENCE = "PyTorch per instance"
+
+Forward = Callable[[torch.nn.Module], Any]  # params -> per-instance outputs
+
+
+def _acrobat(sparse: bool) -> Callable[[ModelSpec, list], Forward]:
+    def make(spec: ModelSpec, instances: list) -> Forward:
+        return lambda p: spec.program.run(instances, p, backend="eager", sparse_grads=sparse)
+    return make
+
+
+def _compiled(spec: ModelSpec, instances: list) -> Forward:
+    if not get_backend("compiled").trains:
+        raise Unavailable("inference only (backend='compiled' does not support grad yet)")
+    return lambda p: spec.program.run(instances, p, backend="compiled")
+
+
+def _hand(spec: ModelSpec, instances: list) -> Forward:
+    fn = spec.hand_batched
+    if fn is None:
+        raise Unavailable(f"no hand-batched version of {spec.name}")
+    return lambda p: fn(instances, p)
+
+
+def _torchfold(spec: ModelSpec, instances: list) -> Forward:
+    if spec.name in TORCHFOLD_CANNOT:
+        raise Unavailable(TORCHFOLD_CANNOT[spec.name])
+    load_torchfold()
+    fn = TORCHFOLD_MODELS.get(spec.name)
+    if fn is None:
+        raise Unavailable(f"no TorchFold version of {spec.name}")
+    return lambda p: fn(instances, p)
+
+
+def _dynet(spec: ModelSpec, instances: list) -> Forward:
+    if not dynet_installed():
+        raise Unavailable("not installed (scripts/install-dynet.sh)")
+    raise Unavailable("DyNet's training step is not implemented in acrobat's baselines yet (inference only)")
+
+
+def _per_instance(spec: ModelSpec, instances: list) -> Forward:
+    return lambda p: [spec.reference(x, p) for x in instances]
+
+
+SYSTEMS: list[tuple[str, Callable[[ModelSpec, list], Forward]]] = [
+    (ACROBAT, _acrobat(True)),
+    ("acrobat (eager, dense embedding updates)", _acrobat(False)),
+    ("acrobat (compiled)", _compiled),
+    ("hand-batched PyTorch", _hand),
+    ("TorchFold", _torchfold),
+    ("DyNet (autobatch)", _dynet),
+    (REFERENCE, _per_instance),
+]
+"""Every system ``--train`` times, in report order."""
+
+
+def loss_of(outputs: Any) -> torch.Tensor:
+    """Half the sum of squares of every floating-point tensor in ``outputs``."""
+    return sum(t.pow(2).sum() for t in pytree.tree_leaves(outputs)
+               if isinstance(t, torch.Tensor) and t.is_floating_point()) / 2
+
+
+@dataclass
+class StepResult:
+    """One system on one configuration: per-phase medians (ms), peak memory (bytes), or why not timed."""
+
+    system: str
+    status: str = "ok"
+    detail: str = ""
+    forward_ms: list[float] = field(default_factory=list)  # forward and loss, per timed step
+    backward_ms: list[float] = field(default_factory=list)
+    optimizer_ms: list[float] = field(default_factory=list)
+    peak_bytes: int | None = None
+
+    def median(self, phase: str) -> float:
+        return statistics.median(getattr(self, f"{phase}_ms"))
+
+    @property
+    def step_ms(self) -> float | None:
+        if not self.forward_ms:
+            return None
+        return statistics.median(f + b + o for f, b, o in zip(self.forward_ms, self.backward_ms, self.optimizer_ms))
+
+
+@dataclass
+class TrainComparison:
+    """Every system's training step on one (model, batch size) configuration."""
+
+    model: str
+    batch_size: int
+    hidden: int
+    results: list[StepResult] = field(default_factory=list)
+
+    def step_ms(self, system: str) -> float | None:
+        r = next((r for r in self.results if r.system == system), None)
+        return r.step_ms if r is not None else None
+
+
+class _Trainee:
+    """One system's weights, forward and optimizer on one configuration."""
+
+    def __init__(self, spec: ModelSpec, instances: list, vocab: int, hidden: int, seed: int,
+                 make: Callable[[ModelSpec, list], Forward]):
+        self.forward = make(spec, instances)
+        self.params = spec.make_params(vocab, hidden, seed)
+        self.opt = TrainOptimizer(self.params, "adagrad", 0.05, 0.0)
+
+    def step(self, res: StepResult | None = None) -> None:
+        t0 = time.perf_counter()
+        loss = loss_of(self.forward(self.params))
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        self.opt.step()
+        self.opt.zero_grad()
+        t3 = time.perf_counter()
+        if res is not None:
+            res.forward_ms.append((t1 - t0) * 1e3)
+            res.backward_ms.append((t2 - t1) * 1e3)
+            res.optimizer_ms.append((t3 - t2) * 1e3)
+
+    def grads(self) -> dict[str, torch.Tensor | None]:
+        """The gradients of one forward and backward (no optimizer step), densified; then cleared."""
+        loss_of(self.forward(self.params)).backward()
+        out = {n: None if p.grad is None else p.grad.to_dense().clone() for n, p in self.params.named_parameters()}
+        self.params.zero_grad(set_to_none=True)
+        return out
+
+    def peak_bytes(self) -> int:
+        """Most bytes allocated at once during one step, above what was live when it began."""
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            self.step()
+        cur = peak = 0
+        for e in sorted(prof.events(), key=lambda e: e.time_range.start):
+            cur += e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage
+            peak = max(peak, cur)
+        return peak
+
+
+def _same_grads(a: dict, b: dict) -> bool:
+    for name, g in b.items():
+        if (a[name] is None) != (g is None):
+            return False
+        if g is not None and not torch.allclose(a[name], g, rtol=RTOL * 10, atol=ATOL * 10):
+            return False
+    return True
+
+
+def compare_steps(spec: ModelSpec, instances: list, vocab: int, hidden: int, seed: int, repeats: int,
+                  on_progress: Callable[[str], None] = lambda _: None) -> TrainComparison:
+    """Check every system's gradients against the per-instance loop's, then time their steps interleaved."""
+    cmp = TrainComparison(spec.name, len(instances), hidden)
+    trainees: dict[str, _Trainee] = {}
+    expected = None
+    for name, make in reversed(SYSTEMS):  # the per-instance reference first: its gradients are the check
+        res = StepResult(name)
+        cmp.results.insert(0, res)
+        on_progress(f"{spec.name} b{len(instances)}: check {name}")
+        try:
+            t = _Trainee(spec, instances, vocab, hidden, seed, make)
+            grads = t.grads()
+        except Unavailable as exc:
+            res.status, res.detail = ("not installed" if str(exc).startswith("not installed") else "not available",
+                                      str(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
+            res.status, res.detail = "error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+            continue
+        if expected is None:
+            expected = grads
+        elif not _same_grads(grads, expected):
+            res.status, res.detail = "wrong", "gradients differ from the per-instance PyTorch loop's"
+            continue
+        trainees[name] = t
+    for name, t in trainees.items():
+        t.step()  # warm-up (the first optimizer step makes its state)
+    for r in range(repeats):
+        for res in cmp.results:
+            if res.system in trainees:
+                on_progress(f"{spec.name} b{len(instances)}: round {r + 1}/{repeats} {res.system}")
+                trainees[res.system].step(res)
+    for res in cmp.results:
+        if res.system in trainees:
+            res.peak_bytes = trainees[res.system].peak_bytes()
+    return cmp
+
+
+def run_train_bench(models: list[str], batch_sizes: list[int], size: str = "small", repeats: int = 5,
+                    data: str | None = None, seed: int = 0, progress: bool = True) -> list[TrainComparison]:
+    """Every (model, batch size) configuration on SST train trees (or synthetic ones)."""
+    ds = load_dataset(data, split="train", limit=max(batch_sizes))
+    out = []
+    bar = tqdm(total=len(models) * len(batch_sizes), file=sys.stderr, disable=not progress, dynamic_ncols=True,
+               unit="config")
+    try:
+        for name in models:
+            spec = get_model(name)
+            for bs in batch_sizes:
+                instances = spec.instances(ds.trees)[:bs]
+                out.append(compare_steps(spec, instances, len(ds.vocab), spec.hidden(size), seed, repeats,
+                                         lambda what: bar.set_description(what)))
+                bar.update(1)
+    finally:
+        bar.close()
+    return out
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def train_markdown(cmps: list[TrainComparison], command: str) -> str:
+    """The report: per configuration a table of step time (forward/backward/optimizer), peak memory and
+    acrobat's speedup; then acrobat's geometric-mean speedup over each baseline."""
+    lines = [f"## Training step: `{command}`", "", f"machine: {machine_line()}", "",
+             "One step = forward + loss + backward + Adagrad step; medians of interleaved rounds, ms. Peak memory: "
+             "torch profiler CPU memory events, most bytes allocated at once during one step above what was live "
+             "at its start.", ""]
+    for c in cmps:
+        ref = c.step_ms(ACROBAT)
+        lines += [f"### {c.model}, hidden {c.hidden}, batch {c.batch_size}", "",
+                  "| system | step ms | forward | backward | optimizer | peak MB | acrobat speedup |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in c.results:
+            if r.step_ms is None:
+                why = r.detail if r.detail.startswith(r.status) else f"{r.status}: {r.detail}"
+                lines.append(f"| {r.system} | {why} | | | | | |")
+                continue
+            speed = f"{r.step_ms / ref:.2f}x" if ref else ""
+            mb = f"{r.peak_bytes / 2**20:.1f}" if r.peak_bytes is not None else ""
+            lines.append(f"| {r.system} | {r.step_ms:.1f} | {r.median('forward'):.1f} | {r.median('backward'):.1f} "
+                         f"| {r.median('optimizer'):.1f} | {mb} | {speed} |")
+        lines.append("")
+    lines += ["### acrobat (eager)'s speedup over each system: geometric mean over the configurations both ran", ""]
+    for name, _ in SYSTEMS:
+        if name == ACROBAT:
+            continue
+        ratios = [c.step_ms(name) / c.step_ms(ACROBAT) for c in cmps  # type: ignore[operator]
+                  if c.step_ms(name) is not None and c.step_ms(ACROBAT) is not None]
+        if ratios:
+            lines.append(f"- vs {name}: {_geomean(ratios):.2f}x over {len(ratios)} configuration(s) "
+                         f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x)")
+        else:
+            lines.append(f"- vs {name}: no configuration ran")
+    return "\n".join(lines) + "\n"
+
+
+def write_train_outputs(cmps: list[TrainComparison], command: str, out: Path) -> list[Path]:
+    """``train-bench.json`` and ``train-bench.md`` in ``out`` (created)."""
+    out.mkdir(parents=True, exist_ok=True)
+    js, md = out / "train-bench.json", out / "train-bench.md"
+    js.write_text(json.dumps({"command": command, "machine": machine_line(),
+                              "comparisons": [asdict(c) for c in cmps]}, indent=1))
+    md.write_text(train_markdown(cmps, command), encoding="utf-8")
+    return [js, md]

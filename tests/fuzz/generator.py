@@ -1,0 +1,658 @@
+"""Random acrobat programs of the constructs the README lists as supported, and their interactions.
+
+``generate(chooser)`` writes one module: an ``@ab.program main(inst, p)``
+over one instance kind of ``tests.fuzz.world`` and up to a few
+``@ab.function`` helpers (a recursion over the tree, cells, a visitor that
+appends to a list passed in), plus undecorated host helpers. Bodies are
+drawn from statement kinds: assignments of tensors, host ints and floats,
+``if``/``else`` on host data and on tensor values (value reads, §4.2),
+``for`` over ranges, lists and the instance, bounded ``while`` loops,
+``break``/``continue``, early ``return``, lists built by ``append`` (also
+through an alias and a callee), comprehensions, dicts, Optional state,
+tuples and starred unpacking, nested ``def``s, ``acrobat.phase()``,
+``torch.stack`` with reductions, softmax attention, ``nn`` cells and
+modules, and inline value reads (``x * x.max().item()``).
+
+Every variable has one type for its whole life, tracked here: ``T`` a
+tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
+non-empty list of ``T``, ``O`` an Optional ``T``, ``D`` a dict
+``{"h": T, "c": T}``, ``P`` a pair ``(T, T)``. So programs are well-typed
+and well-shaped, and they run as plain Python on every instance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tests.fuzz.chooser import Chooser
+from tests.fuzz.world import INSTANCE_KINDS
+
+TYPES = ("T", "I", "F", "L", "O", "D", "P")
+
+
+@dataclass
+class Scope:
+    """The variables visible at a point: name -> type; which lists may not grow (a loop iterates them)."""
+
+    vars: dict[str, str] = field(default_factory=dict)
+    frozen: set[str] = field(default_factory=set)
+    node: str | None = None  # the tree node variable, in a tree function
+    loop: bool = False  # inside a loop (break/continue allowed)
+    ret: str | None = None  # what `return` gives in this function, or None where no early return is drawn
+
+    def copy(self) -> "Scope":
+        return Scope(dict(self.vars), set(self.frozen), self.node, self.loop, self.ret)
+
+    def of(self, ty: str) -> list[str]:
+        return [n for n, t in self.vars.items() if t == ty]
+
+
+@dataclass
+class FuzzProgram:
+    """One generated program: its module source, the instance kind, dtype and run options to use."""
+
+    source: str
+    kind: str
+    dtype: str  # "float32" or "float64"
+    options: dict[str, bool]
+    batch_sizes: tuple[int, ...]
+    features: set[str]  # the statement and expression kinds it uses (for the fuzz report)
+
+
+class Gen:
+    """Writes one program from a ``Chooser``'s decisions (index 0: the simplest option)."""
+
+    def __init__(self, ch: Chooser, max_stmts: int = 6, max_depth: int = 3):
+        self.ch = ch
+        self.max_stmts = max_stmts
+        self.max_depth = max_depth
+        self.names = 0
+        self.helpers: list[str] = []  # source of the functions before main
+        self.cells: list[str] = []  # names of tensor cells (x, h, p) -> T
+        self.features: set[str] = set()
+        self.kind = "seq"
+        self.entry = False
+        self.helpers_names: set[str] = set()
+        self.result_types: list[str] = []  # what main returns besides a tensor, fixed up front (every return alike)
+
+    # -- names and small helpers ----------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        self.names += 1
+        return f"{prefix}{self.names}"
+
+    def var(self, sc: Scope, ty: str) -> str | None:
+        names = sc.of(ty)
+        return self.ch.pick(names) if names else None
+
+    def feat(self, name: str) -> None:
+        self.features.add(name)
+
+    # -- expressions -------------------------------------------------------------
+    def tensor(self, sc: Scope, d: int = 0) -> str:
+        """An expression of type T: shape (H,)."""
+        leaf = d >= self.max_depth
+        options = ["var", "h0", "emb"] if leaf else [
+            "var", "h0", "emb", "tanh_lin", "sigmoid", "mul", "add", "sub", "relu", "scale", "gru", "linear",
+            "stack_sum", "stack_mean", "stack_max", "attention", "list_item", "dict_item", "pair_item",
+            "optional_or", "ifexp", "inline_read", "host_scale", "cell", "where", "stacked_weight", "cat_lin",
+            "chunk", "dot_scale", "clamp", "lstm_h", "softmax_rows", "sum_list", "stack_index", "zeros_shape",
+            "rec_call", "no_grad_exp"]
+        k = self.ch.pick(options)
+        sub = lambda: self.tensor(sc, d + 1)  # noqa: E731
+        if k == "var":
+            return self.var(sc, "T") or "p.h0"
+        if k == "h0":
+            return "p.h0"
+        if k == "emb":
+            return f"p.emb[({self.int(sc, d + 1)}) % 7]"
+        if k == "tanh_lin":
+            return f"torch.tanh({sub()} @ p.W + p.b)"
+        if k == "sigmoid":
+            return f"torch.sigmoid({sub()})"
+        if k == "mul":
+            return f"({sub()} * {sub()})"
+        if k == "add":
+            return f"({sub()} + {sub()})"
+        if k == "sub":
+            return f"({sub()} - {sub()})"
+        if k == "relu":
+            return f"F.relu({sub()} @ p.U)"
+        if k == "scale":
+            return f"({sub()} * 0.5)"
+        if k == "gru":
+            self.feat("nn cell")
+            return f"p.cell({sub()}, {sub()})"
+        if k == "linear":
+            self.feat("nn module")
+            return f"torch.tanh(p.lin({sub()}))"
+        lst = self.var(sc, "L")
+        if k in ("stack_sum", "stack_mean", "stack_max", "attention", "list_item", "softmax_rows") and lst:
+            self.feat("stack/reduce")
+            if k == "stack_sum":
+                return f"torch.stack({lst}).sum(0)"
+            if k == "stack_mean":
+                return f"torch.stack({lst}).mean(dim=0)"
+            if k == "stack_max":
+                return f"torch.stack({lst}).max(0).values"
+            if k == "attention":
+                self.feat("attention")
+                return f"(torch.softmax(torch.stack({lst}) @ {sub()}, dim=0) @ torch.stack({lst}))"
+            if k == "softmax_rows":
+                return f"torch.softmax(torch.stack({lst}), dim=0).sum(0)"
+            return f"{lst}[{self.ch.pick(['0', '-1', f'len({lst}) - 1'])}]"
+        dct = self.var(sc, "D")
+        if k == "dict_item" and dct:
+            self.feat("dict")
+            return dct + self.ch.pick(['["h"]', '["c"]'])
+        pair = self.var(sc, "P")
+        if k == "pair_item" and pair:
+            self.feat("tuple")
+            return f"{pair}[{self.ch.pick(['0', '1'])}]"
+        opt = self.var(sc, "O")
+        if k == "optional_or" and opt:
+            self.feat("optional")
+            return f"({opt} if {opt} is not None else {sub()})"
+        if k == "ifexp":
+            self.feat("conditional expression")
+            return f"({sub()} if {self.cond(sc, d + 1)} else {sub()})"
+        if k == "inline_read":
+            self.feat("inline value read")
+            x = sub()
+            return self.ch.pick([f"({x} * float({x}.max()))", f"({x} * {x}.sum().item())",
+                                 f"p.emb[int(torch.argmax({x}))]"])
+        if k == "host_scale":
+            return f"({sub()} * {self.float(sc, d + 1)})"
+        if k == "cell" and self.cells:
+            self.feat("function call")
+            extra = self.ch.pick(["", ", s=0.5", ", 0.25"])
+            if extra:
+                self.feat("keyword/default arguments")
+            return f"{self.ch.pick(self.cells)}({sub()}, {sub()}, p{extra})"
+        if k == "sum_list" and lst:
+            self.feat("sum of a list")
+            return f"sum({lst})"
+        if k == "stack_index" and lst:
+            self.feat("stacked list indexing")
+            return f"torch.stack({lst})[{self.ch.pick(['0', '-1'])}]"
+        if k == "zeros_shape":
+            self.feat("shape in a tensor expression")
+            x = sub()
+            return f"({x} + torch.zeros({x}.shape[0], dtype={x}.dtype))"
+        if k == "rec_call" and self.entry and self.kind != "seq":
+            self.feat("recursion in a loop")
+            return "rec(inst, p)"
+        if k == "no_grad_exp":
+            return f"torch.exp(-{sub()}.abs())"
+        if k == "where":
+            x = sub()
+            return f"torch.where({x} > 0, {x}, {sub()})"
+        if k == "stacked_weight":
+            self.feat("weight chosen by data")
+            return f"torch.tanh({sub()} @ p.Ws[({self.int(sc, d + 1)}) % 3])"
+        if k == "cat_lin":
+            return f"torch.tanh(torch.cat([{sub()}, {sub()}]) @ p.W2)"
+        if k == "chunk":
+            return f"torch.chunk(torch.cat([{sub()}, {sub()}]), 2)[{self.ch.pick(['0', '1'])}]"
+        if k == "dot_scale":
+            return f"(({sub()} * {sub()}).sum() * {sub()})"
+        if k == "clamp":
+            return f"torch.clamp({sub()}, -0.5, 0.5)"
+        if k == "lstm_h":
+            self.feat("nn cell")
+            return f"p.lstm({sub()})[{self.ch.pick(['0', '1'])}]"
+        return self.var(sc, "T") or "p.h0"
+
+    def int(self, sc: Scope, d: int = 0) -> str:
+        """An expression of type I (a host int, small)."""
+        options = ["const", "var"] if d >= self.max_depth else [
+            "const", "var", "plus", "len", "argmax", "word", "mod", "minmax", "helper", "steps", "shape"]
+        k = self.ch.pick(options)
+        if k == "var":
+            return self.var(sc, "I") or str(self.ch.int(0, 3))
+        if k == "plus":
+            return f"({self.int(sc, d + 1)} + {self.ch.int(1, 2)})"
+        if k == "len" and self.var(sc, "L"):
+            return f"len({self.var(sc, 'L')})"
+        if k == "argmax":
+            self.feat("value read")
+            return self.ch.pick([f"int(torch.argmax({self.tensor(sc, d + 1)}))",
+                                 f"{self.tensor(sc, d + 1)}.argmax().item()"])
+        if k == "word" and sc.node is not None:
+            return f"{sc.node}.word"
+        if k == "mod":
+            return f"({self.int(sc, d + 1)} * 2 % 5)"
+        if k == "minmax":
+            return f"{self.ch.pick(['min', 'max'])}({self.int(sc, d + 1)}, {self.ch.int(0, 3)})"
+        if k == "helper":
+            self.feat("host helper")
+            return f"clip({self.int(sc, d + 1)})"
+        if k == "steps":
+            return "p.steps"
+        if k == "shape":
+            self.feat("shape read")
+            x = self.tensor(sc, d + 1)
+            return self.ch.pick([f"{x}.shape[0]", f"{x}.size(0)", f"len({x})"])
+        return str(self.ch.int(0, 3))
+
+    def float(self, sc: Scope, d: int = 0) -> str:
+        """An expression of type F (a host float)."""
+        k = self.ch.pick(["const", "var", "scale", "read", "math"] if d < self.max_depth else ["const", "var"])
+        if k == "var":
+            return self.var(sc, "F") or "0.5"
+        if k == "scale":
+            return "p.scale"
+        if k == "read":
+            self.feat("value read")
+            return self.ch.pick([f"float({self.tensor(sc, d + 1)}.sum())", f"{self.tensor(sc, d + 1)}.max().item()"])
+        if k == "math":
+            self.feat("math")
+            return f"math.sqrt(abs({self.float(sc, d + 1)}) + 1.0)"
+        return self.ch.pick(["0.5", "1.5", "-0.25"])
+
+    def cond(self, sc: Scope, d: int = 0) -> str:
+        """A test for ``if``/``while``/``a if c else b``: host data, or a tensor's value (a value read, §4.2)."""
+        options = ["int_cmp", "int_mod"] if d >= self.max_depth else [
+            "int_cmp", "int_mod", "leaf", "len", "none", "tensor_gt", "float_gt", "bool_read", "argmax_eq",
+            "and", "or", "not", "item_gt", "isinstance"]
+        k = self.ch.pick(options)
+        c = self.ch.pick(["0", "1", "2"])
+        if k == "leaf" and sc.node is not None and self.kind == "tree":
+            return f"{sc.node}.is_leaf"
+        if k == "leaf" and sc.node is not None:
+            return f"len({sc.node}.children) == 0"
+        if k == "len" and self.var(sc, "L"):
+            return f"len({self.var(sc, 'L')}) > {c}"
+        if k == "none" and self.var(sc, "O"):
+            self.feat("optional")
+            return f"{self.var(sc, 'O')} is {self.ch.pick(['None', 'not None'])}"
+        if k in ("tensor_gt", "float_gt", "bool_read", "argmax_eq", "item_gt"):
+            self.feat("tensor-dependent control flow")
+            x = self.tensor(sc, d + 1)
+            t = self.ch.pick(["0.1", "-0.2", "0.35"])
+            return {"tensor_gt": f"{x}.sum() > {t}", "float_gt": f"float({x}.max()) > {t}",
+                    "bool_read": f"bool({x}[0] > {x}[1])", "argmax_eq": f"int(torch.argmax({x})) == {c}",
+                    "item_gt": f"{x}.mean().item() < {t}"}[k]
+        if k in ("and", "or"):
+            return f"({self.cond(sc, d + 1)} {k} {self.cond(sc, d + 1)})"
+        if k == "isinstance":
+            return f"isinstance({self.int(sc, d + 1)}, int)"
+        if k == "not":
+            return f"not ({self.cond(sc, d + 1)})"
+        if k == "int_mod":
+            return f"{self.int(sc, d + 1)} % 2 == 0"
+        return f"{self.int(sc, d + 1)} > {c}"
+
+    def value(self, sc: Scope, ty: str) -> str:
+        """A fresh value of type ``ty``."""
+        if ty == "T":
+            return self.tensor(sc)
+        if ty == "I":
+            return self.int(sc)
+        if ty == "F":
+            return self.float(sc)
+        if ty == "L":
+            return f"[{self.tensor(sc)}]"
+        if ty == "O":
+            return self.ch.pick(["None", self.tensor(sc)])
+        if ty == "D":
+            return f'{{"h": {self.tensor(sc)}, "c": {self.tensor(sc)}}}'
+        return f"({self.tensor(sc)}, {self.tensor(sc)})"
+
+    def result(self, sc: Scope) -> str:
+        """What ``main`` returns: a tensor, or a tuple of a tensor and values of ``result_types`` (a variable of
+        the type where one is visible, else a fresh value): every ``return`` of main gives the same structure."""
+        parts = [self.tensor(sc)]
+        for ty in self.result_types:
+            v = self.var(sc, ty)
+            parts.append(v if v is not None and self.ch.coin(70) else self.value(sc, ty))
+        return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+    # -- statements ----------------------------------------------------------------
+    def body(self, sc: Scope, depth: int, n: int | None = None) -> list[str]:
+        """Statements (at least one) at nesting ``depth``."""
+        n = self.ch.int(1, self.max_stmts) if n is None else n
+        out: list[str] = []
+        for _ in range(n):
+            out += self.stmt(sc, depth)
+        return out or ["pass"]
+
+    def stmt(self, sc: Scope, depth: int) -> list[str]:
+        nested = depth < 3
+        options = ["assign", "new_tensor", "int", "append", "value_read", "float"]
+        if nested:
+            options += ["if", "for_range", "for_list", "while", "comprehension", "call_visit"]
+        options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert", "setitem", "insert", "pop"]
+        if nested:
+            options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop"]
+        if sc.loop:
+            options += ["break", "continue"]
+        if sc.ret is not None:
+            options += ["return"]
+        if self.entry and depth == 1:  # the entry's own top level
+            options += ["phase", "nested_def"]
+        k = self.ch.pick(options)
+        ind = ""
+        if k == "assign" and sc.of("T"):
+            return [f"{self.ch.pick(sc.of('T'))} = {self.tensor(sc)}"]
+        if k == "new_tensor" or k == "assign":
+            name = self.fresh("t")
+            line = f"{name} = {self.tensor(sc)}"
+            sc.vars[name] = "T"
+            return [line]
+        if k == "int":
+            name = self.ch.pick(sc.of("I") + [self.fresh("k")]) if sc.of("I") else self.fresh("k")
+            line = f"{name} = {self.int(sc)}"
+            sc.vars[name] = "I"
+            return [line]
+        if k == "float":
+            name = self.fresh("f")
+            line = f"{name} = {self.float(sc)}"
+            sc.vars[name] = "F"
+            return [line]
+        if k == "value_read":
+            self.feat("value read")
+            name = self.fresh("k")
+            line = f"{name} = {self.ch.pick(['int(torch.argmax({}))', 'round(float({}.sum()) * 2)', 'int({}.argmax())']).format(self.tensor(sc))}"
+            sc.vars[name] = "I"
+            return [line]
+        if k == "append":
+            lists = [x for x in sc.of("L") if x not in sc.frozen]
+            if lists:
+                self.feat("list append")
+                return [f"{self.ch.pick(lists)}.append({self.tensor(sc)})"]
+            name = self.fresh("xs")
+            line = f"{name} = [{self.tensor(sc)}]"
+            sc.vars[name] = "L"
+            return [line]
+        if k == "alias_append":
+            lists = [x for x in sc.of("L") if x not in sc.frozen]
+            if lists:
+                self.feat("list alias")
+                src, alias = self.ch.pick(lists), self.fresh("ys")
+                sc.vars[alias] = "L"
+                return [f"{alias} = {src}", f"{alias}.append({self.tensor(sc)})"]
+            return self.stmt(sc, depth)
+        if k == "aug":
+            ints = sc.of("I")
+            lists = [x for x in sc.of("L") if x not in sc.frozen]
+            if lists and self.ch.coin(50):
+                self.feat("list +=")
+                return [f"{self.ch.pick(lists)} += [{self.tensor(sc)}]"]
+            if ints:
+                return [f"{self.ch.pick(ints)} += {self.ch.int(1, 2)}"]
+            return self.stmt(sc, depth)
+        if k == "dict":
+            self.feat("dict")
+            old = self.var(sc, "D")
+            name = old if old and self.ch.coin(50) else self.fresh("d")
+            if old and self.ch.coin(50):
+                line = f'{name} = {{"h": {self.tensor(sc)}, "c": {old}["c"]}}'
+            else:
+                line = f"{name} = {self.value(sc, 'D')}"
+            sc.vars[name] = "D"
+            return [line]
+        if k == "optional":
+            self.feat("optional")
+            opt = self.var(sc, "O")
+            if opt is None:
+                name = self.fresh("o")
+                sc.vars[name] = "O"
+                return [f"{name} = None"]
+            return [f"if {self.cond(sc)}:", f"    {opt} = {self.tensor(sc)}"]
+        if k == "pair":
+            self.feat("tuple")
+            pair = self.var(sc, "P")
+            if pair and self.ch.coin(50):
+                a, b = self.fresh("a"), self.fresh("b")
+                sc.vars[a] = sc.vars[b] = "T"
+                return [f"{a}, {b} = {pair}"]
+            name = self.fresh("pr")
+            line = f"{name} = {self.value(sc, 'P')}"
+            sc.vars[name] = "P"
+            return [line]
+        if k == "starred" and sc.of("L"):
+            self.feat("starred")
+            first, rest = self.fresh("h"), self.fresh("rest")
+            line = f"{first}, *{rest} = {self.ch.pick(sc.of('L'))}"
+            sc.vars[first] = "T"
+            sc.vars[rest] = "LE"  # may be empty: only its length is read
+            return [line, self.new_int(sc, f"len({rest})")]
+        if k in ("setitem", "insert", "pop"):
+            lists = [x for x in sc.of("L") if x not in sc.frozen]
+            if lists:
+                self.feat("list " + k)
+                lst = self.ch.pick(lists)
+                if k == "setitem":
+                    return [f"{lst}[{self.ch.pick(['0', '-1'])}] = {self.tensor(sc)}"]
+                if k == "insert":
+                    return [f"{lst}.insert(0, {self.tensor(sc)})"]
+                return [f"if len({lst}) > 1:", f"    {lst}.pop()"]
+            return self.stmt(sc, depth)
+        if k in ("zip_loop", "reversed_loop", "stacked_loop") and sc.of("L"):
+            inner = sc.copy()
+            inner.loop = True
+            for name, ty in sc.vars.items():
+                if ty == "L":
+                    inner.frozen.add(name)
+            a, b = self.fresh("x"), self.fresh("y")
+            inner.vars[a] = "T"
+            if k == "zip_loop":
+                inner.vars[b] = "T"
+            src = self.ch.pick(sc.of("L"))
+            if k == "zip_loop":
+                self.feat("zip")
+                head = f"for {a}, {b} in zip({src}, {self.ch.pick(sc.of('L'))}):"
+            elif k == "reversed_loop":
+                self.feat("reversed")
+                head = f"for {a} in reversed({src}):"
+            else:
+                self.feat("loop over a stacked list")
+                head = f"for {a} in torch.stack({src}):"
+            return [head, *("    " + x for x in self.body(inner, depth + 1, self.ch.int(1, 3)))]
+        if k == "no_grad":
+            self.feat("with no_grad")
+            return ["with torch.no_grad():", *("    " + x for x in self.body(sc, depth + 1, self.ch.int(1, 2)))]
+        if k == "assert":
+            return [f"assert abs({self.int(sc)}) >= 0"]
+        if k == "phase":
+            self.feat("phase")
+            return ["ab.phase()"]
+        if k == "nested_def":
+            return self.nested_def(sc)
+        if k == "if":
+            self.feat("if")
+            test = self.cond(sc)
+            then = self.body(sc.copy(), depth + 1, self.ch.int(1, 3))
+            out = [f"if {test}:", *("    " + x for x in then)]
+            if self.ch.coin(60):
+                other = self.body(sc.copy(), depth + 1, self.ch.int(1, 3))
+                out += ["else:", *("    " + x for x in other)]
+            return out
+        if k == "for_range":
+            self.feat("for")
+            i = self.fresh("i")
+            inner = sc.copy()
+            inner.loop = True
+            inner.vars[i] = "I"
+            return [f"for {i} in range({self.ch.int(0, 3)}):", *("    " + x for x in self.body(inner, depth + 1))]
+        if k == "for_list":
+            lists = sc.of("L")
+            inner = sc.copy()
+            inner.loop = True
+            x = self.fresh("x")
+            if lists and self.ch.coin(60):
+                self.feat("for over list")
+                src = self.ch.pick(lists)
+                inner.frozen.add(src)
+                for name, ty in sc.vars.items():  # an alias of the list may be the list itself
+                    if ty == "L":
+                        inner.frozen.add(name)
+                inner.vars[x] = "T"
+                head = f"for {x} in {src}:" if self.ch.coin(70) else f"for {self.fresh('j')}, {x} in enumerate({src}):"
+            elif self.kind == "seq" and self.entry:
+                self.feat("for over instance")
+                inner.vars[x] = "I"
+                head = f"for {x} in inst:"
+            else:
+                inner.vars[x] = "I"
+                head = f"for {x} in [{self.ch.int(0, 6)}, {self.ch.int(0, 6)}]:"
+            return [head, *("    " + s for s in self.body(inner, depth + 1))]
+        if k == "while":
+            self.feat("while")
+            n = self.fresh("n")
+            inner = sc.copy()
+            inner.loop = True
+            inner.vars[n] = "I"
+            test = f"{n} < {self.ch.int(1, 3)}"
+            if self.ch.coin(40):
+                test += f" and {self.cond(inner)}"
+            return [f"{n} = 0", f"while {test}:", f"    {n} = {n} + 1",
+                    *("    " + s for s in self.body(inner, depth + 1))]
+        if k == "break":
+            self.feat("break")
+            return [f"if {self.cond(sc)}:", "    break"]
+        if k == "continue":
+            self.feat("continue")
+            return [f"if {self.cond(sc)}:", "    continue"]
+        if k == "return":
+            self.feat("early return")
+            ret = self.result(sc) if sc.ret == "main" else self.tensor(sc)
+            return [f"if {self.cond(sc)}:", f"    return {ret}"]
+        if k == "comprehension" and sc.of("L"):
+            self.feat("comprehension")
+            src = self.ch.pick(sc.of("L"))
+            name, x = self.fresh("cs"), self.fresh("c")
+            inner = sc.copy()
+            inner.vars[x] = "T"
+            elem = self.tensor(inner)
+            sc.vars[name] = "L"
+            if self.ch.coin(30):
+                return [f"{name} = [{elem} for {x} in {src}]"]
+            return [f"{name} = [{src}[0]] + [{elem} for {x} in {src} if {self.cond(inner)}]"]
+        if k == "call_visit" and "visit" in self.helpers_names and self.kind != "seq":
+            lists = [x for x in sc.of("L") if x not in sc.frozen]
+            if lists and sc.node is not None:
+                self.feat("list changed by callee")
+                return [f"visit({sc.node}, p, {self.ch.pick(lists)})"]
+        return [self.new_int(sc, self.int(sc))]
+
+    def new_int(self, sc: Scope, value: str) -> str:
+        """``k = value`` for a new int variable ``k`` (visible after this statement)."""
+        name = self.fresh("k")
+        sc.vars[name] = "I"
+        return f"{name} = {value}"
+
+    def nested_def(self, sc: Scope) -> list[str]:
+        """A nested ``def`` capturing ``p`` (bound once), called right away."""
+        self.feat("nested def")
+        name, a = self.fresh("inner"), self.fresh("a")
+        inner = Scope({a: "T"})
+        body = self.tensor(inner)
+        arg = self.tensor(sc)
+        res = self.fresh("t")
+        sc.vars[res] = "T"
+        return [f"def {name}({a}):", f"    return {body}", f"{res} = {name}({arg})"]
+
+    # -- functions ---------------------------------------------------------------------
+    def function(self, header: str, sc: Scope, prologue: list[str], epilogue: list[str], ret: str) -> list[str]:
+        lines = [header, *("    " + x for x in prologue)]
+        lines += ["    " + x for x in self.body(sc, 1)]
+        lines += ["    " + x for x in epilogue]
+        lines.append(f"    return {ret(sc) if callable(ret) else ret}")
+        return lines
+
+    def cell_fn(self) -> None:
+        """A tensor cell ``cellK(x, h, p)``: straight-line or branching tensor code."""
+        name = self.fresh("cell")
+        sc = Scope({"x": "T", "h": "T", "s": "F"}, ret="T")
+        saved = self.cells
+        self.cells = list(saved)  # a cell calls only earlier cells: no recursion through cells
+        lines = ["@ab.function", f"def {name}(x, h, p, s=1.0):",
+                 *("    " + s for s in self.body(sc, 1, self.ch.int(1, 3)))]
+        lines.append(f"    return {self.tensor(sc)}")
+        self.cells = saved + [name]
+        self.helpers.append("\n".join(lines))
+
+    def tree_fn(self) -> str:
+        """The recursion over the instance tree, ``rec(node, p)`` -> T; and maybe ``visit(node, p, outs)``."""
+        self.feat("recursion")
+        sc = Scope({"node": "I"}, node="node", ret="T")
+        del sc.vars["node"]
+        conc = self.ch.coin(50)
+        if self.kind == "tree":
+            leaf_sc = sc.copy()
+            leaf = ["    if node.is_leaf:", f"        h = p.emb[node.word % 7]"]
+            leaf_sc.vars["h"] = "T"
+            leaf += ["        " + s for s in self.body(leaf_sc, 2, self.ch.int(0, 2))] if self.ch.coin(50) else []
+            leaf.append(f"        return {self.tensor(leaf_sc)}")
+            if conc:
+                self.feat("concurrent calls")
+                calls = ["    l, r = ab.concurrent(rec(node.left, p), rec(node.right, p))"]
+            else:
+                calls = ["    l = rec(node.left, p)", "    r = rec(node.right, p)"]
+            sc.vars["l"] = sc.vars["r"] = "T"
+        else:
+            leaf = ["    if len(node.children) == 0:", f"        return p.emb[node.word % 7]"]
+            comp = self.ch.coin(50)
+            calls = ["    hs = [rec(c, p) for c in node.children]"] if comp else \
+                ["    hs = []", "    for c in node.children:", "        hs.append(rec(c, p))"]
+            sc.vars["hs"] = "L"
+            sc.vars["l"] = "T"
+            calls.append("    l = torch.stack(hs).sum(0)")
+            self.feat("comprehension" if comp else "list append")
+        body = ["    " + s for s in self.body(sc, 1, self.ch.int(1, 3))]
+        lines = ["@ab.function", "def rec(node, p):", *leaf, *calls, *body, f"    return {self.tensor(sc)}"]
+        self.helpers.append("\n".join(lines))
+        if self.ch.coin(40):
+            self.visit_fn()
+        return "rec"
+
+    def visit_fn(self) -> None:
+        """``visit(node, p, outs)``: appends a tensor per node to the list it is given (a callee changes it)."""
+        self.helpers_names.add("visit")
+        kids = "[node.left, node.right] if not node.is_leaf else []" if self.kind == "tree" else "node.children"
+        lines = ["@ab.function", "def visit(node, p, outs):", f"    outs.append(torch.tanh(p.emb[node.word % 7] @ p.W))",
+                 f"    for c in {kids}:", "        visit(c, p, outs)"]
+        self.helpers.append("\n".join(lines))
+
+    def program(self) -> FuzzProgram:
+        ch = self.ch
+        self.kind = ch.pick(INSTANCE_KINDS)
+        dtype = ch.pick(["float32", "float64"])
+        self.result_types = [ty for ty in ("I", "L", "D", "O", "F", "P") if ch.coin(25)]
+        for _ in range(ch.int(0, 2)):
+            self.cell_fn()
+        sc = Scope({"inst": "I"}, ret="main")
+        del sc.vars["inst"]
+        prologue: list[str] = []
+        if self.kind == "seq":
+            sc.vars["h"] = "T"
+            prologue = ["h = p.h0"]
+            if ch.coin(50):
+                self.feat("for over instance")
+                step = self.tensor(Scope({"h": "T", "x": "T"}))
+                prologue += ["for tok in inst:", "    x = p.emb[tok]", f"    h = {step.replace('p.h0', 'x')}"]
+        else:
+            self.tree_fn()
+            sc.vars["h"] = "T"
+            sc.node = "inst"
+            prologue = ["h = rec(inst, p)"]
+            if "visit" in self.helpers_names:
+                sc.vars["outs"] = "L"
+                prologue += ["outs = [h]", "visit(inst, p, outs)"]
+        self.entry = True
+        main = self.function("def main(inst, p):", sc, prologue, [], self.result)
+        self.entry = False
+        options = {name: not ch.coin(15) for name in
+                   ("coarsening", "hoisting", "concurrency", "phases", "stages", "ghosts", "fibers", "horizontal_fusion")}
+        sizes = tuple(sorted({ch.int(1, 12), ch.int(1, 40)}))
+        head = ["import math", "", "import torch", "import torch.nn.functional as F", "", "import acrobat as ab", "",
+                "", "def clip(k):", "    return min(max(k, 0), 3)", ""]
+        src = "\n".join(head + ["\n" + h + "\n" for h in self.helpers] + ["", "@ab.program", *main, ""])
+        return FuzzProgram(src, self.kind, dtype, options, sizes, self.features)
+
+
+def generate(ch: Chooser, max_stmts: int = 6, max_depth: int = 3) -> FuzzProgram:
+    """One random program from ``ch``'s decisions (see the module docstring): bodies of at most ``max_stmts``
+    statements, expressions nested at most ``max_depth`` deep."""
+    return Gen(ch, max_stmts, max_depth).program()

@@ -1,0 +1,149 @@
+"""The differential fuzzer (issue 17): random programs of supported constructs, plain Python vs batched.
+
+Fast profile (always): a fixed list of seeds on the eager backend, a few on
+the compiled backend, and hypothesis drawing programs itself (it shrinks
+what fails). Long profile: ``ACROBAT_FUZZ_MINUTES=N pytest tests/test_fuzz.py``
+generates programs for N minutes on both backends, counts the outcomes by
+category, shrinks every failure to a small program and writes a report
+(``$ACROBAT_FUZZ_REPORT``, default ``fuzz-report.md``); it fails if any
+program gave a wrong result, an internal error or an error on a valid
+program. The oracle itself is tested: it must catch a deliberately wrong
+result.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import acrobat as ab
+from tests.fuzz.chooser import HypothesisChooser, RandomChooser
+from tests.fuzz.generator import FuzzProgram, generate
+from tests.fuzz.oracle import FAILURES, check, same
+from tests.fuzz.shrink import shrink_program
+
+FAST_EAGER = [*range(40), 40, 44, 81]  # 40 and 81 hold a list changed by a callee
+FAST_COMPILED = (3, 11)
+MINUTES = float(os.environ.get("ACROBAT_FUZZ_MINUTES", "0") or 0)
+
+
+def _program(seed: int) -> FuzzProgram:
+    return generate(RandomChooser(seed))
+
+
+@pytest.mark.parametrize("seed", FAST_EAGER)
+def test_random_program_eager(seed):
+    out = check(_program(seed), ("eager",))
+    assert out.category not in FAILURES, f"seed {seed}: {out}\n{_program(seed).source}"
+
+
+@pytest.mark.parametrize("seed", FAST_COMPILED)
+def test_random_program_both_backends(seed):
+    out = check(_program(seed), ("eager", "compiled"))
+    assert out.category not in FAILURES, f"seed {seed}: {out}\n{_program(seed).source}"
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(st.data())
+def test_programs_hypothesis_draws(data):
+    program = generate(HypothesisChooser(data), max_stmts=3, max_depth=2)
+    out = check(program, ("eager",))
+    assert out.category not in FAILURES, f"{out}\n{program.source}"
+
+
+def test_the_programs_use_the_constructs():
+    """The fixed seeds cover the constructs the README lists (a generator that lost one would go unnoticed)."""
+    seen = set().union(*(_program(s).features for s in FAST_EAGER))
+    for feature in ("recursion", "tensor-dependent control flow", "inline value read", "list changed by callee",
+                    "comprehension", "dict", "optional", "nn cell", "stack/reduce", "early return", "break",
+                    "while", "phase", "nested def", "tuple", "starred", "concurrent calls", "list alias"):
+        assert feature in seen, feature
+
+
+# ------------------------------------------------------------------ the oracle catches what it must
+
+
+def test_oracle_catches_a_wrong_result(monkeypatch):
+    program = _program(1)
+    assert check(program, ("eager",)).category == "ok"
+    real = ab.Program.run
+
+    def off_by_a_bit(self, instances, *shared, **kwargs):
+        out = real(self, instances, *shared, **kwargs)
+        return [torch.utils._pytree.tree_map(lambda t: t + 1e-2 if isinstance(t, torch.Tensor) else t, o)
+                for o in out]
+
+    monkeypatch.setattr(ab.Program, "run", off_by_a_bit)
+    assert check(program, ("eager",)).category == "wrong"
+
+
+def test_oracle_classifies_internal_errors(monkeypatch):
+    program = _program(2)
+
+    def broken(self, *args, **kwargs):
+        raise KeyError(117111)
+
+    monkeypatch.setattr(ab.Program, "run", broken)
+    assert check(program, ("eager",)).category == "internal"
+
+
+def test_same_compares_structure_and_values():
+    t = torch.ones(3)
+    assert same((t, 1, [t]), (t.clone(), 1, [t]), torch.float32) is None
+    assert same((t, 1), (t, 2), torch.float32) is not None
+    assert same(5, t, torch.float32) is not None  # an int handle where a tensor belongs
+    assert same([t], [t, t], torch.float32) is not None
+    assert same({"h": t}, {"h": t + 1}, torch.float32) is not None
+    assert same(0.5, 0.5 + 1e-9, torch.float32) is None
+
+
+# ------------------------------------------------------------------ the long profile
+
+
+@pytest.mark.skipif(MINUTES <= 0, reason="long fuzz run: set ACROBAT_FUZZ_MINUTES=N")
+def test_long_fuzz_run():
+    """Programs for ``ACROBAT_FUZZ_MINUTES`` minutes on both backends; every failure shrunk and reported."""
+    deadline = time.monotonic() + MINUTES * 60
+    seed = int(os.environ.get("ACROBAT_FUZZ_SEED", random.randrange(1 << 30)))
+    counts: collections.Counter = collections.Counter()
+    by_backend: collections.Counter = collections.Counter()
+    rejections: collections.Counter = collections.Counter()
+    features: collections.Counter = collections.Counter()
+    failures: list[str] = []
+    start = seed
+    while time.monotonic() < deadline:
+        program = _program(seed)
+        backends = ("eager", "compiled") if seed % 3 == 0 else ("eager",)
+        out = check(program, backends)
+        counts[out.category] += 1
+        by_backend[backends] += 1
+        features.update(program.features)
+        if out.category == "rejected":
+            rejections[out.detail.split(": ", 2)[-1][:90]] += 1
+        if out.category in FAILURES:
+            ch = RandomChooser(seed)
+            generate(ch)
+            small, small_out = shrink_program(ch.record, backends, budget_s=180)
+            failures.append(f"### seed {seed}: {out.category}\n\n{small_out}\n\n```python\n{small.source}```\n"
+                            f"instances: {small.kind}, {small.dtype}, batch sizes {small.batch_sizes}, "
+                            f"options {small.options}\n")
+        seed += 1
+    lines = [f"# acrobat fuzz run: {sum(counts.values())} programs in {MINUTES:g} min (seeds {start}..{seed - 1})", "",
+             "| outcome | programs |", "|---|---:|", *(f"| {k} | {v} |" for k, v in counts.most_common()), "",
+             "| backends | programs |", "|---|---:|", *(f"| {'+'.join(k)} | {v} |" for k, v in by_backend.items()), "",
+             "Rejections (CompileError), by message:", "",
+             *(f"- {v} x {k}" for k, v in rejections.most_common(15)), "",
+             "Constructs used (programs):", "", ", ".join(f"{k} {v}" for k, v in features.most_common()), "",
+             "## Failures (shrunk)", "", *(failures or ["none"])]
+    report = "\n".join(lines)
+    Path(os.environ.get("ACROBAT_FUZZ_REPORT", "fuzz-report.md")).write_text(report)
+    print(report)
+    assert not failures, report

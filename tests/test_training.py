@@ -1,0 +1,245 @@
+"""Training through a batched run: gradients equal the per-instance loop's (eager backend).
+
+The loss is a fixed weighted sum of every result tensor of every instance
+(weights that differ per element, so a transposed or misplaced gradient
+row shows), summed over instances: the batched run's ``backward`` must give
+every parameter the gradient the per-instance loop gives it, and ``None``
+exactly where the loop leaves ``None``.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+
+import pytest
+import torch
+import torch.nn.functional as F
+import torch.utils._pytree as pytree
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import acrobat as ab
+import examples
+from acrobat.data.synthetic import synthetic_trees
+from acrobat.models import MODELS, get_model
+from acrobat.runtime.backend import AUTO_ENV
+
+TOL = {
+    torch.float32: {"rtol": 1e-4, "atol": 1e-5},
+    torch.float64: {"rtol": 1e-9, "atol": 1e-11},
+}
+
+
+def weighted_sum(results) -> torch.Tensor:
+    """A loss over all result tensors: each element times ``sin(1 + its index)``."""
+    total = 0
+    for t in pytree.tree_leaves(results):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            w = torch.sin(torch.arange(1, t.numel() + 1, dtype=t.dtype)).reshape(t.shape)
+            total = total + (t * w).sum()
+    return total
+
+
+def assert_same_grads(batched: nn.Module, plain: nn.Module, dtype: torch.dtype) -> None:
+    """Every parameter: both gradients None, or both tensors and equal."""
+    for (name, a), b in zip(batched.named_parameters(), plain.parameters()):
+        assert (a.grad is None) == (b.grad is None), f"{name}: grad {a.grad is None and 'None'} vs {b.grad is None and 'None'}"
+        if a.grad is not None:
+            torch.testing.assert_close(a.grad.to_dense(), b.grad.to_dense(), **TOL[dtype], msg=name)
+    assert any(p.grad is not None for p in plain.parameters())
+
+
+def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch.dtype) -> None:
+    """``backward`` of the batched run's loss equals that of the per-instance loop's (sum of instances).
+
+    ``dtype`` is the parameters' and torch's default dtype (models make constants with ``torch.zeros(H)``).
+    """
+    params = params.to(dtype)
+    plain = copy.deepcopy(params)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        out = program.run(batch, params, backend="eager")
+        weighted_sum(out).backward()
+        sum(weighted_sum(reference(x, plain)) for x in batch).backward()
+    finally:
+        torch.set_default_dtype(default)
+    assert_same_grads(params, plain, dtype)
+
+
+DTYPES = [torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_paper_model_gradients(dataset, name, dtype):
+    spec = get_model("berxit", seq_len=6, layers=2) if name == "berxit" else MODELS[name]
+    hidden = spec.hidden("small") if name == "berxit" else 12
+    params = spec.make_params(len(dataset.vocab), hidden, 1)
+    check_grads(spec.program, spec.reference, params, spec.instances(dataset.trees[:6]), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(examples.EXAMPLES))
+def test_example_gradients(name, dtype):
+    ex = examples.load(name)
+    check_grads(ex.program, ex.reference, ex.make_params(0), ex.instances(6, 2), dtype)
+
+
+def test_a_weight_read_only_by_item_keeps_grad_none(dataset):
+    """DRNN reads its child/sibling probabilities with ``.item()`` only: their weights get no gradient,
+    as in plain PyTorch (horizontal fusion computes them in one matmul with the label weights)."""
+    spec = MODELS["drnn"]
+    params = spec.make_params(0, 12, 0)
+    weighted_sum(spec.program.run(spec.instances([None] * 5), params)).backward()
+    assert params.w_c.grad is None and params.w_s.grad is None and params.b_c.grad is None
+    assert params.W_out.grad is not None and params.W_out.grad.abs().sum() > 0
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), batch_size=st.integers(1, 8))
+def test_treelstm_gradients_random_trees(seed, batch_size):
+    spec = MODELS["treelstm"]
+    trees = synthetic_trees(batch_size, seed=seed, vocab_size=30)
+    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), trees, torch.float64)
+
+
+@settings(max_examples=12, deadline=None)
+@given(lengths=st.lists(st.integers(1, 20), min_size=1, max_size=8), seed=st.integers(0, 1000))
+def test_birnn_gradients_random_lengths(lengths, seed):
+    rng = random.Random(seed)
+    spec = MODELS["birnn"]
+    batch = [[rng.randrange(30) for _ in range(n)] for n in lengths]
+    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), batch, torch.float64)
+
+
+# ------------------------------------------------------- tensors inside instances, frozen parameters
+
+
+@dataclass
+class Point:
+    x: torch.Tensor
+
+
+@ab.program
+def project(inst, W):
+    return torch.tanh(inst.x @ W)
+
+
+def test_auto_trains_instance_tensors_with_frozen_parameters(monkeypatch):
+    """Frozen weights, instance tensors that require grad: ``auto`` runs eager (not its inference
+    backend, compiled), gradients reach the instances as in the per-instance loop."""
+    monkeypatch.delenv(AUTO_ENV, raising=False)
+    W = torch.randn(4, 3)
+    xs = [torch.randn(4, requires_grad=True) for _ in range(5)]
+    stats = ab.RunStats()
+    out = project.run([Point(x) for x in xs], W, stats=stats)
+    assert stats.backend == "eager"
+    weighted_sum(out).backward()
+    plain = [x.detach().clone().requires_grad_() for x in xs]
+    sum(weighted_sum(torch.tanh(x @ W)) for x in plain).backward()
+    for x, y in zip(xs, plain):
+        torch.testing.assert_close(x.grad, y.grad)
+
+
+@pytest.mark.parametrize("requires", ["instance", "weight"])
+def test_compiled_under_autograd_is_refused_with_the_fix(requires):
+    W = torch.randn(4, 3, requires_grad=requires == "weight")
+    batch = [Point(torch.randn(4, requires_grad=requires == "instance")) for _ in range(3)]
+    what = "a tensor inside an instance" if requires == "instance" else "a shared parameter"
+    with pytest.raises(ab.AcrobatError, match=f"inference only.*{what} requires grad.*backend='eager'"):
+        project.run(batch, W, backend="compiled")
+
+
+# --------------------------------------------------------------------- dropout while training
+
+
+class DropParams(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.emb = nn.Parameter(torch.randn(5, 16, generator=g))
+        self.W = nn.Parameter(torch.randn(16, 4, generator=g))
+
+
+@ab.program
+def drop_then_project(tok, p):
+    d = F.dropout(p.emb[tok], 0.5, training=True)
+    return d, torch.tanh(d @ p.W)
+
+
+def test_dropout_in_training_draws_per_instance_and_backpropagates_through_its_mask():
+    """Identical instances draw their own masks under grad mode; the gradient is the per-instance
+    loop's with each instance's mask (read back from its dropped vector)."""
+    p = DropParams()
+    plain = copy.deepcopy(p)
+    torch.manual_seed(0)
+    out = drop_then_project.run([2] * 6, p)
+    masks = [(d != 0).to(d.dtype) for d, _ in out]
+    assert len({tuple(m.tolist()) for m in masks}) == 6  # 16 entries each: a repeat is a 1 in 2**16 event
+    weighted_sum([h for _, h in out]).backward()
+    sum(weighted_sum(torch.tanh((plain.emb[2] * m / 0.5) @ plain.W)) for m in masks).backward()
+    assert_same_grads(p, plain, torch.float32)
+
+
+# ------------------------------------------------------------------ sparse embedding gradients
+
+
+def test_sparse_grads_hold_only_the_rows_looked_up(dataset):
+    """``sparse_grads=True``: the table's gradient is sparse COO with one row per leaf looked up, equal
+    (densified) to the dense gradient; every other gradient is unchanged."""
+    spec = MODELS["treelstm"]
+    trees = dataset.trees[:5]
+    sparse, dense = spec.make_params(len(dataset.vocab), 8, 0), spec.make_params(len(dataset.vocab), 8, 0)
+    weighted_sum(spec.program.run(trees, sparse, sparse_grads=True)).backward()
+    weighted_sum(spec.program.run(trees, dense)).backward()
+    assert sparse.emb.grad.is_sparse and not dense.emb.grad.is_sparse
+    assert sparse.emb.grad._nnz() == sum(len(t.leaves()) for t in trees)
+    assert_same_grads(sparse, dense, torch.float32)
+
+
+class EmbParams(nn.Module):
+    def __init__(self, sparse: bool) -> None:
+        super().__init__()
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            self.emb = nn.Embedding(9, 6, sparse=sparse)
+            self.W = nn.Parameter(torch.randn(6, 6))
+
+
+@ab.program
+def embed_sum(tokens, p):
+    h = torch.zeros(6)
+    for t in tokens:
+        h = torch.tanh(p.emb(torch.tensor(t)) + h @ p.W)
+    return h
+
+
+@ab.program
+def last_row(tok, p):
+    return torch.tanh(p.W[tok - 10])  # a negative index for tok < 10: rows counted from the end
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_nn_embedding_keeps_its_gradient_layout(sparse):
+    """``nn.Embedding(sparse=...)`` in a model: the batched run's gradient has the layout and values
+    plain PyTorch gives."""
+    p, plain = EmbParams(sparse), EmbParams(sparse)
+    batch = [[1, 2, 3], [4], [1, 1, 8, 0]]
+    weighted_sum(embed_sum.run(batch, p, backend="eager")).backward()
+    sum(weighted_sum(embed_sum(x, plain)) for x in batch).backward()
+    assert p.emb.weight.grad.is_sparse == plain.emb.weight.grad.is_sparse == sparse
+    assert_same_grads(p, plain, torch.float32)
+
+
+def test_sparse_lookup_counts_negative_indices_from_the_end():
+    p, plain = EmbParams(False), EmbParams(False)
+    batch = [5, 12, 15, 7]
+    out = last_row.run(batch, p, backend="eager", sparse_grads=True)
+    weighted_sum(out).backward()
+    sum(weighted_sum(last_row(x, plain)) for x in batch).backward()
+    assert p.W.grad.is_sparse
+    assert_same_grads(p, plain, torch.float32)
