@@ -8,6 +8,7 @@
     acrobat bench --quick                 # side by side with the baselines; bench-out/*.json, *.md, *.png
     acrobat examples                      # the user-style models of examples/: ran or rejected, launches, times
     acrobat train treelstm                # SST training, all-node labels; dev curve, test accuracy, plot
+    acrobat serve treelstm                # HTTP on 127.0.0.1 with request batching (Ray Serve) until Ctrl-C
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from acrobat.models import MODELS, get_model
 from acrobat.program import Options
 from acrobat.runtime.backend import AUTO, BACKEND_NAMES, choose_backend
 from acrobat.runtime.stats import RunStats
+from acrobat.serve import command as serve_command
 
 
 def _setup(args: argparse.Namespace, limit: int | None):
@@ -251,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_command.add_parser(sub)
     examples_command.add_parser(sub)
     train_command.add_parser(sub)
+    serve_command.add_parser(sub)
     return p
 
 
@@ -279,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except (AcrobatError, ValueError, FileNotFoundError) as exc:
+    except (AcrobatError, ValueError, FileNotFoundError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -23,18 +23,13 @@ from acrobat.data import (
     synthetic_vocab,
 )
 from acrobat.data import dataset as dataset_module
+from acrobat.data import sst
+from acrobat.data.sst import format_tree
 from acrobat.errors import DataError
 
 EXAMPLE = "(3 (2 It) (4 (2 's) (2 good)))"
 GOOD = "(2 (2 a) (3 b))"
 REAL_SST = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "sst"
-
-
-def bracketed(tree: Tree) -> str:
-    """The PTB bracketing of ``tree`` (the inverse of parse_tree)."""
-    if tree.is_leaf:
-        return f"({tree.label} {tree.word})"
-    return f"({tree.label} {bracketed(tree.left)} {bracketed(tree.right)})"  # type: ignore[arg-type]
 
 
 def nodes(tree: Tree) -> list[Tree]:
@@ -87,7 +82,7 @@ def test_words_may_hold_any_non_space_non_paren_character(word: str) -> None:
 
 def test_spacing_and_line_end_are_free() -> None:
     tree = parse_tree("  (3(2 It)\t(4 (2 's)(2  good) ) )  \r\n")
-    assert bracketed(tree) == EXAMPLE
+    assert format_tree(tree) == EXAMPLE
 
 
 @pytest.mark.parametrize("shape", ["right", "left"])
@@ -100,16 +95,41 @@ def test_deep_trees_parse_without_recursion(shape: str) -> None:
     tree = parse_tree(line)
     assert tree.height() == depth
     assert len(tree.leaves()) == depth + 1
+    assert format_tree(tree) == line  # formats without recursion too
+
+
+@pytest.mark.parametrize("word", [None, "", "two words", "a(b", "tab\there"])
+def test_format_tree_rejects_a_leaf_without_an_sst_word(word) -> None:
+    with pytest.raises(ValueError, match="not an SST word"):
+        format_tree(Tree(1, left=Tree(2, word="ok", word_id=1), right=Tree(2, word=word, word_id=2)))
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(min_value=0, max_value=2**32 - 1))
-def test_bracketing_round_trips(seed: int) -> None:
+def test_format_tree_round_trips(seed: int) -> None:
     vocab = synthetic_vocab(500)
     for tree in synthetic_trees(4, seed=seed, vocab_size=500):
-        again = parse_tree(bracketed(tree), vocab)
-        assert bracketed(again) == bracketed(tree)
+        again = parse_tree(format_tree(tree), vocab)
+        assert format_tree(again) == format_tree(tree)
         assert again.tokens() == tree.tokens()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="() 012345ab\t", max_size=40).map(lambda t: (t, False)) | st.integers(0, 2**32 - 1).map(
+    lambda s: (format_tree(synthetic_trees(1, seed=s, vocab_size=50)[0]), True)))
+def test_fast_path_agrees_with_the_error_reporting_parser(case: tuple[str, bool]) -> None:
+    """parse_tree's fast path takes every SST line and gives the tree the full parser gives; where it gives
+    up (anything unusual, an error included) parse_tree runs the full parser, which reports the error."""
+    text, sst_line = case
+    vocab = synthetic_vocab(50)
+    fast = sst._parse_well_formed(text, vocab)
+    assert fast is not None or not sst_line
+    if fast is not None:
+        parser = sst._Parser(vocab, "<t>", 1)
+        for match in sst._TOKEN.finditer(text):
+            parser.token(match.group(), match.start() + 1)
+        slow = parser.end()  # raises DataError if the fast path took a malformed line
+        assert format_tree(fast) == format_tree(slow) and fast.tokens() == slow.tokens()
 
 
 # --- errors: file:line:col of the offending character ------------------------
@@ -162,13 +182,13 @@ def test_parse_tree_reports_given_filename_and_line() -> None:
 def test_trailing_blank_lines_are_ignored_and_crlf_accepted(tmp_path: Path) -> None:
     path = tmp_path / "trees.txt"
     path.write_bytes(f"{GOOD}\r\n{EXAMPLE}\r\n\r\n\n".encode())
-    assert [bracketed(t) for t in load_trees(path)] == [GOOD, EXAMPLE]
+    assert [format_tree(t) for t in load_trees(path)] == [GOOD, EXAMPLE]
 
 
 def test_load_trees_limit(tmp_path: Path) -> None:
     path = tmp_path / "trees.txt"
     path.write_text(f"{GOOD}\n{EXAMPLE}\n(bad\n", encoding="utf-8")
-    assert [bracketed(t) for t in load_trees(path, limit=2)] == [GOOD, EXAMPLE]
+    assert [format_tree(t) for t in load_trees(path, limit=2)] == [GOOD, EXAMPLE]
     assert load_trees(path, limit=0) == []
     with pytest.raises(ValueError):
         load_trees(path, limit=-1)
@@ -249,9 +269,9 @@ def test_synthetic_trees_are_strictly_binary_with_zipf_words(synthetic: list[Tre
 
 
 def test_synthetic_trees_are_deterministic_per_seed(synthetic: list[Tree]) -> None:
-    first = [bracketed(t) for t in synthetic[:50]]
-    assert [bracketed(t) for t in synthetic_trees(50, seed=0)] == first
-    assert [bracketed(t) for t in synthetic_trees(50, seed=1)] != first
+    first = [format_tree(t) for t in synthetic[:50]]
+    assert [format_tree(t) for t in synthetic_trees(50, seed=0)] == first
+    assert [format_tree(t) for t in synthetic_trees(50, seed=1)] != first
 
 
 def test_synthetic_vocab_maps_w_i_to_i() -> None:
@@ -286,7 +306,7 @@ def sst_folder(tmp_path: Path) -> Path:
 def test_load_dataset_from_folder(sst_folder: Path) -> None:
     dev = load_dataset(sst_folder, split="dev")
     assert isinstance(dev, Dataset) and dev.source == "sst"
-    assert [bracketed(t) for t in dev.trees][:1] == [GOOD]
+    assert [format_tree(t) for t in dev.trees][:1] == [GOOD]
     assert dev.vocab == Vocab.build("It 's good bad film a b dull new words".split())
     assert dev.description == f"SST dev ({sst_folder / 'dev.txt'}), 3 trees, vocab 11"
     train = load_dataset(str(sst_folder), split="train", limit=1)
@@ -314,7 +334,7 @@ def test_load_dataset_falls_back_to_synthetic(tmp_path: Path, monkeypatch: pytes
         "synthetic SST-like trees (seed 0, SST folder not found), 1101 trees, vocab 16000"
     )
     assert data.vocab == synthetic_vocab()
-    assert [bracketed(t) for t in data.trees[:20]] == [bracketed(t) for t in synthetic_trees(20, seed=0)]
+    assert [format_tree(t) for t in data.trees[:20]] == [format_tree(t) for t in synthetic_trees(20, seed=0)]
     assert len(load_dataset(limit=7).trees) == 7
 
 

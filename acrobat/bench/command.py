@@ -3,6 +3,8 @@
     acrobat bench [MODEL...] [--sizes small,large] [--batch-sizes 8,64] [--systems acrobat,pytorch,...]
                   [--quick] [--repeats N] [--out DIR] [--grad] [--train] [--data PATH] [--threads N]
                   [--seq-len N] [--layers N]
+    acrobat bench --serve [MODEL] [--rates 50,100,...] [--step-seconds 5] [--slo-ms 50] [--max-batch-size 32]
+                  [--batch-wait-ms 2] [--ingress haproxy|proxy] [--data PATH] [--out DIR]   (acrobat.serve.load)
 
 ``--quick`` also scales Berxit down (``QUICK_BERXIT``: shorter sequences, fewer
 layers, BERT-base width kept) so that the whole quick run stays under 10
@@ -25,6 +27,7 @@ from acrobat.bench.systems import GROUPS, select
 from acrobat.bench.train_step import TRAIN_MODELS, run_train_bench, train_markdown, write_train_outputs
 from acrobat.models import MODELS
 from acrobat.models.berxit import SEQ_LEN as BERXIT_SEQ_LEN, SIZES as BERXIT_SIZES
+from acrobat.serve.command import add_load_arguments
 
 QUICK = {"sizes": "small", "batch_sizes": "8,64", "repeats": 3, "budget_ms": 3000.0, "min_repeats": 2}
 QUICK_BERXIT = {"seq_len": 32, "layers": 4}
@@ -71,6 +74,14 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--from-json", metavar="FILE", help="run nothing: redraw the tables and plots of a "
                        "bench.json into --out")
+    serving = bench.add_argument_group(
+        "serving load test (--serve; pip install -e '.[serve]')",
+        "Poisson request arrivals at swept rates over HTTP against two servers on one local Ray Serve stack, "
+        "per-instance PyTorch and acrobat (one MODEL, default treelstm; --threads: torch threads per replica, "
+        "default 1); writes serve.json, serve.md, serve_latency.png to --out")
+    serving.add_argument("--serve", action="store_true", help="run the serving load test instead of the batch "
+                         "benchmark")
+    add_load_arguments(serving)
     bench.set_defaults(func=cmd_bench)
     return bench
 
@@ -160,9 +171,14 @@ def cmd_train_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Run the benchmark, print the Markdown report, write it (JSON, Markdown, PNG) to ``--out``."""
+    """Run the benchmark (with ``--train`` the training-step benchmark, with ``--serve`` the serving load
+    test), print the Markdown report, write it (JSON, Markdown, PNG) to ``--out``."""
     if args.train:
         return cmd_train_bench(args)
+    if args.serve:
+        from acrobat.serve.load import cmd_load
+
+        return cmd_load(args)
     if args.from_json:
         rep = read_json(Path(args.from_json))
     else:

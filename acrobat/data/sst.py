@@ -26,6 +26,7 @@ from acrobat.errors import DataError
 
 _SPACE = " \t"  # the only separators: SST words may hold other whitespace (a no-break space)
 _TOKEN = re.compile(r"[()]|[^ \t()]+")
+_WORD = re.compile(r"[^ \t()]+")
 _INTEGER = re.compile(r"-?[0-9]+")
 _LEAF_WORD = re.compile(r"\([ \t]*[^ \t()]+[ \t]+([^ \t()]+)[ \t]*\)")
 _BINARY = "trees must be strictly binary"
@@ -138,6 +139,44 @@ class _Parser:
         return self.root
 
 
+def _parse_well_formed(text: str, vocab: Vocab | None) -> Tree | None:
+    """The tree of a well-formed line, or None for anything else (then :class:`_Parser` finds the error).
+
+    The fast path of :func:`parse_tree` (a served request is parsed on the replica's event loop): a
+    flat token loop without columns, 2-3x faster than the error-reporting parser.
+    """
+    stack: list[list] = []  # per open node: [label, word, children]
+    root = None
+    tokens = iter(_TOKEN.findall(text))
+    for tok in tokens:
+        if tok == "(":
+            label = next(tokens, "")
+            if len(label) != 1 or label not in "01234" or (stack and (stack[-1][1] is not None or len(stack[-1][2]) == 2)):
+                return None
+            stack.append([int(label), None, []])
+        elif tok == ")":
+            if not stack:
+                return None
+            label, word, children = stack.pop()
+            if word is not None:
+                node = Tree(label, word=word, word_id=vocab.id(word) if vocab is not None else 0)
+            elif len(children) == 2:
+                node = Tree(label, left=children[0], right=children[1])
+            else:
+                return None
+            if stack:
+                stack[-1][2].append(node)
+            elif root is None:
+                root = node
+            else:
+                return None
+        elif not stack or stack[-1][1] is not None or stack[-1][2]:
+            return None
+        else:
+            stack[-1][1] = tok
+    return None if stack else root
+
+
 def parse_tree(
     line: str, vocab: Vocab | None = None, *, filename: str = "<string>", lineno: int = 1
 ) -> Tree:
@@ -148,12 +187,41 @@ def parse_tree(
     at ``filename:lineno:column`` for a malformed line (an empty line included).
     """
     text = line.rstrip("\r\n")
+    tree = _parse_well_formed(text, vocab)
+    if tree is not None:
+        return tree
     parser = _Parser(vocab, filename, lineno)
     if not text.strip(_SPACE):
         raise parser.error("empty line: expected a tree '(label ...)'", 1)
     for match in _TOKEN.finditer(text):
         parser.token(match.group(), match.start() + 1)
     return parser.end()
+
+
+def format_tree(tree: Tree) -> str:
+    """The bracketed SST line of ``tree`` (no newline): the inverse of :func:`parse_tree`.
+
+    ``parse_tree(format_tree(t))`` has ``t``'s labels, shape and words
+    (``"(3 (2 It) (4 (2 's) (2 good)))"``). Iterative, so trees of any depth
+    format. Raises ``ValueError`` for a leaf whose word is None or is not an
+    SST word (empty, or holding a space, tab or parenthesis): such a tree has
+    no SST line.
+    """
+    parts: list[str] = []
+    stack: list[Tree | str] = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+        elif item.is_leaf:
+            if item.word is None or not _WORD.fullmatch(item.word):
+                raise ValueError(f"leaf word {item.word!r} is not an SST word (a run of characters other than "
+                                 "spaces, tabs and parentheses)")
+            parts.append(f"({item.label} {item.word})")
+        else:
+            parts.append(f"({item.label} ")
+            stack += [")", item.right, " ", item.left]  # type: ignore[list-item]
+    return "".join(parts)
 
 
 def _read_lines(path: str | os.PathLike[str]) -> list[str]:

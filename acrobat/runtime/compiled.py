@@ -557,6 +557,15 @@ class CompiledBackend:
         self.kernels.append(k)
         return k
 
+    def tuned(self) -> bool:
+        """Whether every block launched so far has its gather mode chosen (a block that gathers no tensor
+        or runs eagerly has none to choose, nor one whose inputs were never all in the arena on its
+        ``PROBE_RUNS`` fused turns: it gathers explicitly) and its threads per launch (``ThreadPolicy.tuned``)."""
+        probing = [k for k in self.kernels if k.variants and k.eager is None and k.choice is None
+                   and k.block.n_tensor_params
+                   and (k.samples["fused"] or len(k.samples["explicit"]) < PROBE_RUNS)]
+        return not probing and self.threads.tuned()
+
     def report(self) -> str:
         """Per block: compiled variants, launches and the gather mode in use; then the arena's size;
         then each block's threads per launch."""

@@ -91,6 +91,10 @@ class EagerBackend:
         """The thread count of each block's launches (and what was measured)."""
         return self.threads.report()
 
+    def tuned(self) -> bool:
+        """Whether every launched block's threads per launch are chosen (nothing else is tuned here)."""
+        return self.threads.tuned()
+
     def exclusive(self) -> ContextManager[Any]:
         return contextlib.nullcontext()  # each run's values live in its own Runtime: runs may overlap
 

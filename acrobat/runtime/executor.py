@@ -74,6 +74,12 @@ class Backend(Protocol):
         """What the backend did (compiles, gather choices), for the run report; empty if nothing."""
         ...
 
+    def tuned(self) -> bool:
+        """Whether every block launched so far has made its run-time choices (threads per launch; on the
+        compiled backend also its gather), so later runs time nothing on trial: what a server's warm-up
+        waits for. True for a backend that tunes nothing."""
+        ...
+
     def exclusive(self) -> ContextManager[Any]:
         """A context held for a whole run: concurrent runs of one backend wait for each other
         where they share state (the compiled backend's arena), else a no-op."""

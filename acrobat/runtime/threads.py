@@ -147,6 +147,10 @@ class ThreadPolicy:
         if threads != 1 and us > STALL_US and b.samples.get(1) and us >= GIVE_UP * b.us_per_row(1) * max(rows, 1):
             b.choice = 1
 
+    def tuned(self) -> bool:
+        """Whether every (block, launch size class) launched so far has its thread count chosen."""
+        return all(b.choice is not None for b in self.blocks.values())
+
     def governs(self, device: torch.device) -> bool:
         """Whether launches on ``device`` are governed (timed, maybe run at another thread count);
         if not, the runtime calls the kernel itself, not ``run``."""
