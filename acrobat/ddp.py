@@ -170,6 +170,9 @@ class DDPTrainer:
                 **self.timing()}
 
     def close(self) -> None:
+        """Leave the process group once every process is done (a process that left while another still ran a
+        collective aborted gloo's threads: ``terminate called without an active exception``)."""
+        dist.barrier()
         dist.destroy_process_group()
 
 

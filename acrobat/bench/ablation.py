@@ -15,9 +15,13 @@ import dataclasses
 from acrobat.program import Options
 
 
+TIER_SWITCHES = ("static", "strict")
+"""``Options`` fields that choose the tier, not an optimization of the static tier: not ablated."""
+
+
 def switches() -> list[str]:
-    """The boolean ``Options`` fields, in declaration order."""
-    return [f.name for f in dataclasses.fields(Options) if f.type in (bool, "bool")]
+    """The optimization switches: the boolean ``Options`` fields but the tier's, in declaration order."""
+    return [f.name for f in dataclasses.fields(Options) if f.type in (bool, "bool") and f.name not in TIER_SWITCHES]
 
 
 def ablation_steps() -> list[tuple[str, Options]]:

@@ -33,7 +33,7 @@ from acrobat.bench.timing import time_call
 from acrobat.errors import CompileError
 from acrobat.runtime.stats import RunStats
 
-RAN, REJECTED, WRONG, ERROR = "ran", "rejected", "wrong", "error"
+RAN, DYNAMIC, REJECTED, WRONG, ERROR = "ran", "ran dynamic", "rejected", "wrong", "error"
 """An example's status on one system."""
 
 LOOP = "per-instance loop"
@@ -125,6 +125,9 @@ def _run_system(name: str, run: Callable[[RunStats], list], expected: list, warm
         stats = RunStats()
         run(stats)
         res.launches = stats.kernel_launches if name != LOOP else None
+        if stats.dynamic is not None:  # the static tier did not take it: say why (acrobat.runtime.dynamic)
+            res.status = DYNAMIC
+            res.detail = stats.dynamic.reason.strip().splitlines()[0] if stats.dynamic.reason else ""
         res.ms = time_call(lambda: run(RunStats()), repeats, 0, BUDGET_MS, min(repeats, 2)).median
     except CompileError as exc:
         res.status, res.detail = REJECTED, _gist(exc)
