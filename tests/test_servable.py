@@ -26,15 +26,24 @@ def body(obj) -> bytes:
     return json.dumps(obj).encode()
 
 
+def trees_in(vocab, n: int, seed: int):
+    """Synthetic trees whose words are ``vocab``'s (SST's when ../shared is there, else the synthetic one)."""
+    trees = synthetic_trees(n, seed=seed, vocab_size=len(vocab))
+    for tree in trees:
+        for leaf in tree.leaves():
+            leaf.word = vocab.word(leaf.word_id)
+    return trees
+
+
 def test_decode_gives_the_instance_parse_tree_gives(servable):
-    for tree in synthetic_trees(20, seed=3, vocab_size=len(servable.vocab)):
+    for tree in trees_in(servable.vocab, 20, seed=3):
         got = servable.decode(body({"tree": format_tree(tree)}))
         assert format_tree(got) == format_tree(tree) and got.tokens() == tree.tokens()
 
 
 def test_sentence_models_take_tokens_or_a_tree():
     s = PaperModel("birnn", hidden=8)()
-    tree = synthetic_trees(1, seed=0, vocab_size=len(s.vocab))[0]
+    tree = trees_in(s.vocab, 1, seed=0)[0]
     words = [leaf.word for leaf in tree.leaves()]
     assert s.decode(body({"tokens": words})) == tree.tokens() == s.decode(body({"tree": format_tree(tree)}))
     with pytest.raises(RequestError, match="empty") as info:

@@ -42,6 +42,7 @@ import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 
 from acrobat.runtime.dfg import OUTPUT_STEP
+from acrobat.runtime.batching import Leaf, RuleMismatch, rule_for
 from acrobat.runtime.eager import RowLoopKernel
 from acrobat.diagnosis import mark_limit
 from acrobat.errors import InstanceError
@@ -361,7 +362,9 @@ class Recorder:
             return None  # more distinct operator signatures than a group key holds: run eagerly
         block = BlockCode(bid, f"{info.name} (dynamic)", self.site, tuple(params), tuple(range(len(shared))),
                           tuple(f"out{k}" for k in range(len(out_meta))), fn, hoisted=False)
-        self.rt.add_block(block, RowLoopKernel(block), [leaves[i] for i in shared])
+        kernel = RowLoopKernel(block, _direct(func, leaves, sig, struct, batched, shared, template, out_spec,
+                                              out_where))
+        self.rt.add_block(block, kernel, [leaves[i] for i in shared])
         op = self.ops[key] = _Op(block, out_spec, out_meta, out_where, self.stats.op(info.name))
         return op
 
@@ -400,6 +403,48 @@ class Recorder:
         """The computed tensor of ``x`` (on a fiber, waits for it: a value read, §4.2)."""
         with torch._C.DisableTorchFunction():
             return self.rt.value(x.h)
+
+
+def _direct(func: Any, leaves: list, sig: tuple, struct: Any, batched: list[int], shared: list[int], template: list,
+            out_spec: Any, out_where: tuple[int, ...]) -> Callable[..., tuple[torch.Tensor, ...]] | None:
+    """The batched call of a new operator signature from its batching rule (``acrobat.runtime.batching``): a
+    function of the launch's batched and shared arguments, as ``vmap`` of the block's function takes them;
+    None where no rule applies."""
+    infos = []
+    for x, part in zip(leaves, sig):
+        if type(x) is Lazy:
+            infos.append(Leaf("B", tuple(x.meta.shape), x.meta.dtype))
+        elif isinstance(part, Meta.Host):
+            infos.append(Leaf("B", tuple(part.meta.shape), part.meta.dtype))
+        elif part is int:
+            infos.append(Leaf("B", (), torch.int64))
+        elif isinstance(x, torch.Tensor):
+            infos.append(Leaf("S", value=x))
+        else:
+            infos.append(Leaf("C", value=x))
+    rule = rule_for(func, infos, lambda ls: _unflatten(ls, struct))
+    if rule is None:
+        return None
+    n = len(batched)
+    metas = _infer(func, leaves, struct)
+    if metas is None:
+        return None
+    expect = [(tuple(m.shape), m.dtype) for m in metas[1]]
+
+    def call(*values: Any) -> tuple[torch.Tensor, ...]:
+        filled = list(template)
+        for i, v in zip(batched, values[:n]):
+            filled[i] = v
+        for i, v in zip(shared, values[n:]):
+            filled[i] = v
+        outs = rule(*filled)
+        outs = outs if out_spec is None or len(outs) == len(out_where) else tuple(outs[i] for i in out_where)
+        rows = values[0].shape[0] if n else outs[0].shape[0]
+        if [(tuple(o.shape), o.dtype) for o in outs] != [((rows, *s), d) for s, d in expect]:
+            raise RuleMismatch(f"the batching rule of {_name(func)} gave {[tuple(o.shape) for o in outs]}")
+        return outs
+
+    return call
 
 
 def _infer(func: Any, leaves: list, struct: Any) -> tuple[Any, tuple, tuple[int, ...]] | None:

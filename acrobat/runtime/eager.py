@@ -9,7 +9,7 @@ block through ``EagerKernel`` when TorchInductor cannot compile it.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 import torch
 from torch.func import vmap
@@ -31,10 +31,11 @@ class EagerKernel:
     instance (parameter reuse, §5.1).
     """
 
-    def __init__(self, block: BlockCode):
+    def __init__(self, block: BlockCode, batched: Callable[..., tuple[torch.Tensor, ...]] | None = None):
         self.block = block
         dims = (0,) * len(block.params) + (None,) * len(block.shared_slots)
-        self.batched = vmap(block.fn, in_dims=dims, randomness="different")
+        # the batched call: vmap of the block's function, or one a batching rule gives (acrobat.runtime.batching)
+        self.batched = batched or vmap(block.fn, in_dims=dims, randomness="different")
 
     def __call__(self, g: Group, rt: Runtime) -> tuple[torch.Tensor, ...]:
         args = self.arguments(g, rt)
@@ -53,8 +54,8 @@ class RowLoopKernel(EagerKernel):
     ``vmap`` cannot batch it: an operator with no batching rule (``torch.lstm_cell``), met by the dynamic
     tier (``acrobat.runtime.dynamic``), runs as it would per instance rather than failing."""
 
-    def __init__(self, block: BlockCode):
-        super().__init__(block)
+    def __init__(self, block: BlockCode, batched: Callable[..., tuple[torch.Tensor, ...]] | None = None):
+        super().__init__(block, batched)
         self.row_by_row = False
 
     def __call__(self, g: Group, rt: Runtime) -> tuple[torch.Tensor, ...]:
