@@ -38,6 +38,7 @@ from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.backend import check_trains, choose_backend, get_backend
+from acrobat.runtime.dynamic import tensors_of
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.lookup import sparse_grads as lookup_grads
 from acrobat.runtime.plan import DynamicLayout, Plan, Site
@@ -513,7 +514,7 @@ def _dynamic(prog: Program, reason: str) -> Compiled:
 
     code = getattr(fn, "__code__", None)
     site = Site(f"{code.co_filename}:{code.co_firstlineno}" if code else prog.__name__, f"def {prog.__name__}")
-    plan = Plan(entry, lambda args: [], {}, 0, True, DynamicLayout(), dynamic=reason, site=site)
+    plan = Plan(entry, tensors_of, {}, 0, True, DynamicLayout(), dynamic=reason, site=site)
     note = f"# {prog.__name__} runs in the dynamic tier (acrobat.runtime.dynamic): {reason}\n"
     return Compiled(plan, note, "", {}, 1, [], None, SharedSlots(), Options(), set(), None)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Check every model on a CUDA GPU with both backends, then profile TreeLSTM and BiRNN there.
+# Check every model on a CUDA GPU with both backends and in the dynamic tier, then profile TreeLSTM and BiRNN there.
 #   scripts/gpu-check.sh [DATA] [OUT]
 # DATA: an SST tree file or folder (default: acrobat's default data); OUT: where logs go (default gpu-out).
 # Needs torch with CUDA, greenlet and tqdm importable; run from the repository root.
@@ -18,6 +18,8 @@ for model in treelstm birnn stackrnn drnn nestedrnn mvrnn berxit; do
     tail -n 2 "$out/run-$model-$backend.log"
   done
 done
+echo "== the dynamic tier (Options(static=False)) on every paper model but Berxit"
+python3 scripts/gpu_dynamic.py cuda 64 2>&1 | tee "$out/dynamic.txt" || status=1
 for model in treelstm birnn; do
   python3 -m acrobat.cli profile "$model" $data --device cuda --batch-size 64 --num-batches 10 --warmup 15 \
     2>&1 | tee "$out/profile-$model.txt" || status=1

@@ -50,3 +50,17 @@ def test_bad_arguments(tmp_path, capsys):
     assert "missing" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", "no-such-model"])
+
+
+def test_the_command_runs_without_the_serve_extra():
+    """`pip install -e .` alone (no Ray, orjson, aiohttp, psutil) runs `acrobat run`: nothing outside
+    `acrobat serve` imports the serve extra's packages (a fresh interpreter with them hidden)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "for m in ('orjson', 'ray', 'aiohttp', 'psutil'): sys.modules[m] = None\n"
+            "from acrobat.cli import main\n"
+            "sys.exit(main(['run', 'treelstm', '--batch-size', '2', '--num-batches', '1', '--check']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -15,6 +15,7 @@ import torch
 
 import acrobat as ab
 from acrobat.models import get_model
+from acrobat.runtime.backend import AUTO_ENV
 from acrobat.data.synthetic import synthetic_trees
 from tests import dynamic_progs as dp
 
@@ -100,6 +101,27 @@ def test_gradients_through_the_dynamic_tier_equal_the_per_instance_loop():
     want = {n: q.grad.clone() for n, q in params.named_parameters() if q.grad is not None}
     params.zero_grad(set_to_none=True)
     loss(spec.program.run(batch, params, backend="eager", options=DYNAMIC)).backward()
+    for n, q in params.named_parameters():
+        if n in want:
+            torch.testing.assert_close(q.grad, want[n], **TOL)
+
+
+def test_auto_under_grad_in_the_dynamic_tier_trains_like_the_per_instance_loop(monkeypatch):
+    """The dynamic tier's run sees the parameters as its shared values (their device, whether they require
+    grad): ``auto`` picks the eager backend under grad and the gradients equal the per-instance loop's."""
+    monkeypatch.setenv(AUTO_ENV, "compiled")  # what "auto" picks where nothing requires grad (conftest: eager)
+    spec = get_model("treelstm")
+    params = spec.make_params(50, 8, 0).double()
+    batch = spec.instances(synthetic_trees(5, vocab_size=50, seed=5))
+    loss = sum((spec.program(t, params)[0] ** 2).sum() for t in batch)
+    loss.backward()
+    want = {n: q.grad.clone() for n, q in params.named_parameters() if q.grad is not None}
+    params.zero_grad(set_to_none=True)
+    rt = spec.program.runtime(params, backend="auto", options=DYNAMIC)
+    assert rt.device == next(params.parameters()).device and rt.stats.backend == "eager"
+    outs = spec.program.run(batch, params, options=DYNAMIC)
+    sum((o[0] ** 2).sum() for o in outs).backward()
+    assert {n for n, q in params.named_parameters() if q.grad is not None} == set(want)
     for n, q in params.named_parameters():
         if n in want:
             torch.testing.assert_close(q.grad, want[n], **TOL)

@@ -230,7 +230,7 @@ class Recorder:
     def __init__(self, rt: "Runtime", shared: tuple, site: Site, first_block: int):
         self.rt = rt
         self.site = site
-        self.shared: dict[int, torch.Tensor] = {id(t): t for t in _tensors_of(shared)}
+        self.shared: dict[int, torch.Tensor] = {id(t): t for t in tensors_of(shared)}
         self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
         self.ops: dict[Any, _Op] = {}
         self.block_ids = itertools.count(first_block)
@@ -485,9 +485,10 @@ def _const_key(x: Any) -> Any:
     return (x.start, x.stop, x.step) if isinstance(x, slice) else x
 
 
-def _tensors_of(values: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
+def tensors_of(values: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
     """Every tensor reachable from ``values``: modules' parameters and buffers, tensors held in attributes,
-    lists, tuples and dicts (the run's shared values)."""
+    lists, tuples and dicts (the run's shared values). The dynamic tier's prologue gives them as the run's
+    slots, so the run's device and whether autograd records through it are those of the parameters."""
     seen = set() if seen is None else seen
     out: list[torch.Tensor] = []
     stack = list(values) if isinstance(values, (list, tuple)) else [values]

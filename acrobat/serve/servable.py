@@ -23,7 +23,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-import orjson
 import torch
 
 from acrobat.data import load_dataset, parse_tree, synthetic_trees
@@ -205,7 +204,13 @@ def to_json(result: Any) -> Any:
 
 
 def json_bytes(body: Any) -> bytes:
-    """``body`` (with :func:`to_json` results in it) as JSON bytes (orjson: numpy arrays as nested lists)."""
+    """``body`` (with :func:`to_json` results in it) as JSON bytes (orjson: numpy arrays as nested lists).
+
+    Raises:
+        ModuleNotFoundError: orjson is missing (it comes with the ``serve`` extra).
+    """
+    import orjson  # the serve extra's: imported here so the CLI runs without it
+
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
