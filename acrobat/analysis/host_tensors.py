@@ -33,5 +33,24 @@ def tensor_of(data: Any, dtype: torch.dtype | None = None, device: Any = None, r
     return out.requires_grad_() if requires_grad else out
 
 
+def number_operand(op: Callable[[Any, Any], Any], a: Any, b: Any, host: int) -> Any:
+    """``op(a, b)`` where operand ``host`` (0: ``a``, 1: ``b``) is a per-instance host number: inside a block a
+    0-d tensor (a Python float as float64, an int as int64), which PyTorch promotes as a tensor, where the
+    plain program's Python number is promoted as a number, below every tensor. So the 0-d value takes
+    the dtype the number would give beside the other operand: that operand's dtype in its own category
+    (a float beside a float32 tensor stays float32; an int beside an int32 tensor, int32), the default
+    float dtype for a float beside an integer or bool tensor. A host value that is a tensor of the
+    instance data with dimensions is left as it is; a 0-d one is taken for the number it holds.
+    """
+    h, other = (a, b) if host == 0 else (b, a)
+    if isinstance(h, torch.Tensor) and h.dim() == 0 and isinstance(other, torch.Tensor) and h.dtype != torch.bool:
+        floating = other.is_floating_point() or other.is_complex()
+        if h.is_floating_point():
+            h = h.to(other.dtype if floating else torch.get_default_dtype())
+        elif not floating and other.dtype != torch.bool:
+            h = h.to(other.dtype)
+    return op(h, b) if host == 0 else op(a, h)
+
+
 #: torch functions that make a tensor from host data, and the forms blocks call instead.
 FROM_HOST: dict[Callable, Callable] = {torch.tensor: tensor_of, torch.as_tensor: tensor_of}

@@ -103,7 +103,35 @@ def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tup
             raise LimitError(f"an operand of shape {tuple(d.shape)} would broadcast against the list axis of a "
                              f"stacked list (rows of shape {tuple(rows[0].shape)}): acrobat applies operators to "
                              "such a tensor row by row; reduce it first or use operands with fewer dimensions")
+    want = stacked_dtype(rows, dense)
+    if value.dtype != want and (value.is_floating_point() or value.is_complex()):
+        return value.to(want)
     return value
+
+
+def _category(dtype: torch.dtype) -> int:
+    """PyTorch's type-promotion category: 0 bool, 1 integer, 2 floating, 3 complex."""
+    return 0 if dtype == torch.bool else 3 if dtype.is_complex else 2 if dtype.is_floating_point else 1
+
+
+def stacked_dtype(rows: tuple[torch.Tensor, ...], dense: tuple[Any, ...]) -> torch.dtype:
+    """The dtype an operator gives on the stacked lists ``rows`` (each at least 1-D in the plain program) and
+    the ``dense`` operands. Row by row a stacked list's rows may be 0-D, and PyTorch promotes two 0-D
+    operands by dtype (``float32`` row and a host ``float64`` number: ``float64``), where the plain
+    program's stacked tensor has dimensions and keeps its dtype (``float32``): dimensioned operands decide,
+    and 0-D ones only where their category (bool < integer < floating < complex) is higher."""
+    dims = [r.dtype for r in rows] + [d.dtype for d in dense if isinstance(d, torch.Tensor) and d.dim() > 0]
+    zero = [d.dtype for d in dense if isinstance(d, torch.Tensor) and d.dim() == 0]
+    want = dims[0]
+    for dt in dims[1:]:
+        want = torch.promote_types(want, dt)
+    if zero:
+        z = zero[0]
+        for dt in zero[1:]:
+            z = torch.promote_types(z, dt)
+        if _category(z) > _category(want):
+            want = z
+    return want
 
 
 def row_matmul(row: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,9 @@ hands the block to the runtime as an ``acrobat.runtime.plan.BlockCode``.
 from __future__ import annotations
 
 import linecache
+import operator
 
+from acrobat.analysis.host_tensors import number_operand
 from acrobat.analysis.lowered import Block
 from acrobat.analysis.ragged import segment_reference
 from acrobat.codegen.printer import Globals, expr_source, target_source
@@ -19,13 +21,39 @@ from acrobat.frontend import ir
 from acrobat.runtime.plan import BatchedParam, BlockCode, Site
 
 
+BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+          "%": operator.mod, "**": operator.pow, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+          ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+"""The operators whose result dtype a Python number operand promotes (``number_operand``)."""
+
+
 def block_source(block: Block, g: Globals) -> tuple[str, dict[int, ir.Loc]]:
-    """The per-instance function of ``block`` and its generated-line -> model-line map."""
+    """The per-instance function of ``block`` and its generated-line -> model-line map. An arithmetic
+    operator or comparison with a per-instance host number as an operand goes through
+    ``number_operand``, which promotes the number as Python does."""
     args = ", ".join(p.name for p in block.batched_params + block.shared_params)
     lines = [f"def block_{block.id}({args}):"]
     line_map: dict[int, ir.Loc] = {}
+    hosts = {p.name for p in block.batched_params if p.role == "host"}
+
+    def host_side(e: ir.Expr) -> bool:
+        return (block.subst.get(e.nid) or (e.id if isinstance(e, ir.Name) else None)) in hosts
+
+    def subst(e: ir.Expr) -> str | None:
+        name = block.subst.get(e.nid)
+        if name is not None:
+            return name
+        pair = ((e.op, e.left, e.right) if isinstance(e, ir.BinOp) and not e.inplace and e.op in BINARY else
+                (e.ops[0], *e.operands) if isinstance(e, ir.Compare) and len(e.ops) == 1 and e.ops[0] in BINARY
+                else None)
+        if pair is None or host_side(pair[1]) == host_side(pair[2]):
+            return None
+        op, a, b = pair
+        return (f"{g.alias(number_operand, 'number_operand')}({g.alias(BINARY[op], BINARY[op].__name__)}, "
+                f"{expr_source(a, g, subst)}, {expr_source(b, g, subst)}, {0 if host_side(a) else 1})")
+
     for s in block.stmts:
-        lines.append(f"    {target_source(s.target)} = {expr_source(s.value, g, lambda e: block.subst.get(e.nid))}")
+        lines.append(f"    {target_source(s.target)} = {expr_source(s.value, g, subst)}")
         line_map[len(lines)] = s.loc
     outs = "".join(f"{n}, " for n in block.outputs)
     lines.append(f"    return ({outs})")
