@@ -423,8 +423,8 @@ def check_batch(instances: Any, name: str) -> None:
     """
     if isinstance(instances, (str, bytes)) or not isinstance(instances, SequenceABC):
         raise BatchError(f"{name}.run() takes a list of instances (the mini-batch), but was given one "
-                         f"`{type(instances).__name__}`: pass a list, e.g. {name}.run([x], params) for one "
-                         f"instance (or call {name}(x, params) to run it as plain Python)")
+                         f"`{type(instances).__name__}`: pass a list, e.g. {name}.run([x], ...) for one "
+                         f"instance (or call {name}(x, ...) to run it as plain Python)")
     if len(instances) == 0:
         raise BatchError("empty batch: run() needs at least one instance")
 

@@ -23,10 +23,6 @@ class Node:
     left: Node | None = None
     right: Node | None = None
 
-    @property
-    def is_leaf(self) -> bool:
-        return self.left is None
-
 
 class Params(nn.Module):
     """The model's weights: embeddings (100 words, 32 wide), a combining layer, a 5-class output layer."""
@@ -41,7 +37,7 @@ class Params(nn.Module):
 @acrobat.function
 def encode(node: Node, p: Params) -> torch.Tensor:
     """The (32,) state of the subtree at ``node``: recursion, with an ``if`` on the instance's data."""
-    if node.is_leaf:
+    if node.left is None or node.right is None:  # a leaf
         return torch.tanh(p.emb(torch.tensor(node.word)))
     left, right = acrobat.concurrent(encode(node.left, p), encode(node.right, p))  # independent: batched together
     return torch.tanh(p.combine(torch.cat([left, right])))
@@ -50,7 +46,8 @@ def encode(node: Node, p: Params) -> torch.Tensor:
 @acrobat.program
 def classify(tree: Node, p: Params) -> torch.Tensor:
     """The (5,) class scores of one tree. The first parameter is the instance; the rest are shared."""
-    return p.out(encode(tree, p))
+    scores: torch.Tensor = p.out(encode(tree, p))
+    return scores
 
 
 def random_tree(rng: random.Random, leaves: int) -> Node:
