@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where parameters, arena and kernels live (default cpu)")
 
-    run = sub.add_parser("run", help="run a model batched and print per-batch figures")
+    run = sub.add_parser("run", help="run a model batched and print a summary (--verbose: per-batch figures and "
+                                     "tables; --compare/--check: timed against the per-instance reference)")
     models_help = "; ".join(f"{m.name}: {m.description}" for m in MODELS.values())
     run.add_argument("model", choices=list(MODELS), help=models_help)
     common(run)

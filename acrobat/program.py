@@ -299,14 +299,16 @@ class Program(Function[P, R]):
         """Run a batch of instances with auto-batching; per-instance results, in order.
 
         Args:
-            instances: the mini-batch (e.g. trees, token lists); not empty.
+            instances: the mini-batch, a list (or tuple) of instances: any Python objects the entry takes
+                (trees, token lists, dicts); not empty.
             shared: the model parameters, passed to every instance.
             backend: kernel backend name: ``"auto"`` (default: ``"eager"`` while autograd records,
                 i.e. grad mode is on and a shared parameter or a tensor inside an instance requires
                 grad, else ``"compiled"``),
                 ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
-                profile-guided gather fusion; inference only; the first run compiles, with a line on
-                stderr), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
+                profile-guided gather fusion; inference only; the first run of each process compiles
+                the kernels or loads them from the disk cache, saying so on stderr, and the next runs
+                tune them: time with ``acrobat.benchmark``), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
                 ``stats.backend`` says which one ran.
             options: optimization switches (defaults to the program's).
             stats: if given, the run's figures are added to it.
