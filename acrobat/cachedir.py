@@ -46,6 +46,11 @@ def use_for_inductor() -> None:
     inductor_dir()
 
 
+def set_by_acrobat() -> bool:
+    """Whether ``TORCHINDUCTOR_CACHE_DIR`` is acrobat's doing (``import acrobat`` set it), not the user's."""
+    return not _user_set_inductor
+
+
 def inductor_dir() -> Path:
     """Where TorchInductor caches its compiled graphs and kernels in this process, created if missing.
 

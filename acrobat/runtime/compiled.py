@@ -62,7 +62,7 @@ from torch._dynamo.utils import counters
 from torch._inductor.graph import GraphLowering
 from torch._inductor.output_code import CompiledFxGraph
 
-from acrobat.cachedir import inductor_dir
+from acrobat.cachedir import inductor_dir, set_by_acrobat
 from acrobat.errors import AcrobatError
 from acrobat.runtime import kernel_facts
 from acrobat.runtime.arena import Arena
@@ -551,8 +551,10 @@ class CompiledBackend:
         (``acrobat.runtime.progress``)."""
         if not self._announced:
             self._announced = True
+            whose = (", TorchInductor's cache for the whole process since `import acrobat`; set "
+                     "TORCHINDUCTOR_CACHE_DIR to keep your own") if set_by_acrobat() else ""
             say(f"{program}: {n_blocks} static block(s) to compile with TorchInductor or load from its cache "
-                f"({inductor_dir()}) on their first launches ...")
+                f"({inductor_dir()}{whose}) on their first launches ...")
         self.progress = CompileProgress(program, n_blocks)
         try:
             yield
