@@ -327,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acrobat`` command; returns the exit status."""
     args = build_parser().parse_args(argv)
     _log_to_terminal()
+    if args.command == "run":  # the tuner's choices as they are made (acrobat.compile): --verbose's
+        logging.getLogger("acrobat.compile").setLevel(logging.INFO if args.verbose else logging.WARNING)
     if getattr(args, "batch_size", 1) < 1:
         print("error: --batch-size must be at least 1", file=sys.stderr)
         return 2

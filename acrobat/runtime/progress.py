@@ -22,7 +22,7 @@ from typing import Iterator
 
 from tqdm import tqdm
 
-log = logging.getLogger("acrobat.compile")
+log = logging.getLogger("acrobat.progress")
 
 REFRESH_S = 0.5
 """How often the live line's elapsed time is redrawn, in seconds."""
