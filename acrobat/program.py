@@ -189,7 +189,13 @@ class Program(Function[P, R]):
         """Defined in a class body: a method, whose instance parameter follows ``self``."""
         self.instance_pos = 1
 
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> "Program[P, R]": ...
+
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> "BoundProgram[R]": ...
+
+    def __get__(self, obj: object, objtype: type | None = None) -> "Program[P, R] | BoundProgram[R]":
         """Accessed on an instance: the program with ``self`` bound as its first shared parameter."""
         return self if obj is None else BoundProgram(self, obj)
 
@@ -438,22 +444,22 @@ def block_kernels(be: Backend, plan: Plan) -> dict[int, BlockKernel]:
             for bid, b in plan.blocks.items()}
 
 
-class BoundProgram:
+class BoundProgram(Generic[R]):
     """An ``@acrobat.program`` method accessed on an object: ``self`` is bound as the first shared argument.
 
     ``bound(instance, *shared)`` runs one instance as plain Python,
-    ``bound.run(instances, *shared)`` a batch; other attributes are the program's.
+    ``bound.run(instances, *shared)`` a batch (``list[R]``); other attributes are the program's.
     """
 
-    def __init__(self, program: Program, obj: Any):
+    def __init__(self, program: Program[Any, R], obj: Any):
         self.program = program
         self.obj = obj
         self.__name__ = program.__name__
 
-    def __call__(self, instance: Any, *shared: Any) -> Any:
+    def __call__(self, instance: Any, *shared: Any) -> R:
         return self.program.fn(self.obj, instance, *shared)
 
-    def run(self, instances: Sequence, *shared: Any, **kwargs: Any) -> list:
+    def run(self, instances: Sequence, *shared: Any, **kwargs: Any) -> list[R]:
         """``Program.run`` with ``self`` first among the shared arguments."""
         return self.program.run(instances, self.obj, *shared, **kwargs)
 

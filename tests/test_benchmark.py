@@ -74,3 +74,12 @@ def test_rounds_below_one(setup):
     params, trees = setup
     with pytest.raises(acrobat.BatchError, match="rounds and max_warmup must be at least 1"):
         acrobat.benchmark(q.classify, trees, params, rounds=0)
+
+
+def test_a_program_method_bound_to_its_module():
+    """``benchmark(module.prog, instances)``: the module is the first shared argument, as in ``module.prog.run``."""
+    from tests.user_error_progs import Tagger
+
+    t = Tagger()
+    r = acrobat.benchmark(t.encode, [[1, 2, 3], [4], [5, 6]], backend="eager", rounds=1)
+    assert r.equal and r.instances == 3
