@@ -27,7 +27,8 @@ from acrobat.program import BoundProgram, Options, Program
 from acrobat.runtime.stats import RunStats
 
 RTOL, ATOL = 1e-4, 1e-5
-"""Default tolerances of the result check (float32 batched kernels sum in another order than the loop)."""
+"""Default tolerances of the result check (float32 batched kernels sum in another order than the loop); also
+those of ``acrobat run --check`` and ``acrobat bench``."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def _warm_up(prog: Program, instances: Sequence[Any], shared: tuple, backend: st
     for n in range(1, cap + 1):
         st = RunStats()
         prog.run(instances, *shared, backend=backend, options=options, stats=st)
-        be, _ = prog.backend(st.backend.split("+")[-1], len(shared), options)
+        be, _ = prog.backend(st.backend, len(shared), options)
         if st.compiles == 0 and be.tuned():
             return n, True
     return cap, False
