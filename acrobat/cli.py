@@ -131,8 +131,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"median batch {median_ms:.1f} ms (overhead {overhead_ms:.1f} ms) over {len(timed)} batch(es) after "
               f"{n_warm} warm-up batch(es) that compiled kernels or tuned them")
     else:
-        print(f"no median: all {n_warm} batch(es) compiled kernels or tuned them (warm-up); run more "
-              "--num-batches, or --compare to warm up and time")
+        after = ("the speed line below is timed after a warm-up" if args.check or args.compare
+                 else "run more --num-batches, or --compare to warm up and time")
+        print(f"no median: all {n_warm} batch(es) compiled kernels or tuned them (warm-up); {after}")
     print(f"batching {measured.summary() if measured.runs else total.summary()}")
     ran = total.backend.split("+")
     be = spec.program.backend(ran[-1], 1, options)[0]
