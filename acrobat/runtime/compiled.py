@@ -37,7 +37,8 @@ BENCHMARKS.md ("Kernel call cost by wrapper").
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
 ``acrobat.cachedir.cache_dir()/inductor`` (``$ACROBAT_CACHE_DIR`` or
 ``~/.cache/acrobat``; a folder that cannot be used is replaced by a
-temporary one with a warning, ``acrobat.cachedir.inductor_dir``); its key
+temporary one with a warning, ``acrobat.cachedir.inductor_dir``), named to
+Inductor only while acrobat compiles (``acrobat.cachedir.inductor_cache``); its key
 includes Inductor's config, so the two wrappers' kernels are cached apart.
 The backend runs inference only: the arena is overwritten by the next run.
 """
@@ -62,7 +63,7 @@ from torch._dynamo.utils import counters
 from torch._inductor.graph import GraphLowering
 from torch._inductor.output_code import CompiledFxGraph
 
-from acrobat.cachedir import inductor_dir, set_by_acrobat
+from acrobat.cachedir import inductor_cache, inductor_dir
 from acrobat.errors import AcrobatError
 from acrobat.runtime import kernel_facts
 from acrobat.runtime.arena import Arena
@@ -426,7 +427,6 @@ def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str]
     A graph Inductor specializes on its sizes is compiled afresh for the sizes ``graph`` hints, never taken
     from Inductor's cache, which would hand back one compiled for other sizes (``kernel_facts``). Callers
     hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
-    inductor_dir()  # a usable cache folder (a temporary one, with a warning, if the configured one is not)
     key = kernel_facts.graph_key(graph, wrapper)
     known = kernel_facts.load(key)
     use_cache = known is None or not known.get("specialized", True)
@@ -458,7 +458,7 @@ def _inductor_compile(graph: KernelGraph, wrapper: str, use_cache: bool) -> tupl
         # asserts: the key fixes the shared arguments' strides, and every batched input, index and
         # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
         patch = {"size_asserts": False, "cpp_wrapper": wrapper == "cpp", "fx_graph_cache": use_cache}
-        with torch.no_grad(), torch._inductor.config.patch(patch), \
+        with inductor_cache(), torch.no_grad(), torch._inductor.config.patch(patch), \
                 torch._functorch.config.patch(enable_autograd_cache=use_cache):
             wrapped = torch._inductor.compile(graph.gm, graph.example_inputs)
     finally:
@@ -551,10 +551,8 @@ class CompiledBackend:
         (``acrobat.runtime.progress``)."""
         if not self._announced:
             self._announced = True
-            whose = (", TorchInductor's cache for the whole process since `import acrobat`; set "
-                     "TORCHINDUCTOR_CACHE_DIR to keep your own") if set_by_acrobat() else ""
             say(f"{program}: {n_blocks} static block(s) to compile with TorchInductor or load from its cache "
-                f"({inductor_dir()}{whose}) on their first launches ...")
+                f"({inductor_dir()}) on their first launches ...")
         self.progress = CompileProgress(program, n_blocks)
         try:
             yield
