@@ -80,9 +80,9 @@ class BenchmarkResult:
                 f"±{self._spread(self.per_instance_ms):.0%}; {self.backend} backend)")
 
 
-def benchmark(program: Program | BoundProgram, instances: Sequence[Any], *params: Any, backend: str = "auto",
-              options: Options | None = None, reference: Callable[..., Any] | None = None, rounds: int = 5,
-              max_warmup: int = 50, rtol: float = RTOL, atol: float = ATOL) -> BenchmarkResult:
+def benchmark(program: Program[..., Any] | BoundProgram[Any], instances: Sequence[Any], *params: Any,
+              backend: str = "auto", options: Options | None = None, reference: Callable[..., Any] | None = None,
+              rounds: int = 5, max_warmup: int = 50, rtol: float = RTOL, atol: float = ATOL) -> BenchmarkResult:
     """Time ``program.run(instances, *params)`` against the per-instance loop, after warming up.
 
     Everything runs under ``torch.inference_mode()`` (so ``backend="auto"``
@@ -144,8 +144,8 @@ def benchmark(program: Program | BoundProgram, instances: Sequence[Any], *params
                            len(instances), stats)
 
 
-def _warm_up(prog: Program, instances: Sequence[Any], shared: tuple, backend: str, options: Options | None,
-             cap: int) -> tuple[int, bool]:
+def _warm_up(prog: Program[..., Any], instances: Sequence[Any], shared: tuple[Any, ...], backend: str,
+             options: Options | None, cap: int) -> tuple[int, bool]:
     """Batched runs until one compiles nothing and its backend is tuned (at most ``cap``): how many ran, and
     whether the backend ended tuned."""
     for n in range(1, cap + 1):

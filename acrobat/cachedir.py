@@ -45,7 +45,7 @@ def use_for_inductor() -> None:
     folder acrobat's compiles use is usable (``inductor_dir``). Called when ``acrobat`` is imported."""
     global _user_set_inductor
     value = os.environ.get(INDUCTOR_ENV)
-    _user_set_inductor = bool(value) and not _torch_default(value)  # type: ignore[arg-type]
+    _user_set_inductor = value is not None and value != "" and not _torch_default(value)
     inductor_dir()
 
 

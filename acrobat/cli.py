@@ -184,7 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _batch_line(i: int, n: int, st: RunStats, warmup: bool, ok: bool | None) -> str:
     """One batch's figures (``--verbose``)."""
     return (f"batch {i + 1:>3}/{n}: {st.total_ms:7.1f} ms  (overhead {st.overhead_ms:5.1f} ms)  {st.dfg_nodes:>6} "
-            f"DFG nodes  {st.kernel_launches:>4} launches" + ("" if ok is None else f"  check {'ok' if ok else 'MISMATCH'}")
+            f"DFG nodes  {st.kernel_launches:>4} launches"
+            + ("" if ok is None else f"  check {'ok' if ok else 'MISMATCH'}")
             + (f"  ({st.compiles} kernel compiles, {st.compile_ms / 1e3:.1f} s)" if st.compiles else "")
             + ("  warm-up" if warmup else ""))
 
@@ -262,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", default="auto", choices=list(BACKEND_NAMES),
                      help="kernel backend: auto (compiled: runs are inference only here), eager "
                           "(torch.func.vmap, op by op), compiled (one TorchInductor kernel per block, gather "
-                          "fusion chosen per block by profiling; compiled on first use, or loaded from the disk cache), "
+                          "fusion chosen per block by profiling; compiled on first use or loaded from the disk "
+                          "cache), "
                           "compiled-explicit / compiled-fused (one gather mode forced); default auto")
     run.add_argument("--check", action="store_true", help="compare every result with the per-instance "
                      "PyTorch reference, then time as --compare does; exit 1 on a mismatch")

@@ -314,7 +314,8 @@ class Program(Function[P, R]):
                 ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
                 profile-guided gather fusion; inference only; the first run of each process compiles
                 the kernels or loads them from the disk cache, saying so on stderr, and the next runs
-                tune them: time with ``acrobat.benchmark``), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
+                tune them: time with ``acrobat.benchmark``), ``"compiled-explicit"`` or
+                ``"compiled-fused"`` (one gather mode forced).
                 ``stats.backend`` says which one ran.
             options: optimization switches (defaults to the program's).
             stats: if given, the run's figures are added to it.
