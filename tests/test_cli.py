@@ -24,6 +24,8 @@ def test_run_check_json(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "data" in text and "backend eager" in text
     assert "batching report" not in text  # the full tables are --verbose's
+    assert re.search(r"^batching \d+ DFG nodes in \d+ batched launches per batch \(mean batch [\d.]+ nodes per "
+                     r"launch\), \d+ block\(s\)", text, re.M)
     assert re.search(r"^speed    batched [\d.]+ ms, per instance [\d.]+ ms, [\d.]+x, results equal", text, re.M)
     assert report["compare"]["equal"] is True
 
