@@ -5,6 +5,8 @@ model for ONE instance with ``@acrobat.program``/``@acrobat.function`` and
 run a mini-batch with ``model.run(instances, params)``.
 """
 
+from importlib import metadata as _metadata
+
 from acrobat.cachedir import use_for_inductor
 
 use_for_inductor()  # before anything imports torch's compiler
@@ -14,9 +16,16 @@ from acrobat.errors import (  # noqa: E402
 )
 from acrobat.program import Options, Program, concurrent, function, phase, program  # noqa: E402
 from acrobat.runtime.stats import RunStats  # noqa: E402
+from acrobat.benchmarking import BenchmarkResult, benchmark  # noqa: E402
+
+try:
+    __version__ = _metadata.version("acrobat")
+except _metadata.PackageNotFoundError:  # a checkout run through PYTHONPATH, never installed
+    __version__ = "unknown (not installed)"
 
 __all__ = [
     "AcrobatError", "BatchError", "CompileError", "DataError", "InstanceError", "InternalError", "ParamError",
     "ShapeError",
-    "Options", "Program", "RunStats", "concurrent", "function", "phase", "program",
+    "BenchmarkResult", "Options", "Program", "RunStats", "benchmark", "concurrent", "function", "phase", "program",
+    "__version__",
 ]

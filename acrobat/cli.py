@@ -31,6 +31,8 @@ from acrobat.bench.profile import profile_backends, profile_table
 from acrobat import train as train_command
 from acrobat.cachedir import inductor_dir
 from acrobat.bench.compare import ATOL, RTOL, outputs_equal
+from acrobat import __version__
+from acrobat.benchmarking import benchmark
 from acrobat.bench.machine import describe_machine, machine_line
 from acrobat.data import load_dataset
 from acrobat.errors import AcrobatError
@@ -79,7 +81,9 @@ def _backend_line(name: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run MODEL batched over the data, print per-batch figures and the batching report."""
+    """Run MODEL batched over the data, print a short summary (per-batch figures and the full tables with
+    --verbose) and, with --check or --compare, the line of ``acrobat.benchmark`` against the per-instance
+    reference."""
     spec, ds, hidden, params = _setup(args, args.batch_size * args.num_batches)
     options = _options(args.disable)
     batches = _batches(spec, ds, args.batch_size, args.num_batches)
@@ -97,45 +101,69 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     spec.program.compile(1, options)
     print(f"program compiled (frontend, analyses, skeleton) in {(time.perf_counter() - t0) * 1e3:.0f} ms")
-    total = RunStats()
+    total, measured = RunStats(), RunStats()
     per_batch: list[dict[str, Any]] = []
     mismatches = 0
+    tuned = False  # the backend had made every run-time choice before the batch (so the batch measures)
     with torch.inference_mode():
         for i, batch in enumerate(tqdm(batches, desc=f"{spec.name} batches", unit="batch", file=sys.stderr)):
             st = RunStats()
             out = spec.program.run(batch, params, backend=args.backend, options=options, stats=st)
             total.add(st)
+            warmup = not tuned or st.compiles > 0
+            if not warmup:
+                measured.add(st)
+            tuned = spec.program.backend(st.backend, 1, options)[0].tuned()
             ok = None
             if args.check:
                 ok = outputs_equal(out, [spec.reference(x, params) for x in batch])
                 mismatches += not ok
             per_batch.append({"ms": st.total_ms, "overhead_ms": st.overhead_ms, "dfg_nodes": st.dfg_nodes,
-                              "kernel_launches": st.kernel_launches, "check": ok})
-            tqdm.write(f"batch {i + 1:>3}/{len(batches)}: {st.total_ms:7.1f} ms  "
-                       f"(overhead {st.overhead_ms:5.1f} ms)  {st.dfg_nodes:>6} DFG nodes  "
-                       f"{st.kernel_launches:>4} launches" + ("" if ok is None else f"  check {'ok' if ok else 'MISMATCH'}")
-                       + (f"  ({st.compiles} kernel compiles, {st.compile_ms / 1e3:.1f} s)" if st.compiles else ""),
-                       file=sys.stdout)
-    print("\nbatching report (all batches):")
-    print(total.report())
+                              "kernel_launches": st.kernel_launches, "warmup": warmup, "check": ok})
+            if args.verbose:
+                tqdm.write(_batch_line(i, len(batches), st, warmup, ok), file=sys.stdout)
+    timed = [b for b in per_batch if not b["warmup"]]
+    median_ms = statistics.median(b["ms"] for b in timed) if timed else None
+    overhead_ms = statistics.median(b["overhead_ms"] for b in timed) if timed else None
+    n_warm = len(per_batch) - len(timed)
+    print()
+    if median_ms is not None:
+        print(f"median batch {median_ms:.1f} ms (overhead {overhead_ms:.1f} ms) over {len(timed)} batch(es) after "
+              f"{n_warm} warm-up batch(es) that compiled kernels or tuned them")
+    else:
+        after = ("the speed line below is timed after a warm-up" if args.check or args.compare
+                 else "run more --num-batches, or --compare to warm up and time")
+        print(f"no median: all {n_warm} batch(es) compiled kernels or tuned them (warm-up); {after}")
+    print(f"batching {measured.summary() if measured.runs else total.summary()}")
     ran = total.backend.split("+")
-    backend_report = spec.program.backend(ran[-1], 1, options)[0].report()
-    if backend_report:
-        print(f"\n{total.backend} backend: {total.compiles} kernel compiles in {total.compile_ms / 1e3:.1f} s "
-              f"(compile cache: {inductor_dir()})")
-        print(backend_report)
-    median_ms = statistics.median(b["ms"] for b in per_batch)
+    be = spec.program.backend(ran[-1], 1, options)[0]
+    for name, reason in _fallbacks(be):
+        print(f"fallback block {name} runs eagerly: TorchInductor could not compile it ({reason})")
+    if total.compiles:
+        print(f"compiles {total.compiles} kernel(s) compiled or loaded in {total.compile_ms / 1e3:.1f} s "
+              f"(cache: {inductor_dir()})")
+    if args.verbose:
+        print("\nbatching report (all batches):")
+        print(total.report())
+        backend_report = be.report()
+        if backend_report:
+            print(f"\n{total.backend} backend:")
+            print(backend_report)
     check = "off" if not args.check else ("passed" if mismatches == 0 else "failed")
-    print(f"\nmedian batch {median_ms:.1f} ms, median overhead {statistics.median(b['overhead_ms'] for b in per_batch):.1f} ms")
     if args.check:
-        print(f"check vs per-instance PyTorch reference (rtol={RTOL}, atol={ATOL}): {check}"
+        print(f"check    every batch vs the per-instance PyTorch reference (rtol={RTOL}, atol={ATOL}): {check}"
               + (f" ({mismatches} of {len(batches)} batches differ)" if mismatches else ""))
+    speed = None
+    if args.check or args.compare:
+        speed = benchmark(spec.program, batches[0], params, backend=args.backend, options=options,
+                          reference=spec.reference, rtol=RTOL, atol=ATOL)
+        print(f"speed    {speed}")
     if args.json:
         report = {
             "model": spec.name, "backend": total.backend, "size": args.size, "hidden": hidden,
             "batch_size": args.batch_size, "num_batches": len(batches), "data": ds.description,
-            "median_batch_ms": median_ms,
-            "overhead_ms": statistics.median(b["overhead_ms"] for b in per_batch),
+            "median_batch_ms": median_ms, "warmup_batches": n_warm,
+            "overhead_ms": overhead_ms,
             "dfg_nodes": round(statistics.mean(b["dfg_nodes"] for b in per_batch)),
             "kernel_launches": round(statistics.mean(b["kernel_launches"] for b in per_batch)),
             "phases": total.phases,
@@ -144,10 +172,27 @@ def cmd_run(args: argparse.Namespace) -> int:
                         "hoisted": b.hoisted} for b in total.blocks.values()],
             "machine": describe_machine(),
         }
+        if speed is not None:
+            report["compare"] = {"batched_ms": speed.batched_median_ms, "per_instance_ms": speed.per_instance_median_ms,
+                                 "speedup": speed.speedup, "equal": speed.equal, "warmup_batches": speed.warmup_batches}
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
         print(f"wrote {args.json}")
-    return 1 if check == "failed" else 0
+    return 1 if check == "failed" or (speed is not None and not speed.equal) else 0
+
+
+def _batch_line(i: int, n: int, st: RunStats, warmup: bool, ok: bool | None) -> str:
+    """One batch's figures (``--verbose``)."""
+    return (f"batch {i + 1:>3}/{n}: {st.total_ms:7.1f} ms  (overhead {st.overhead_ms:5.1f} ms)  {st.dfg_nodes:>6} "
+            f"DFG nodes  {st.kernel_launches:>4} launches"
+            + ("" if ok is None else f"  check {'ok' if ok else 'MISMATCH'}")
+            + (f"  ({st.compiles} kernel compiles, {st.compile_ms / 1e3:.1f} s)" if st.compiles else "")
+            + ("  warm-up" if warmup else ""))
+
+
+def _fallbacks(be: Any) -> list[tuple[str, str]]:
+    """(block, reason) of each block the backend runs eagerly because TorchInductor could not compile it."""
+    return [(k.block.name, k.eager_reason) for k in getattr(be, "kernels", []) if getattr(k, "eager", None)]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -195,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``acrobat`` command."""
     p = argparse.ArgumentParser(prog="acrobat", description="Auto-batching of dynamic deep-learning models "
                                 "(ACRoBat, MLSys 2024): run, inspect and benchmark the bundled models.")
+    p.add_argument("--version", action="version", version=f"acrobat {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -207,7 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="where parameters, arena and kernels live (default cpu)")
 
-    run = sub.add_parser("run", help="run a model batched and print per-batch figures")
+    run = sub.add_parser("run", help="run a model batched and print a summary (--verbose: per-batch figures and "
+                                     "tables; --compare/--check: timed against the per-instance reference)")
     models_help = "; ".join(f"{m.name}: {m.description}" for m in MODELS.values())
     run.add_argument("model", choices=list(MODELS), help=models_help)
     common(run)
@@ -216,10 +263,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", default="auto", choices=list(BACKEND_NAMES),
                      help="kernel backend: auto (compiled: runs are inference only here), eager "
                           "(torch.func.vmap, op by op), compiled (one TorchInductor kernel per block, gather "
-                          "fusion chosen per block by profiling; the first run compiles, then cached on disk), "
+                          "fusion chosen per block by profiling; compiled on first use or loaded from the disk "
+                          "cache), "
                           "compiled-explicit / compiled-fused (one gather mode forced); default auto")
     run.add_argument("--check", action="store_true", help="compare every result with the per-instance "
-                     "PyTorch reference; exit 1 on a mismatch")
+                     "PyTorch reference, then time as --compare does; exit 1 on a mismatch")
+    run.add_argument("--compare", action="store_true", help="after the batches, acrobat.benchmark on the first "
+                     "batch: warm up until compiling and tuning are done, time batched vs the per-instance "
+                     "reference by turns, print one line (medians, speedup, whether the results are equal)")
+    run.add_argument("--verbose", "-v", action="store_true", help="per-batch figures and the full tables (every "
+                     "block's launches, gathers, threads per launch)")
     run.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     run.add_argument("--disable", default="", metavar="OPT[,OPT]",
                      help="switch optimizations off, e.g. ghosts,fibers (of: "
@@ -277,6 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acrobat`` command; returns the exit status."""
     args = build_parser().parse_args(argv)
     _log_to_terminal()
+    if args.command == "run":  # the tuner's choices as they are made (acrobat.compile): --verbose's
+        logging.getLogger("acrobat.compile").setLevel(logging.INFO if args.verbose else logging.WARNING)
     if getattr(args, "batch_size", 1) < 1:
         print("error: --batch-size must be at least 1", file=sys.stderr)
         return 2

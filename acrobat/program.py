@@ -16,8 +16,9 @@ import linecache
 import threading
 import types
 import traceback
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Generic, ParamSpec, Sequence, TypeVar, overload
 
 from acrobat.analysis.aliases import check_lists, escaping_effects
 from acrobat.analysis.blocks import lower_function
@@ -99,8 +100,15 @@ class Options:
     strict: bool = False
 
 
-class Function:
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Function(Generic[P, R]):
     """A program function (``@acrobat.function``). Calling it runs plain Python.
+
+    Typed as the function it wraps (``Function[P, R]``: the same parameters ``P`` and result ``R``), so a
+    type checker and an IDE see its signature.
 
     A descriptor like a plain function: defined in a class (an ``nn.Module``
     subclass), ``module.cell(x)`` calls it with ``self`` bound to the module.
@@ -108,7 +116,7 @@ class Function:
     ``acrobat.frontend.source``): a later edit of its file changes nothing.
     """
 
-    def __init__(self, fn: Callable):
+    def __init__(self, fn: Callable[P, R]):
         self.fn = fn
         self.snapshot = SourceSnapshot.take(fn)  # its source as Python ran it: taken now, compiled later
         self.__name__ = fn.__name__
@@ -116,10 +124,10 @@ class Function:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
-    def __deepcopy__(self, memo: dict) -> "Function":
+    def __deepcopy__(self, memo: dict) -> "Function[P, R]":
         """The function itself: IR copied by the compiler (``copy.deepcopy``) keeps naming the same function."""
         return self
 
@@ -128,8 +136,8 @@ class Function:
         return self if obj is None else types.MethodType(self, obj)
 
 
-def function(fn: Callable) -> Function:
-    """Decorator: a helper function of an acrobat model (recursion allowed)."""
+def function(fn: Callable[P, R]) -> Function[P, R]:
+    """Decorator: a helper function of an acrobat model (recursion allowed); calling it runs plain Python."""
     return Function(fn)
 
 
@@ -150,8 +158,11 @@ class Compiled:
     facts: dict[tuple, str] | None  # shared refs -> ``shared_fact`` of their values ("missing"); None: compiled blind
 
 
-class Program(Function):
+class Program(Function[P, R]):
     """The entry of a model (``@acrobat.program``): compiled on first use.
+
+    Typed ``Program[P, R]`` after the entry it wraps: a plain call takes ``P`` and returns ``R``, and
+    ``run`` returns ``list[R]``, one result per instance.
 
     ``program(instance, *shared)`` runs one instance as plain Python;
     ``program.run(instances, *shared)`` runs a batch through acrobat.
@@ -165,7 +176,7 @@ class Program(Function):
     as the model parameters, ``module.prog(instance)`` one instance.
     """
 
-    def __init__(self, fn: Callable, options: Options = Options()):
+    def __init__(self, fn: Callable[P, R], options: Options = Options()):
         super().__init__(fn)
         self.options = options
         self.instance_pos = 0  # position of the instance among the entry's parameters (1 for a method)
@@ -179,7 +190,13 @@ class Program(Function):
         """Defined in a class body: a method, whose instance parameter follows ``self``."""
         self.instance_pos = 1
 
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> "Program[P, R]": ...
+
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> "BoundProgram[R]": ...
+
+    def __get__(self, obj: object, objtype: type | None = None) -> "Program[P, R] | BoundProgram[R]":
         """Accessed on an instance: the program with ``self`` bound as its first shared parameter."""
         return self if obj is None else BoundProgram(self, obj)
 
@@ -285,18 +302,21 @@ class Program(Function):
                 f"phases: {c.n_phases}, fibers: {fibers}")
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
-            stats: RunStats | None = None, sync: bool = False, sparse_grads: bool = False) -> list:
+            stats: RunStats | None = None, sync: bool = False, sparse_grads: bool = False) -> list[R]:
         """Run a batch of instances with auto-batching; per-instance results, in order.
 
         Args:
-            instances: the mini-batch (e.g. trees, token lists); not empty.
+            instances: the mini-batch, a list (or tuple) of instances: any Python objects the entry takes
+                (trees, token lists, dicts); not empty.
             shared: the model parameters, passed to every instance.
             backend: kernel backend name: ``"auto"`` (default: ``"eager"`` while autograd records,
                 i.e. grad mode is on and a shared parameter or a tensor inside an instance requires
                 grad, else ``"compiled"``),
                 ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
-                profile-guided gather fusion; inference only; the first run compiles, with a line on
-                stderr), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
+                profile-guided gather fusion; inference only; the first run of each process compiles
+                the kernels or loads them from the disk cache, saying so on stderr, and the next runs
+                tune them: time with ``acrobat.benchmark``), ``"compiled-explicit"`` or
+                ``"compiled-fused"`` (one gather mode forced).
                 ``stats.backend`` says which one ran.
             options: optimization switches (defaults to the program's).
             stats: if given, the run's figures are added to it.
@@ -314,7 +334,8 @@ class Program(Function):
 
         Raises:
             AcrobatError: a compiled backend named while autograd would record (it runs inference only).
-            BatchError: empty batch, or not as many shared arguments as the entry takes.
+            BatchError: ``instances`` is not a list (or tuple) of instances (one instance passed alone),
+                an empty batch, or not as many shared arguments as the entry takes.
             CompileError: see ``compile``.
             ParamError: a shared argument lacks an attribute or item the model reads
                 (names the program, the parameter, what is missing and the source line).
@@ -324,15 +345,14 @@ class Program(Function):
                 names the instance and what gives the right result meanwhile).
             ValueError: unknown backend name.
         """
-        if len(instances) == 0:
-            raise BatchError("empty batch: run() needs at least one instance")
+        check_batch(instances, self.__name__)
         self.check_arity(len(shared))
         c, be, rt = self._start(instances, shared, backend, options or self.options)
         rt.sync = sync
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
-            be.announce(self.__name__, sum(b.segment is None for b in c.plan.blocks.values()))
             try:
-                with lookup_grads(sparse_grads):
+                with be.compiling(self.__name__, sum(b.segment is None for b in c.plan.blocks.values())), \
+                        lookup_grads(sparse_grads):
                     out = rt.run(instances, shared)
             except Exception as exc:  # whose failure: the model's, or acrobat's (plain Python decides)
                 judged = blame(exc, self.__name__, instances, lambda x: self.plain(x, shared), be.name)
@@ -404,6 +424,21 @@ class Program(Function):
             return be, kernels
 
 
+def check_batch(instances: Any, name: str) -> None:
+    """Raise unless ``instances`` is a non-empty batch: a list, tuple or other sequence of instances.
+
+    Raises:
+        BatchError: one instance passed where the batch goes (a tree, a dict, a tensor: anything that is
+            not a sequence, or a string), or an empty batch; the message says to pass a list of instances.
+    """
+    if isinstance(instances, (str, bytes)) or not isinstance(instances, SequenceABC):
+        raise BatchError(f"{name}.run() takes a list of instances (the mini-batch), but was given one "
+                         f"`{type(instances).__name__}`: pass a list, e.g. {name}.run([x], ...) for one "
+                         f"instance (or call {name}(x, ...) to run it as plain Python)")
+    if len(instances) == 0:
+        raise BatchError("empty batch: run() needs at least one instance")
+
+
 def block_kernels(be: Backend, plan: Plan) -> dict[int, BlockKernel]:
     """Each block's batched launch on backend ``be``, which is handed the kernel JIT (``trace_block``);
     segment operators run the same on every backend."""
@@ -411,22 +446,22 @@ def block_kernels(be: Backend, plan: Plan) -> dict[int, BlockKernel]:
             for bid, b in plan.blocks.items()}
 
 
-class BoundProgram:
+class BoundProgram(Generic[R]):
     """An ``@acrobat.program`` method accessed on an object: ``self`` is bound as the first shared argument.
 
     ``bound(instance, *shared)`` runs one instance as plain Python,
-    ``bound.run(instances, *shared)`` a batch; other attributes are the program's.
+    ``bound.run(instances, *shared)`` a batch (``list[R]``); other attributes are the program's.
     """
 
-    def __init__(self, program: Program, obj: Any):
+    def __init__(self, program: Program[Any, R], obj: Any):
         self.program = program
         self.obj = obj
         self.__name__ = program.__name__
 
-    def __call__(self, instance: Any, *shared: Any) -> Any:
+    def __call__(self, instance: Any, *shared: Any) -> R:
         return self.program.fn(self.obj, instance, *shared)
 
-    def run(self, instances: Sequence, *shared: Any, **kwargs: Any) -> list:
+    def run(self, instances: Sequence, *shared: Any, **kwargs: Any) -> list[R]:
         """``Program.run`` with ``self`` first among the shared arguments."""
         return self.program.run(instances, self.obj, *shared, **kwargs)
 
@@ -442,8 +477,22 @@ class BoundProgram:
         return getattr(self.program, name)
 
 
-def program(fn: Callable | None = None, *, options: Options = Options()) -> Any:
-    """Decorator: the entry function of an acrobat model. ``@acrobat.program`` or ``@acrobat.program(options=...)``."""
+@overload
+def program(fn: Callable[P, R], *, options: Options = ...) -> Program[P, R]: ...
+
+
+@overload
+def program(fn: None = None, *, options: Options = ...) -> Callable[[Callable[P, R]], Program[P, R]]: ...
+
+
+def program(fn: Callable[P, R] | None = None, *,
+            options: Options = Options()) -> Program[P, R] | Callable[[Callable[P, R]], Program[P, R]]:
+    """Decorator: the entry function of an acrobat model. ``@acrobat.program`` or ``@acrobat.program(options=...)``.
+
+    The entry's first parameter is the instance (any Python object: a tree, a list of token ids, a
+    dict), the others are shared by every instance (the model's parameters). Returns a ``Program``:
+    ``prog(instance, *params)`` runs plain Python, ``prog.run(instances, *params)`` a batch.
+    """
     if fn is None:
         return lambda f: Program(f, options)
     return Program(fn, options)

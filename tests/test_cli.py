@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import statistics
 
 import pytest
 
@@ -20,7 +22,26 @@ def test_run_check_json(tmp_path, capsys):
     assert report["num_batches"] == 2 and report["batch_size"] == 8
     assert report["kernel_launches"] < report["dfg_nodes"]
     text = capsys.readouterr().out
-    assert "batching report" in text and "data" in text and "backend eager" in text
+    assert "data" in text and "backend eager" in text
+    assert "batching report" not in text  # the full tables are --verbose's
+    assert re.search(r"^batching \d+ DFG nodes in \d+ batched launches per batch \(mean batch [\d.]+ nodes per "
+                     r"launch\), \d+ block\(s\)", text, re.M)
+    assert re.search(r"^speed    batched [\d.]+ ms, per instance [\d.]+ ms, [\d.]+x, results equal", text, re.M)
+    assert report["compare"]["equal"] is True
+
+
+def test_run_median_leaves_out_warm_up_batches(tmp_path, capsys):
+    """A batch that compiled kernels or ran while the backend still tuned is warm-up: never in the median."""
+    out = tmp_path / "r.json"
+    assert main(["run", "treelstm", "--batch-size", "4", "--num-batches", "3", "--verbose", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    batches = report["batches"]
+    assert batches[0]["warmup"]  # the first batch always is (it compiles, or starts the tuning)
+    timed = [b["ms"] for b in batches if not b["warmup"]]
+    assert report["warmup_batches"] == 3 - len(timed)
+    assert report["median_batch_ms"] == (statistics.median(timed) if timed else None)
+    text = capsys.readouterr().out
+    assert "batching report" in text and "batch   1/3" in text and "warm-up" in text
 
 
 def test_run_birnn_without_check(tmp_path):
@@ -42,6 +63,13 @@ def test_bench_prints_ratios(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "Machine:" in text and "PyTorch per instance" in text and "x) |" in text
     assert (out / "bench.json").is_file() and (out / "bench.md").is_file()
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert re.fullmatch(r"acrobat \S+.*\n", capsys.readouterr().out)
 
 
 def test_bad_arguments(tmp_path, capsys):

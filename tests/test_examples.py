@@ -161,3 +161,17 @@ def test_example_main_prints_its_row(capsys):
     assert text.startswith("machine  ")
     assert [line.split("|")[3].strip() for line in text.splitlines() if line.startswith("| dag_rnn")] == [
         LOOP, "acrobat (eager)", "acrobat (compiled)"]
+
+
+def test_examples_outside_the_clone_says_it_needs_the_clone(monkeypatch, tmp_path, capsys):
+    """An installed acrobat without its clone: the command names what is missing and how to get it."""
+    import sys
+
+    from acrobat.bench import examples as command
+
+    monkeypatch.setitem(sys.modules, "examples", None)  # `import examples` fails, as outside the clone
+    monkeypatch.setattr(command, "__file__", str(tmp_path / "acrobat" / "bench" / "examples.py"))
+    assert main(["examples", "tree_gru"]) == 2
+    err = capsys.readouterr().err
+    assert "`acrobat examples` needs the clone: there is no examples/ folder next to" in err
+    assert "pip install -e ." in err

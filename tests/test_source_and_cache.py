@@ -306,3 +306,38 @@ def test_unusable_cache_folder_falls_back_with_one_warning(tmp_path):
         assert f"ACROBAT_CACHE_DIR={cases[case][0]}" in warnings[0], stderr
         assert f"{blocker} is a file" in warnings[0] and "temporary folder" in warnings[0], stderr
     assert blocker.read_text() == "a regular file\n"
+
+
+SCOPED = '''\
+import os
+import sys
+
+import torch
+import acrobat as ab
+
+
+@ab.program
+def double(x, p):
+    return torch.tanh(x * p + 1.0)
+
+
+xs = [torch.randn(3) for _ in range(2)]
+with torch.inference_mode():
+    double.run(xs, torch.tensor(2.0), backend="compiled")
+print(os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
+'''
+
+
+def test_the_process_keeps_torchs_own_cache_folder(tmp_path):
+    """acrobat's kernels go to its folder, but only while it compiles: afterwards TORCHINDUCTOR_CACHE_DIR names
+    torch's default again, so the user's own torch.compile is not moved (it was, for the whole process)."""
+    script = tmp_path / "scoped.py"
+    script.write_text(SCOPED)
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    env.update(ACROBAT_CACHE_DIR=str(cache), PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert str(cache) not in done.stdout  # after the compile: torch's folder (or unset), not acrobat's
+    assert any((cache / "inductor").rglob("*.py")), list((cache / "inductor").rglob("*"))  # the kernels went there

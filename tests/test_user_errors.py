@@ -176,3 +176,37 @@ def test_program_method_wrong_count():
     msg = str(info.value)
     assert "program `encode(self, toks)`" in msg and "was given 2 shared argument(s)" in msg
     assert "self.encode.run(instances)" in msg
+
+
+def _trees() -> list:
+    return [u.Leaf(3), u.Leaf(left=u.Leaf(1), right=u.Leaf(left=u.Leaf(2), right=u.Leaf(5)))]
+
+
+def test_recursion_inside_a_module_method_runs_dynamic_and_strict_names_the_fix():
+    """``self.encode(tree)``, an @acrobat.function method recursing on the instance: the static tier rejects it
+    with the fix (a module-level function taking the module), so by default the dynamic tier runs it, equal to
+    the plain calls; ``strict`` raises that CompileError (it said "host value `tree` ... is no number")."""
+    m = u.TreeModule()
+    trees = _trees()
+    with torch.no_grad():
+        outs = m.forward_batch.run(trees)
+        torch.testing.assert_close(outs, [m.forward_batch(t) for t in trees])
+        assert "runs in the dynamic tier" in u.TreeModule.forward_batch.explain(m)
+        with pytest.raises(acrobat.CompileError) as info:
+            m.forward_batch.run(trees, options=acrobat.Options(strict=True))
+    msg = str(info.value)
+    assert msg.startswith(at("method_recursion") + ":")
+    assert "`.encode()` is an @acrobat.function method of the module, called with host data" in msg
+    assert "module-level @acrobat.function that takes the module as a parameter" in msg
+    assert "is no number" not in msg
+
+
+@pytest.mark.parametrize("one", [u.Leaf(3), {"tokens": [1, 2]}, "a sentence"])
+def test_one_instance_instead_of_a_list(one):
+    """``run(tree)`` instead of ``run([tree])``: a BatchError saying to pass a list, not a bare TypeError."""
+    with pytest.raises(acrobat.BatchError) as info:
+        u.TreeModule().forward_batch.run(one)
+    msg = str(info.value)
+    assert f"forward_batch.run() takes a list of instances (the mini-batch), but was given one " \
+           f"`{type(one).__name__}`" in msg
+    assert "forward_batch.run([x], ...)" in msg

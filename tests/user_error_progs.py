@@ -116,3 +116,30 @@ class Tagger(nn.Module):
         for t in toks:
             h = self.cell(h, self.emb[t]) * scale
         return h
+
+
+class Leaf:
+    """A tiny tree node for ``TreeModule``: a word id, or two children."""
+
+    def __init__(self, word: int = 0, left: "Leaf | None" = None, right: "Leaf | None" = None) -> None:
+        self.word, self.left, self.right = word, left, right
+
+
+class TreeModule(nn.Module):
+    """Recursion inside an ``nn.Module`` method: ``self.encode(tree)`` called with the instance."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(2)
+        self.emb = nn.Parameter(torch.randn(10, 4, generator=g))
+        self.W = nn.Parameter(torch.randn(8, 4, generator=g))
+
+    @ab.function
+    def encode(self, node):
+        if node.left is None:
+            return self.emb[node.word]
+        return torch.tanh(torch.cat([self.encode(node.left), self.encode(node.right)]) @ self.W)
+
+    @ab.program
+    def forward_batch(self, tree):
+        return self.encode(tree)  # U:method_recursion

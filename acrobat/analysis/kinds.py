@@ -38,6 +38,7 @@ from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
+from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.plan import SegmentOp
 
 #: Static depths above this are treated as dynamic, so specialization terminates.
@@ -1121,6 +1122,8 @@ class _Analyzer:
                 has_tensor(recv) or has_shared(recv)):
             raise self.error(e, f"in-place operator `.{what}()`: write the out-of-place `.{what[:-1]}()` "
                                 "(tensors in acrobat models are immutable)")
+        if kind is CallKind.METHOD and isinstance(recv, SharedK):
+            self.program_method(e, recv, e.args, arg_kinds + kw_kinds)
         if kind in (CallKind.METHOD, CallKind.VALUE) and recv is not None:
             host = not (has_tensor(recv) or has_shared(recv))
             if host and any(has_tensor(k) for k in arg_kinds + kw_kinds):
@@ -1131,6 +1134,28 @@ class _Analyzer:
             return self.tuple_result(e, recv, k)
         return self.tuple_result(e, None, self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False,
                                                        random=is_random(e)))
+
+    def program_method(self, e: ir.Call, recv: SharedK, args: list[ir.Expr], kinds: list[Kind]) -> None:
+        """Reject ``self.encode(tree)``: an ``@acrobat.function`` method of a shared module called with host data
+        (the instance, a node of it). Such a call runs as one operator of its static block, the method as plain
+        Python under vmap, where host data that is not a number cannot go (and recursion or control flow in
+        the method is not analysed). Constants pass; without the run's arguments (``resolve``) nothing is known.
+
+        Raises:
+            CompileError: naming the method and the fix (a module-level function taking the module).
+        """
+        if self.resolve is None or not any(isinstance(k, HostK) and not isinstance(a, ir.Const)
+                                           for a, k in zip(args, kinds)):
+            return
+        module = self.resolve(recv.ref)
+        method = getattr(type(module), str(e.target), None) if module is not UNRESOLVED else None
+        if not isinstance(getattr(method, "snapshot", None), SourceSnapshot):
+            return
+        raise self.error(e, f"`.{e.target}()` is an @acrobat.function method of the module, called with host data "
+                            f"(the instance or a part of it): a method call runs as one operator of its static "
+                            f"block, so recursion and control flow on instance data inside it are not analysed. "
+                            f"Write `{e.target}` as a module-level @acrobat.function that takes the module as a "
+                            f"parameter (`def {e.target}(node, m): ...`, called as `{e.target}(node, self)`)")
 
     def tuple_result(self, e: ir.Call, recv: Kind | None, k: Kind) -> Kind:
         """The kind of an operator whose result is a tuple of tensors of a size known here: ``k`` for each of

@@ -20,9 +20,9 @@ import torch
 from acrobat.bench.base import OutOfMemory, Setup, Unavailable
 from acrobat.bench.systems import System, default_backend
 from acrobat.bench.timing import Timing, TimingPolicy
+from acrobat.benchmarking import ATOL, RTOL
 from acrobat.runtime.stats import RunStats
 
-RTOL, ATOL = 1e-4, 1e-5
 
 OK, WRONG, NOT_INSTALLED, NOT_AVAILABLE, OUT_OF_MEMORY, ERROR = (
     "ok", "wrong", "not installed", "not available", "out of memory", "error")

@@ -78,8 +78,9 @@ def load_examples() -> ModuleType:
     except ImportError:
         root = Path(__file__).resolve().parents[2]
         if not (root / "examples" / "__init__.py").is_file():
-            raise ValueError(f"no examples/ folder next to {root / 'acrobat'}: the examples ship with the "
-                             "source checkout") from None
+            raise ValueError(f"`acrobat examples` needs the clone: there is no examples/ folder next to "
+                             f"{root / 'acrobat'}, as the examples are not installed with the package; clone the "
+                             "repository and install it from there with `pip install -e .`") from None
         sys.path.insert(0, str(root))
         import examples
     return examples

@@ -57,7 +57,7 @@ _UNSUPPORTED_STMT = {
     ast.Match: "use if/elif/else",
     ast.AsyncFor: "use a plain for loop",
     ast.AsyncWith: "move the block out of the model function",
-    ast.AnnAssign: "drop the annotation: write `x = value`",
+    ast.AnnAssign: "annotate plain names only: write `x = value`",
 }
 _UNSUPPORTED_EXPR = {
     ast.Lambda: "define a module-level @acrobat.function instead of a lambda",
@@ -340,7 +340,8 @@ class _Translator:
         operands of ``and``/``or``, or a ``while`` test) into loops that run just before it; the statement
         reads the built lists instead. Returns the loops; rewrites ``s`` in place. (They run before the
         statement's other sub-expressions: model code is expected not to depend on that order.)"""
-        fields = {ast.Assign: "value", ast.Return: "value", ast.Expr: "value", ast.If: "test", ast.For: "iter"}
+        fields = {ast.Assign: "value", ast.AnnAssign: "value", ast.Return: "value", ast.Expr: "value", ast.If: "test",
+                  ast.For: "iter"}
         field = fields.get(type(s))
         if field is None or getattr(s, field) is None:
             return []
@@ -384,6 +385,8 @@ class _Translator:
                 return ir.Assign(loc, self.target(tgt), self.expr(value))
             case ast.Assign():
                 raise self.error(s, "chained assignment `a = b = ...`: write one assignment per name")
+            case ast.AnnAssign(target=ast.Name() as tgt, value=value):  # `h: Tensor = ...`: the annotation is ignored
+                return ir.Assign(loc, self.target(tgt), self.expr(value)) if value is not None else None
             case ast.AugAssign(target=ast.Name(id=name), op=op, value=value):
                 rhs = ir.BinOp(loc, _BINOPS[type(op)], ir.Name(loc, name), self.expr(value), inplace=True)
                 return ir.Assign(loc, ir.Target(name=name), rhs)

@@ -37,22 +37,23 @@ BENCHMARKS.md ("Kernel call cost by wrapper").
 Compiled kernels are cached on disk by Inductor's FX graph cache, under
 ``acrobat.cachedir.cache_dir()/inductor`` (``$ACROBAT_CACHE_DIR`` or
 ``~/.cache/acrobat``; a folder that cannot be used is replaced by a
-temporary one with a warning, ``acrobat.cachedir.inductor_dir``); its key
+temporary one with a warning, ``acrobat.cachedir.inductor_dir``), named to
+Inductor only while acrobat compiles (``acrobat.cachedir.inductor_cache``); its key
 includes Inductor's config, so the two wrappers' kernels are cached apart.
 The backend runs inference only: the arena is overwritten by the next run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import statistics
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -62,13 +63,14 @@ from torch._dynamo.utils import counters
 from torch._inductor.graph import GraphLowering
 from torch._inductor.output_code import CompiledFxGraph
 
-from acrobat.cachedir import inductor_dir
+from acrobat.cachedir import inductor_cache, inductor_dir
 from acrobat.errors import AcrobatError
 from acrobat.runtime import kernel_facts
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, Group, handle_matrix
 from acrobat.runtime.eager import EagerKernel
 from acrobat.runtime.gather import IndexBuffer, LaunchIndex, gather, host_columns, select_rows
+from acrobat.runtime.progress import CompileProgress, say
 from acrobat.runtime.plan import BlockCode, Form, KernelGraph, RowSpec, Tracer, flatten_forms
 from acrobat.runtime.size_guard import SizeGuard
 from acrobat.runtime.threads import ThreadPolicy
@@ -397,11 +399,13 @@ class CompiledKernel:
         """Trace the variant for ``in_rows``, ``shared`` and ``fused`` and compile it with TorchInductor (or
         load it from the disk cache); ``hints``: the dim-0 sizes to compile for (see ``trace_block``)."""
         t0 = time.perf_counter()
-        log.info("compiling block %s (%s gather) ...", self.block.name, "fused" if fused else "explicit")
         # Tracing (torch.fx's patcher) and Inductor's hooks are process-global: one compile at a time.
-        with _COMPILE_LOCK:
+        with _COMPILE_LOCK, self.backend.progress.kernel(self.block.name, self.block.site.loc,
+                                                         "fused" if fused else "explicit") as hit:
+            hits = counters["inductor"]["fxgraph_cache_hit"]
             graph = self.trace(self.block, in_rows, shared, fused, rt.device, hints)
             fn, code, guard = compile_graph(graph, self.backend.wrapper)
+            hit.append(counters["inductor"]["fxgraph_cache_hit"] > hits)
         tensor_slots = [slot for slot, role in zip(graph.in_slots, self.block.batched_roles) if role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         variant = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code, guard=guard,
@@ -423,7 +427,6 @@ def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str]
     A graph Inductor specializes on its sizes is compiled afresh for the sizes ``graph`` hints, never taken
     from Inductor's cache, which would hand back one compiled for other sizes (``kernel_facts``). Callers
     hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
-    inductor_dir()  # a usable cache folder (a temporary one, with a warning, if the configured one is not)
     key = kernel_facts.graph_key(graph, wrapper)
     known = kernel_facts.load(key)
     use_cache = known is None or not known.get("specialized", True)
@@ -455,7 +458,7 @@ def _inductor_compile(graph: KernelGraph, wrapper: str, use_cache: bool) -> tupl
         # asserts: the key fixes the shared arguments' strides, and every batched input, index and
         # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
         patch = {"size_asserts": False, "cpp_wrapper": wrapper == "cpp", "fx_graph_cache": use_cache}
-        with torch.no_grad(), torch._inductor.config.patch(patch), \
+        with inductor_cache(), torch.no_grad(), torch._inductor.config.patch(patch), \
                 torch._functorch.config.patch(enable_autograd_cache=use_cache):
             wrapped = torch._inductor.compile(graph.gm, graph.example_inputs)
     finally:
@@ -533,24 +536,31 @@ class CompiledBackend:
         self.kernels: list[CompiledKernel] = []
         self._lock = threading.Lock()
         self._announced = False
+        self.progress = CompileProgress("", 0)  # this run's compiles (``compiling``)
         self.threads = ThreadPolicy()
 
     def exclusive(self) -> ContextManager[Any]:
         """Held for a whole run: runs share the arena (overwritten by each run) and the gather probes."""
         return self._lock
 
-    def announce(self, program: str, n_blocks: int) -> None:
-        """On this backend's first run: "compiling N static blocks of PROGRAM ..." on stderr (through the
-        ``acrobat`` logger when it has a handler, as under the command line's progress bars)."""
-        if self._announced:
-            return
-        self._announced = True
-        msg = (f"compiling {n_blocks} static block(s) of {program} with TorchInductor ... "
-               f"(first run only; cached in {inductor_dir()})")
-        if log.isEnabledFor(logging.INFO) and log.hasHandlers():
-            log.info(msg)
-        else:
-            print(f"[acrobat] {msg}", file=sys.stderr, flush=True)
+    @contextlib.contextmanager
+    def compiling(self, program: str, n_blocks: int) -> Iterator[None]:
+        """Held around each run of ``program`` (``n_blocks`` static blocks with kernels): on the first run a
+        line saying the blocks are compiled or loaded from the disk cache; during each compile a live
+        line; after a run that compiled, how many kernels were compiled and loaded, in how long
+        (``acrobat.runtime.progress``)."""
+        if not self._announced:
+            self._announced = True
+            say(f"{program}: {n_blocks} static block(s) to compile with TorchInductor or load from its cache "
+                f"({inductor_dir()}) on their first launches ...")
+        self.progress = CompileProgress(program, n_blocks)
+        try:
+            yield
+        finally:
+            line = self.progress.summary(str(inductor_dir()))
+            self.progress = CompileProgress(program, n_blocks)
+            if line is not None:
+                say(line)
 
     def kernel(self, block: BlockCode, trace: Tracer) -> CompiledKernel:
         k = CompiledKernel(self, block, trace)

@@ -99,5 +99,5 @@ class EagerBackend:
     def exclusive(self) -> ContextManager[Any]:
         return contextlib.nullcontext()  # each run's values live in its own Runtime: runs may overlap
 
-    def announce(self, program: str, n_blocks: int) -> None:
-        pass  # nothing to compile
+    def compiling(self, program: str, n_blocks: int) -> ContextManager[None]:
+        return contextlib.nullcontext()  # nothing to compile

@@ -85,9 +85,10 @@ class Backend(Protocol):
         where they share state (the compiled backend's arena), else a no-op."""
         ...
 
-    def announce(self, program: str, n_blocks: int) -> None:
-        """Called at the start of every run of ``program`` (``n_blocks`` kernel blocks): a backend that
-        compiles says so on its first run (a progress line on stderr), else nothing."""
+    def compiling(self, program: str, n_blocks: int) -> ContextManager[None]:
+        """Held around every run of ``program`` (``n_blocks`` kernel blocks): a backend that compiles shows its
+        compiles and says what it compiled or loaded from its cache (``acrobat.runtime.progress``), else a
+        no-op."""
         ...
 
 

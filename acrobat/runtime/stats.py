@@ -96,6 +96,20 @@ class RunStats:
         """Whether block ``b`` batched poorly: its mean batch is below ``LOW_BATCH`` of the batch size."""
         return b.launches > 0 and b.mean_batch < self.LOW_BATCH * self.batch_size
 
+    def summary(self) -> str:
+        """A short report of the runs added up here: DFG nodes and launches per run, the mean batch (DFG nodes
+        per launch), how many blocks batched poorly (``low_batch``) and, when the dynamic tier ran, its first
+        line (``report()`` has the tables)."""
+        runs = max(self.runs, 1)
+        mean = self.dfg_nodes / self.kernel_launches if self.kernel_launches else 0.0
+        low = sum(self.low_batch(b) for b in self.blocks.values())
+        lines = [f"{self.dfg_nodes / runs:.0f} DFG nodes in {self.kernel_launches / runs:.0f} batched launches per "
+                 f"batch (mean batch {mean:.1f} nodes per launch), {len(self.blocks)} block(s)"
+                 + (f", {low} batching poorly (see --verbose)" if low else "")]
+        if self.dynamic is not None:
+            lines.append(self.dynamic.report(self.blocks.values()).splitlines()[0])
+        return "\n".join(lines)
+
     def report(self) -> str:
         """A readable batching report: one line per block (launches, DFG nodes, mean batch = nodes per
         launch), blocks whose mean batch fell below ``LOW_BATCH`` of the batch size flagged with ``!``."""
