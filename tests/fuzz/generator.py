@@ -16,7 +16,8 @@ modules, and inline value reads (``x * x.max().item()``).
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
 non-empty list of ``T``, ``O`` an Optional ``T``, ``D`` a dict
-``{"h": T, "c": T}``, ``P`` a pair ``(T, T)``. So programs are well-typed
+``{"h": T, "c": T}``, ``P`` a pair ``(T, T)``; ``main`` may also return ``S``, a 0-d
+tensor (or a stacked list's product) computed with a host float. So programs are well-typed
 and well-shaped, and they run as plain Python on every instance.
 """
 
@@ -296,6 +297,10 @@ class Gen:
             return self.ch.pick(["None", self.tensor(sc)])
         if ty == "D":
             return f'{{"h": {self.tensor(sc)}, "c": {self.tensor(sc)}}}'
+        if ty == "S":  # a 0-d tensor beside a host number: its dtype is the tensor's, as a Python number promotes
+            self.feat("0-d tensor and host number")
+            return self.ch.pick([f"({self.tensor(sc)}.sum() * {self.float(sc)})",
+                                 f"(torch.stack([{self.tensor(sc)}]) @ {self.tensor(sc)} / {self.float(sc)})"])
         return f"({self.tensor(sc)}, {self.tensor(sc)})"
 
     def result(self, sc: Scope) -> str:
@@ -619,7 +624,7 @@ class Gen:
         ch = self.ch
         self.kind = ch.pick(INSTANCE_KINDS)
         dtype = ch.pick(["float32", "float64"])
-        self.result_types = [ty for ty in ("I", "L", "D", "O", "F", "P") if ch.coin(25)]
+        self.result_types = [ty for ty in ("I", "L", "D", "O", "F", "P", "S") if ch.coin(25)]
         for _ in range(ch.int(0, 2)):
             self.cell_fn()
         sc = Scope({"inst": "I"}, ret="main")
