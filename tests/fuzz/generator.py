@@ -36,7 +36,7 @@ class Scope:
     """The variables visible at a point: name -> type; which lists may not grow (a loop iterates them)."""
 
     vars: dict[str, str] = field(default_factory=dict)
-    frozen: set[str] = field(default_factory=set)
+    frozen: set[str] = field(default_factory=set)  # lists a loop iterates (they may not grow), while counters
     node: str | None = None  # the tree node variable, in a tree function
     loop: bool = False  # inside a loop (break/continue allowed)
     ret: str | None = None  # what `return` gives in this function, or None where no early return is drawn
@@ -345,7 +345,8 @@ class Gen:
             sc.vars[name] = "T"
             return [line]
         if k == "int":
-            name = self.ch.pick(sc.of("I") + [self.fresh("k")]) if sc.of("I") else self.fresh("k")
+            ints = [x for x in sc.of("I") if x not in sc.frozen]  # never a while loop's counter: it must grow
+            name = self.ch.pick(ints + [self.fresh("k")]) if ints else self.fresh("k")
             line = f"{name} = {self.int(sc)}"
             sc.vars[name] = "I"
             return [line]
@@ -508,6 +509,7 @@ class Gen:
             inner = sc.copy()
             inner.loop = True
             inner.vars[n] = "I"
+            inner.frozen.add(n)
             test = f"{n} < {self.ch.int(1, 3)}"
             if self.ch.coin(40):
                 test += f" and {self.cond(inner)}"
