@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from greenlet import greenlet
 
-from acrobat.errors import AcrobatError
+from acrobat.errors import AcrobatError, InstanceError
 
 
 class Fiber:
@@ -54,9 +54,10 @@ class FiberScheduler:
     run torch operators of the runtime's own).
     """
 
-    def __init__(self, rt: Any, recorder: Any = None):
+    def __init__(self, rt: Any, recorder: Any = None, host_state: Callable[[], tuple] | None = None):
         self.rt = rt
         self.recorder = recorder
+        self.host_state = host_state  # the shared arguments' host-state fingerprint (dynamic tier), or None
         self.main = greenlet.getcurrent()
         self.ready: deque[Fiber] = deque()
         self.waiting: dict[int, list[Fiber]] = {}  # key of a pending group (dfg.group_key) -> fibers waiting for it
@@ -76,10 +77,19 @@ class FiberScheduler:
             self.ready.append(Fiber(greenlet(body, parent=self.main), i, 0, None))
         dfg = self.rt.dfg  # the running instance and phase live on the DFG (native attributes: no property calls)
         ready = self.ready
+        state = self.host_state
+        owner: int | None = None  # the instance that changed shared host state: it runs alone until done
+        held: deque[Fiber] = deque()  # the other instances' fibers, while it does
+        started: set[int] = set()
         while True:
             while ready:
                 fiber = ready.popleft()
+                if owner is not None and fiber.inst != owner:
+                    held.append(fiber)
+                    continue
                 self.current = fiber
+                started.add(fiber.inst)
+                before = state() if state is not None else None
                 dfg.inst = fiber.inst
                 dfg.phase = fiber.phase
                 if self.recorder is not None:
@@ -91,6 +101,12 @@ class FiberScheduler:
                 else:
                     fiber.glet.switch()
                 fiber.phase = dfg.phase
+                if state is not None:
+                    owner = self._owner(owner, fiber, before, state(), started, results)
+                    if owner is not None and fiber.join is None and fiber.glet.dead:  # the owner is done
+                        owner = None
+                        ready.extend(held)
+                        held.clear()
                 join = fiber.join
                 if join is not None and fiber.glet.dead:
                     join.pending -= 1
@@ -113,6 +129,36 @@ class FiberScheduler:
                 self.at_barrier = [(k, f) for k, f in self.at_barrier if k != wanted]
             else:
                 return results
+
+    def _owner(self, owner: int | None, fiber: Fiber, before: tuple, after: tuple, started: set[int],
+               results: list) -> int | None:
+        """The instance that must run alone after ``fiber``'s slice: plain Python runs instances one after
+        another, so an instance that changes host state every instance shares (``model.outputs = []``,
+        ``self.outputs.append(h)``) runs alone from then until it is done; the others wait.
+
+        Raises:
+            InstanceError: the change came after other instances had started and not finished: they may
+                have seen the state this one changes, which plain calls would not; acrobat cannot tell.
+        """
+        if owner is not None or before == after:
+            return owner
+        from acrobat.runtime.dynamic import changed_names
+        others = sorted(i for i in started if i != fiber.inst and self._running(i))
+        if others:
+            names = ", ".join(f"`{n}`" for n in changed_names(before, after))
+            raise InstanceError(
+                f"instance {fiber.inst} changed host state every instance shares ({names} of a shared argument) "
+                f"while instances {others[:5]} were part-way through: plain calls run one instance after "
+                "another, so batched they could see each other's changes. Keep per-instance results in local "
+                "variables or on the instance's own objects, or reset the shared state before any value read "
+                "(`if x.sum() > 0`, `.item()`) of the program")
+        return fiber.inst
+
+    def _running(self, inst: int) -> bool:
+        """Whether instance ``inst`` has a fiber not done (ready, waiting or at a barrier)."""
+        return any(f.inst == inst for f in self.ready) or any(
+            f.inst == inst for fs in self.waiting.values() for f in fs) or any(
+            f.inst == inst for _, f in self.at_barrier)
 
     def wait(self, key: int) -> None:
         """Block the running fiber until the pending group with ``key`` has run."""
