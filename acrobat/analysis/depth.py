@@ -49,7 +49,7 @@ def stmt_writes(s: ir.Stmt) -> set[str]:
         for e in ir.stmt_exprs(t):
             for sub in ir.walk(e):
                 if isinstance(sub, ir.Call) and sub.kind is ir.CallKind.METHOD and sub.target in (
-                        "append", "pop", "insert", "__setitem__") \
+                        "append", "pop", "insert", "__setitem__", "reverse") \
                         and isinstance(sub.receiver, ir.Name):
                     names.add(sub.receiver.id)
     return names

@@ -343,7 +343,7 @@ _TENSOR_EXITS = {
     "backward": "call backward on the results, outside the model",
     "__bool__": "truth-testing a tensor makes control flow depend on its value",
 }
-_LIST_METHODS = {"append", "pop", "insert", "__setitem__"}
+_LIST_METHODS = {"append", "pop", "insert", "__setitem__", "reverse"}
 #: Operators whose result's shape depends on the values (vmap cannot batch them into one block).
 _DATA_SHAPED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount", "histc",
                 "repeat_interleave", "nonzero_static"}
@@ -719,6 +719,8 @@ class _Analyzer:
         k = self.truth(t)
         if isinstance(k, TensorK):
             self.spec.reads.add(t.nid)  # tensor-dependent control flow: the test waits for its value (§4.2)
+        elif isinstance(k, (ListK, TupleK, DictK)):
+            return  # `if buf:` on a list of tensors: its length, host data (a tuple or dict is never empty here)
         elif has_tensor(k):
             raise self.error(t, f"this `{what}` condition is a container of tensors: test one tensor, "
                                 "e.g. `if bool(x)` or `if x.item() > 0`")
@@ -1167,11 +1169,15 @@ class _Analyzer:
 
     def list_method(self, e: ir.Call, name: str, recv: ListK, kinds: list[Kind]) -> Kind:
         if name not in _LIST_METHODS:
-            raise self.error(e, f"list method `.{name}()` is not supported: use append, pop, indexing and len()")
+            raise self.error(e, f"list method `.{name}()` is not supported: use append, pop, insert, reverse, "
+                                f"indexing and len()")
         assert e.receiver is not None
         if name == "pop":
             self.mutate(e, e.receiver, None)
             return recv.elem
+        if name == "reverse":  # reorders the list in place: a change, nothing put in
+            self.mutate(e, e.receiver, None)
+            return HOST
         value = kinds[0] if name == "append" else kinds[1]  # insert(i, v) / xs[i] = v: like append (an element)
         if name != "append" and has_tensor(kinds[0]):
             self.no_tensor(e.args[0], kinds[0], "a list index")
