@@ -79,6 +79,11 @@ class _Lowerer:
             return name
         if e.nid in self.spec.ragged:
             return self.lower_ragged(e, pre)
+        if isinstance(e, ir.Attr) and e.attr in ("values", "indices") and isinstance(self.kind(e.obj), TupleK):
+            # `x.topk(2).indices`: the pair crosses a block boundary as a tuple of its items: item 0 or 1
+            item = ir.Subscript(e.loc, e.obj, ir.Const(e.loc, int(e.attr == "indices")))
+            item.nid = e.nid
+            return self.extract(item, pre, in_op)
         if isinstance(e, ir.BoolOp) and self.has_work(e):
             return self.lower_boolop(e, pre)
         if isinstance(e, ir.IfExp) and (self.has_work(e) or has_tensor(self.kind(e)) or has_shared(self.kind(e))):

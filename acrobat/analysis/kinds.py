@@ -38,6 +38,7 @@ from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
+from acrobat.frontend.parser import is_comprehension_list
 from acrobat.runtime.plan import SegmentOp
 
 #: Static depths above this are treated as dynamic, so specialization terminates.
@@ -363,11 +364,15 @@ UNRESOLVED = object()
 
 def shared_fact(v: Any) -> str:
     """What the kind analysis needs to know of a value a shared path holds in a run: ``"host"`` (plain data,
-    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), else ``"shared"``."""
+    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), ``"modules"`` (a container of modules:
+    ``nn.ModuleList``, ``nn.ModuleDict``, a list of modules), else ``"shared"``."""
     if is_host_data(v):
         return "host"
     if isinstance(v, torch.nn.LSTMCell):
         return "pair"
+    if isinstance(v, (torch.nn.ModuleList, torch.nn.ModuleDict)) or isinstance(v, (list, tuple, dict)) and v and all(
+            isinstance(m, torch.nn.Module) for m in (v.values() if isinstance(v, dict) else v)):
+        return "modules"
     return "shared"
 
 
@@ -647,7 +652,8 @@ class _Analyzer:
         if path is None:
             raise self.error(e, "a list changed in place must be held in a variable (or be an element of a "
                                 "list held in one): assign it to a variable first")
-        self.spec.lists.mutated.setdefault(path[0], e)
+        if not is_comprehension_list(path[0]):  # a comprehension's list: built before any other name holds it
+            self.spec.lists.mutated.setdefault(path[0], e)
         if elem is not None:
             name, steps = path
             old = self.spec.var.get(name, BOTTOM)
@@ -1013,6 +1019,10 @@ class _Analyzer:
             raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
             return self.shared_path(ko.ref + (("[", i.value),))
+        if isinstance(ko, SharedK) and self.facts.get(ko.ref) == "modules":
+            raise self.error(e, "a module chosen by a per-instance value (`p.experts[k](x)`, `p.mods[node.op](x)`) "
+                                "is not analysed statically: the dynamic tier runs it, one launch per module chosen "
+                                "with the rows that chose it")
         if isinstance(ko, DictK):
             if not (isinstance(i, ir.Const) and i.value in ko.keys):
                 raise self.error(e, f"index a dict with one of its constant keys {list(ko.keys)}")
@@ -1150,6 +1160,8 @@ class _Analyzer:
         if e.target in ("chunk", torch.chunk) and not e.kwargs and isinstance(chunks, ir.Const) and \
                 isinstance(chunks.value, int) and 0 < chunks.value <= 16:
             return TupleK((k,) * chunks.value)
+        if _values_indices(e):
+            return TupleK((k, k))  # torch.return_types: (values, indices), `.values`/`.indices` or unpacked
         return k
 
     def builtin(self, e: ir.Call, name: str, kinds: list[Kind]) -> Kind:
@@ -1185,6 +1197,27 @@ class _Analyzer:
         if contains(value, ListK):
             self.flow(e, (path[0], path[1] + 1), e.args[0 if name == "append" else 1])
         return HOST
+
+
+_PAIRS = {"topk", "sort", "kthvalue", "mode"}
+"""Operators whose result is always a (values, indices) pair."""
+_PAIRS_WITH_DIM = {"max", "min", "median", "nanmedian", "cummax", "cummin"}
+"""Operators whose result is a (values, indices) pair when given a ``dim``."""
+
+
+def _values_indices(e: ir.Call) -> bool:
+    """Whether the tensor call ``e`` returns a ``torch.return_types`` (values, indices) pair
+    (``x.topk(2)``, ``torch.max(x, dim=0)``, ``x.max(0)``; not ``torch.max(x)`` nor ``torch.max(x, y)``)."""
+    name = e.target if isinstance(e.target, str) else getattr(e.target, "__name__", None)
+    if e.kind not in (CallKind.TORCH, CallKind.METHOD) or name not in _PAIRS | _PAIRS_WITH_DIM:
+        return False
+    if name in _PAIRS:
+        return True
+    if "dim" in e.kwargs:
+        return True
+    dim = e.args[1] if e.kind is CallKind.TORCH and len(e.args) >= 2 else \
+        e.args[0] if e.kind is CallKind.METHOD and e.args else None
+    return isinstance(dim, ir.Const) and isinstance(dim.value, int) and not isinstance(dim.value, bool)
 
 
 def _path_of(e: ir.Expr) -> ListPath | None:

@@ -23,6 +23,16 @@ from acrobat.frontend import ir
 from acrobat.frontend.source import SourceSnapshot
 
 #: Builtins allowed on host values (instance data, lists of handles).
+COMPREHENSION = "comp"
+"""Hint of the fresh names of hoisted comprehensions' lists (``_comp0``): fresh lists, appended to only by
+their own loop before the statement reads them (``is_comprehension_list``)."""
+
+
+def is_comprehension_list(name: str) -> bool:
+    """Whether ``name`` is the list a hoisted comprehension builds (``hoist_comprehensions``)."""
+    return name.startswith("_" + COMPREHENSION) and name[len(COMPREHENSION) + 1:].isdigit()
+
+
 _TUPLE_SPLITS = frozenset({"chunk", "split", "unbind", "tensor_split"})
 """Torch functions and methods whose result is already a tuple: ``tuple(...)`` of one is the call itself."""
 
@@ -352,7 +362,7 @@ class _Translator:
 
         class Hoist(ast.NodeTransformer):
             def hoist(self, node: ast.ListComp | ast.GeneratorExp) -> ast.Name:
-                res = translator.fresh_name("comp")
+                res = translator.fresh_name(COMPREHENSION)
                 pre.extend(translator.comprehension(node, res))
                 return ast.copy_location(ast.Name(res, ast.Load()), node)
 
