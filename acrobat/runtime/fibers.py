@@ -16,9 +16,30 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Sequence
 
+import torch
 from greenlet import greenlet
 
 from acrobat.errors import AcrobatError, InstanceError
+
+
+TorchFunctionState = tuple[Any, list]
+"""A thread's torch-function state: ``torch._C._get_torch_function_state()`` and the mode stack."""
+
+
+def _torch_function_state() -> TorchFunctionState:
+    return torch._C._get_torch_function_state(), [
+        torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())]
+
+
+def _set_torch_function_state(saved: TorchFunctionState) -> None:
+    state, modes = saved
+    current = _torch_function_state()[1]
+    if len(current) != len(modes) or any(a is not b for a, b in zip(current, modes)):
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+        for m in modes:
+            torch._C._push_on_torch_function_stack(m)
+    torch._C._set_torch_function_state(state)
 
 
 class Fiber:
@@ -78,6 +99,7 @@ class FiberScheduler:
         dfg = self.rt.dfg  # the running instance and phase live on the DFG (native attributes: no property calls)
         ready = self.ready
         state = self.host_state
+        base = _torch_function_state() if self.recorder is not None else None  # see _yield
         owner: int | None = None  # the instance that changed shared host state: it runs alone until done
         held: deque[Fiber] = deque()  # the other instances' fibers, while it does
         started: set[int] = set()
@@ -98,6 +120,7 @@ class FiberScheduler:
                         fiber.glet.switch()
                     finally:
                         self.recorder.active = False
+                        _set_torch_function_state(base)
                 else:
                     fiber.glet.switch()
                 fiber.phase = dfg.phase
@@ -160,6 +183,20 @@ class FiberScheduler:
             f.inst == inst for fs in self.waiting.values() for f in fs) or any(
             f.inst == inst for _, f in self.at_barrier)
 
+    def _yield(self) -> None:
+        """Switch the running fiber back to the scheduler; resumed, restore its torch-function state.
+
+        PyTorch keeps the torch-function state (``DisableTorchFunction``, the mode stack, which a
+        ``TorchFunctionMode`` handler pops while it runs) per thread, and greenlets share the thread: a
+        fiber that waits inside such a context would leave the others running in it (in the dynamic tier,
+        their operators would run unrecorded, one instance at a time). The scheduler runs every fiber in
+        the state the run started with (``_base``); a fiber gets its own back when it resumes.
+        """
+        saved = _torch_function_state() if self.recorder is not None else None
+        self.main.switch()
+        if saved is not None:
+            _set_torch_function_state(saved)
+
     def wait(self, key: int) -> None:
         """Block the running fiber until the pending group with ``key`` has run."""
         assert self.current is not None
@@ -168,14 +205,14 @@ class FiberScheduler:
             self.waiting[key] = [self.current]
         else:
             fibers.append(self.current)
-        self.main.switch()
+        self._yield()
 
     def barrier(self, phase: int) -> None:
         """Block the running fiber until no fiber is left in an earlier phase (§4.1)."""
         assert self.current is not None
         if phase > 0:
             self.at_barrier.append((phase, self.current))
-            self.main.switch()
+            self._yield()
 
     def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
         """Run ``thunks`` concurrently; their results once all are done.
@@ -195,5 +232,5 @@ class FiberScheduler:
         results[-1] = thunks[-1]()
         if join.pending:
             join.waiting = True
-            self.main.switch()
+            self._yield()
         return results
