@@ -37,10 +37,10 @@ class Layout:
 
 @dataclass(eq=False)
 class Question:
-    """One instance: the layout and the image's region features (R, H), R differing per image."""
+    """One instance: the layout and the image's region features, R rows of H floats, R differing per image."""
 
     layout: Layout
-    regions: torch.Tensor
+    regions: list[list[float]]
 
 
 class Find(nn.Module):
@@ -102,7 +102,7 @@ def execute(node, regions, p):
 @ab.program
 def module_network(question, p):
     """Answer logits (6,) of one ``Question``."""
-    return execute(question.layout, question.regions, p)
+    return execute(question.layout, torch.tensor(question.regions), p)
 
 
 program = module_network
@@ -122,12 +122,12 @@ def instances(n: int, seed: int = 0, hidden: int = HIDDEN) -> list[Question]:
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     return [Question(Layout("describe", children=[_layout(rng, rng.randint(0, 3))]),
-                     torch.randn(rng.randint(3, 9), hidden, generator=g)) for _ in range(n)]
+                     torch.randn(rng.randint(3, 9), hidden, generator=g).tolist()) for _ in range(n)]
 
 
 def reference(question: Question, p: Params) -> torch.Tensor:
     """Plain PyTorch with the modules' weights used directly, the layout evaluated by an explicit stack."""
-    R = question.regions
+    R = torch.tensor(question.regions)
     find, describe = p.mods["find"], p.mods["describe"]
     values: dict[int, torch.Tensor] = {}
     stack = [(question.layout, False)]

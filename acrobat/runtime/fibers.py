@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import torch
 from greenlet import greenlet
 
+from acrobat.diagnosis import mark_limit
 from acrobat.errors import AcrobatError, InstanceError
 
 
@@ -99,7 +100,7 @@ class FiberScheduler:
         dfg = self.rt.dfg  # the running instance and phase live on the DFG (native attributes: no property calls)
         ready = self.ready
         state = self.host_state
-        base = _torch_function_state() if self.recorder is not None else None  # see _yield
+        run_state = _torch_function_state() if self.recorder is not None else None  # see _yield
         owner: int | None = None  # the instance that changed shared host state: it runs alone until done
         held: deque[Fiber] = deque()  # the other instances' fibers, while it does
         started: set[int] = set()
@@ -120,7 +121,7 @@ class FiberScheduler:
                         fiber.glet.switch()
                     finally:
                         self.recorder.active = False
-                        _set_torch_function_state(base)
+                        _set_torch_function_state(run_state)
                 else:
                     fiber.glet.switch()
                 fiber.phase = dfg.phase
@@ -169,12 +170,12 @@ class FiberScheduler:
         others = sorted(i for i in started if i != fiber.inst and self._running(i))
         if others:
             names = ", ".join(f"`{n}`" for n in changed_names(before, after))
-            raise InstanceError(
+            raise mark_limit(InstanceError(
                 f"instance {fiber.inst} changed host state every instance shares ({names} of a shared argument) "
                 f"while instances {others[:5]} were part-way through: plain calls run one instance after "
                 "another, so batched they could see each other's changes. Keep per-instance results in local "
                 "variables or on the instance's own objects, or reset the shared state before any value read "
-                "(`if x.sum() > 0`, `.item()`) of the program")
+                "(`if x.sum() > 0`, `.item()`) of the program", fiber.inst))
         return fiber.inst
 
     def _running(self, inst: int) -> bool:
@@ -190,7 +191,7 @@ class FiberScheduler:
         ``TorchFunctionMode`` handler pops while it runs) per thread, and greenlets share the thread: a
         fiber that waits inside such a context would leave the others running in it (in the dynamic tier,
         their operators would run unrecorded, one instance at a time). The scheduler runs every fiber in
-        the state the run started with (``_base``); a fiber gets its own back when it resumes.
+        the state the run started with; a fiber gets its own back when it resumes.
         """
         saved = _torch_function_state() if self.recorder is not None else None
         self.main.switch()
