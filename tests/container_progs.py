@@ -18,6 +18,7 @@ class Params(nn.Module):
         self.emb = nn.Parameter(torch.randn(10, 4, generator=g) * 0.5)
         self.W = nn.Parameter(torch.randn(4, 4, generator=g) * 0.5)
         self.W3 = nn.Parameter(torch.randn(4, 12, generator=g) * 0.5)
+        self.W2 = nn.Parameter(torch.randn(8, 4, generator=g) * 0.5)
         self.b = nn.Parameter(torch.randn(4, generator=g) * 0.1)
         self.experts = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
         self.hidden = 4
@@ -93,3 +94,28 @@ def expert_by_token(tokens, p):
     for t in tokens:
         h = torch.tanh(p.experts[t % 3](h) + p.emb[t])
     return h
+
+
+@ab.function
+def encode(node, p):
+    if node.is_leaf:
+        return torch.tanh(p.emb[node.word_id % 10])
+    return torch.tanh(torch.cat([encode(node.left, p), encode(node.right, p)]) @ p.W2)
+
+
+@ab.function
+def encode_annotated(node, p):
+    if node.is_leaf:
+        return torch.tanh(p.emb[node.word_id % 10])
+    left, right = ab.concurrent(encode_annotated(node.left, p), encode_annotated(node.right, p))
+    return torch.tanh(torch.cat([left, right]) @ p.W2)
+
+
+@ab.program
+def two_calls_in_one_expression(tree, p):
+    return encode(tree, p)
+
+
+@ab.program
+def two_calls_annotated(tree, p):
+    return encode_annotated(tree, p)

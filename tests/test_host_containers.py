@@ -57,3 +57,22 @@ def test_a_module_chosen_by_a_per_instance_value_runs_dynamically():
         got = cp.expert_by_token.run(batch, p, backend="eager", stats=stats)
     torch.testing.assert_close(got, want, **TOL)
     assert stats.dynamic is not None and "module chosen" in stats.dynamic.reason
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_two_calls_in_one_expression_run_concurrently(backend):
+    """`f(encode(node.left), encode(node.right))` without `ab.concurrent`: the analysis proves the calls
+    independent and runs them as concurrent calls (§4.1), so they batch as with the annotation."""
+    from acrobat.data.synthetic import synthetic_trees
+    p = cp.Params()
+    trees = synthetic_trees(12, 1, vocab_size=10)
+    launches = {}
+    for prog in (cp.two_calls_in_one_expression, cp.two_calls_annotated):
+        with torch.no_grad():
+            want = [prog(t, p) for t in trees]
+        stats = ab.RunStats()
+        with torch.inference_mode() if backend == "compiled" else torch.no_grad():
+            got = prog.run(trees, p, backend=backend, options=STRICT, stats=stats)
+        torch.testing.assert_close(got, want, **TOL)
+        launches[prog.__name__] = stats.kernel_launches
+    assert launches["two_calls_in_one_expression"] == launches["two_calls_annotated"]

@@ -764,8 +764,12 @@ class _Analyzer:
             if isinstance(k, OptionalK):
                 raise self.error(x if x is not None else e, "this value may be None here: test it first "
                                  "(`if h is None: h = ...`) so that the operator only sees a tensor")
-        if any(has_tensor(k) for k in kinds):
-            depths = [sdepth_of(k) for k in kinds]
+        # a shape read inside the operator (`p.Ws[x.shape[0] % 3]`) is computed in its block, which so takes
+        # x as an input: the result is placed after x (App. A.1), as for a tensor operand
+        shaped = [k for x in operands if x is not None for t in _shape_reads(x)
+                  if isinstance(k := self.spec.kinds.get(t.nid, HOST), TensorK)]
+        if any(has_tensor(k) for k in kinds) or shaped and not host_result:
+            depths = [sdepth_of(k) for k in kinds + shaped if has_tensor(k)]
             self.spec.ops.add(e.nid)
             if None in depths:
                 return DYNAMIC
@@ -1218,6 +1222,19 @@ def _values_indices(e: ir.Call) -> bool:
     dim = e.args[1] if e.kind is CallKind.TORCH and len(e.args) >= 2 else \
         e.args[0] if e.kind is CallKind.METHOD and e.args else None
     return isinstance(dim, ir.Const) and isinstance(dim.value, int) and not isinstance(dim.value, bool)
+
+
+def _shape_reads(e: ir.Expr) -> list[ir.Expr]:
+    """The expressions whose shape ``e`` reads (``x.shape``, ``x.size(0)``, ``x.ndim``, ``len(x)``)."""
+    out = []
+    for x in ir.walk(e):
+        if isinstance(x, ir.Attr) and x.attr in _SHAPE_ATTRS:
+            out.append(x.obj)
+        elif isinstance(x, ir.Call) and x.kind is CallKind.METHOD and x.target in _SHAPE_METHODS and x.receiver:
+            out.append(x.receiver)
+        elif isinstance(x, ir.Call) and x.kind is CallKind.BUILTIN and x.target == "len" and len(x.args) == 1:
+            out.append(x.args[0])
+    return out
 
 
 def _path_of(e: ir.Expr) -> ListPath | None:

@@ -455,17 +455,19 @@ class Gen:
         if k == "chunk_tuple":
             self.feat("tuple of chunks")
             a, b = self.fresh("a"), self.fresh("b")
+            line = f"{a}, {b} = tuple(torch.chunk(torch.cat([{self.tensor(sc)}, {self.tensor(sc)}]), 2))"
             sc.vars[a] = sc.vars[b] = "T"
-            return [f"{a}, {b} = tuple(torch.chunk(torch.cat([{self.tensor(sc)}, {self.tensor(sc)}]), 2))"]
+            return [line]
         if k == "max_pair":
             name = self.fresh("t")
-            sc.vars[name] = "T"
             if sc.of("L") and self.ch.coin(50):
                 self.feat("max(dim=0).values of a stack")
-                return [f"{name} = torch.stack({self.ch.pick(sc.of('L'))}).max(dim=0).values"]
-            self.feat("max(dim) unpacked")
-            idx = self.fresh("ix")
-            return [f"{name}, {idx} = torch.outer({self.tensor(sc)}, {self.tensor(sc)}).max(1)"]
+                line = f"{name} = torch.stack({self.ch.pick(sc.of('L'))}).max(dim=0).values"
+            else:
+                self.feat("max(dim) unpacked")
+                line = f"{name}, {self.fresh('ix')} = torch.outer({self.tensor(sc)}, {self.tensor(sc)}).max(1)"
+            sc.vars[name] = "T"
+            return [line]
         if k == "expert":
             self.feat("module chosen by a per-instance int")
             name = self.fresh("t")
