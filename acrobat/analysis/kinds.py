@@ -768,7 +768,7 @@ class _Analyzer:
         # x as an input: the result is placed after x (App. A.1), as for a tensor operand
         shaped = [k for x in operands if x is not None for t in _shape_reads(x)
                   if isinstance(k := self.spec.kinds.get(t.nid, HOST), TensorK)]
-        if any(has_tensor(k) for k in kinds) or shaped and not host_result:
+        if any(has_tensor(k) for k in kinds) or shaped and (not host_result or any(has_shared(k) for k in kinds)):
             depths = [sdepth_of(k) for k in kinds + shaped if has_tensor(k)]
             self.spec.ops.add(e.nid)
             if None in depths:
