@@ -72,7 +72,7 @@ class TensorK(Kind):
     sdepth: int | None  # static depth (hoisted), or None when it depends on the recursion
 
     def __str__(self) -> str:
-        return "tensor" if self.sdepth is None else f"tensor@{self.sdepth}"
+        return "tensor"  # as messages name it (the static depth is the compiler's, not the user's)
 
 
 @dataclass(frozen=True)
