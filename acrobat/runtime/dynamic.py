@@ -25,6 +25,15 @@ DFG instead of running it:
   shapes), operators that make tensors from host data (``torch.tensor``,
   ``torch.zeros``: their results are the instance's own tensors).
 
+Host state, as plain calls leave it: lazy values the user's code stored on
+its objects (``node.state = cell(...)``, ``self.outputs.append(h)``) are
+replaced by their tensors once the run has computed them (``lazy_left_in``,
+``Runtime.settle``); an instance that changes host state every instance
+shares (a shared module's attribute or list) runs alone from that change
+until it is done, as plain calls run one after another
+(``shared_host_state``, ``FiberScheduler``), or, if other instances were
+already part-way through, the run stops with an ``InstanceError``.
+
 Correct by construction: every operator computes exactly what it computes
 in plain Python, on the values plain Python would give it. The run report
 counts the operators recorded, their launches and mean batch
