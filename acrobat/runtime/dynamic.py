@@ -73,6 +73,11 @@ _EAGER_NAMES = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "
                 "__deepcopy__", "__reduce_ex__", "clone_"}
 #: Indexing a parameter with a per-instance number: a node (an embedding lookup batches as one gather).
 _LOOKUPS = {torch.Tensor.__getitem__, torch.Tensor.index_select, torch.nn.functional.embedding, torch.embedding}
+#: Shape queries of a real tensor: answered directly (no node, no key).
+_SHAPE_QUERIES = {torch.Tensor.dim, torch.Tensor.ndimension, torch.Tensor.size, torch.Tensor.numel,
+                  torch.Tensor.nelement, torch.Tensor.is_floating_point, torch.Tensor.is_complex,
+                  torch.Tensor.element_size, torch.Tensor.shape.__get__, torch.Tensor.ndim.__get__,
+                  torch.Tensor.dtype.__get__, torch.Tensor.device.__get__}
 _SCALAR_TYPES = {int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
                  torch.memory_format, slice, type(Ellipsis), torch.Size}
 
@@ -250,6 +255,8 @@ class Recorder:
     # -- the recording ---------------------------------------------------------------
     def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """``func(*args, **kwargs)`` in the dynamic tier: a recorded node's lazy result, or the eager result."""
+        if func in _SHAPE_QUERIES and args and type(args[0]) is not Lazy:
+            return func(*args, **kwargs)  # `x.dim()` of the instance's own tensor (an nn module checking it)
         info = _FUNCS.get(func) or _info(func)
         if info.eager or "out" in kwargs:
             return self.eager(func, args, kwargs, info)
@@ -284,7 +291,7 @@ class Recorder:
                 return self.eager(func, args, kwargs, info)  # an object the key cannot hold
         if not handles and not hosts:
             if not tensors or info.random:
-                return self.eager(func, args, kwargs, info)  # the instance's own tensor (torch.zeros, randn)
+                return self.eager(func, args, kwargs, info, lazy=False)  # the instance's own (torch.zeros, randn)
             if info.lookup and any(type(x) is int for x in leaves[1:]):
                 return self.lookup(func, leaves, struct, info)
             return self.shared_value(func, leaves, struct, key)
@@ -297,7 +304,7 @@ class Recorder:
         if op is None:
             op = self.new_op(key, leaves, struct, info)
             if op is None:
-                return self.eager(key[0], *_unflatten(leaves, struct), info)
+                return self.eager(key[0], *_unflatten(leaves, struct), info, lazy=bool(handles))
         depth += 1
         dfg = self.rt.dfg
         bid = op.block.id
@@ -389,8 +396,9 @@ class Recorder:
                     self.shared[id(t)] = t
         return out
 
-    def eager(self, func: Any, args: tuple, kwargs: dict, info: _FuncInfo) -> Any:
-        """``func`` run now for the running instance, on the values of its lazy arguments (waiting for them).
+    def eager(self, func: Any, args: tuple, kwargs: dict, info: _FuncInfo, lazy: bool = True) -> Any:
+        """``func`` run now for the running instance, on the values of its lazy arguments (waiting for them;
+        ``lazy`` False: the caller knows there are none).
 
         Raises:
             InstanceError: ``func`` writes into a tensor every instance shares (a parameter, or a value computed
@@ -405,7 +413,8 @@ class Recorder:
                 f"instance {self.rt.dfg.inst}: `{info.name}` writes into a tensor every instance shares (a model "
                 f"parameter, or a value computed from parameters alone): write it out of place\n"
                 f"{self.site.where()}", self.rt.dfg.inst))
-        args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
+        if lazy:
+            args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
         return func(*args, **kwargs)
 
     def value(self, x: Lazy) -> torch.Tensor:
