@@ -575,7 +575,7 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
     effects = escaping_effects(table.specs)
     slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
     block_ids = itertools.count()
-    bodies = {key: lower_function(spec, copy.deepcopy(spec.fn.body), slots, block_ids, options)
+    bodies = {key: lower_function(spec, copy.deepcopy(spec.fn.body), slots, block_ids, options, effects)
               for key, spec in table.specs.items()}
     maps = {key: parallel_loops(spec, bodies[key]) if options.concurrency else set()
             for key, spec in table.specs.items()}

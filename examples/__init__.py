@@ -27,6 +27,16 @@ EXAMPLES: dict[str, str] = {
     "leaf_attention": "examples.leaf_attention",
     "dag_rnn": "examples.dag_rnn",
     "pointer_net": "examples.pointer_net",
+    "recursive_module": "examples.recursive_module",
+    "stateful_treelstm": "examples.stateful_treelstm",
+    "moe_router": "examples.moe_router",
+    "module_network": "examples.module_network",
+    "transformer_encoder": "examples.transformer_encoder",
+    "shift_reduce_parser": "examples.shift_reduce_parser",
+    "relational_gnn": "examples.relational_gnn",
+    "crf_tagger": "examples.crf_tagger",
+    "extractive_summarizer": "examples.extractive_summarizer",
+    "beam_decoder": "examples.beam_decoder",
 }
 """Example name -> module."""
 

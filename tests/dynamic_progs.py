@@ -23,6 +23,7 @@ class Params(nn.Module):
         self.b = nn.Parameter(torch.randn(4, generator=g) * 0.1)
         torch.manual_seed(seed)
         self.cell = nn.LSTMCell(4, 4)
+        self.gru = nn.GRUCell(4, 4)
         self.to(dtype)
 
 
@@ -95,3 +96,88 @@ def inplace_on_a_parameter(tokens, p):
     """Writing into a parameter: in plain Python every instance would see the others' writes."""
     p.b.add_(1.0)
     return p.b * tokens[0]
+
+
+class Node:
+    """A token's node of a chain: the model stores its state on it (``node.state``)."""
+
+    def __init__(self, token: int, prev: "Node | None"):
+        self.token = token
+        self.prev = prev
+        self.state = None
+
+
+def chain(tokens: list[int]) -> Node:
+    """The last node of a chain over ``tokens``."""
+    node = None
+    for t in tokens:
+        node = Node(t, node)
+    return node
+
+
+@ab.program
+def state_on_nodes(last, p):
+    """`node.state = ...` on the instance's own objects, read back as `node.prev.state`."""
+    nodes = []
+    node = last
+    while node is not None:
+        nodes.append(node)
+        node = node.prev
+    for node in reversed(nodes):
+        h = node.prev.state if node.prev is not None else p.b
+        node.state = torch.tanh(p.emb[node.token] @ p.W + h)
+    return last.state
+
+
+class Collecting(Params):
+    """Params whose module collects per-step outputs in ``self.outputs`` during a run."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__(seed)
+        self.outputs = []
+
+
+@ab.program
+def outputs_on_the_module(tokens, p):
+    """`p.outputs = []` then `p.outputs.append(h)` each step, with a value read between: instances must not
+    see each other's appends."""
+    p.outputs = []
+    h = p.b
+    for t in tokens:
+        h = torch.tanh(p.emb[t] @ p.W + h)
+        if h.sum() > 0:  # a value read: the fiber waits here
+            h = -h
+        p.outputs.append(h)
+    return torch.stack(p.outputs)
+
+
+@ab.program
+def appends_to_the_module_late(tokens, p):
+    """Changes the module's list only after a value read: instances started meanwhile could see it."""
+    h = p.b
+    for t in tokens:
+        h = torch.tanh(p.emb[t] @ p.W + h)
+    if h.sum() > 0:
+        h = -h
+    p.outputs.append(h)
+    return h
+
+
+@ab.program
+def reads_between_ops(tokens, p):
+    """A value read (`.tolist()`) between operators: every instance's operators are still recorded."""
+    h = p.b
+    picked = []
+    for t in tokens:
+        h = torch.tanh(p.emb[t] @ p.W + h)
+        picked.append(max(range(4), key=lambda k: h.tolist()[k]))
+    return h, picked
+
+
+@ab.program
+def gru_cell_steps(tokens, p):
+    """An `nn.GRUCell` on 1-D inputs: the recurrent-cell batching rule, not a loop over rows."""
+    h = torch.zeros(4, dtype=p.W.dtype)
+    for t in tokens:
+        h = p.gru(p.emb[t], h)
+    return h

@@ -125,3 +125,56 @@ def test_auto_under_grad_in_the_dynamic_tier_trains_like_the_per_instance_loop(m
     for n, q in params.named_parameters():
         if n in want:
             torch.testing.assert_close(q.grad, want[n], **TOL)
+
+
+def test_state_stored_on_instance_objects_is_left_as_tensors():
+    """`node.state = ...` on the instance's objects: equal to plain, and left there as tensors (not lazy values)."""
+    p = dp.Params()
+    batch = [dp.chain(t) for t in _tokens(6, 11)]
+    got = _check(dp.state_on_nodes, batch, p, options=DYNAMIC)
+    for last, out in zip(batch, got):
+        node = last
+        while node is not None:
+            assert type(node.state) is torch.Tensor
+            node = node.prev
+        torch.testing.assert_close(last.state, out, **TOL)
+
+
+def test_a_list_the_module_holds_is_not_shared_between_instances():
+    """`p.outputs = []` / `p.outputs.append(h)` with value reads between: each instance runs alone from its first
+    change of the shared state, so none sees another's appends (before: the lists mixed, a wrong answer)."""
+    p = dp.Collecting()
+    batch = _tokens(7, 12)
+    _check(dp.outputs_on_the_module, batch, p, options=DYNAMIC)
+    assert all(type(x) is torch.Tensor for x in p.outputs), "the module's list holds tensors after the run"
+    torch.testing.assert_close(torch.stack(p.outputs), dp.outputs_on_the_module(batch[-1], p), **TOL)
+
+
+def test_a_late_change_of_shared_state_is_an_error_not_a_wrong_answer():
+    p = dp.Collecting()
+    with pytest.raises(ab.InstanceError, match="changed host state every instance shares .*`outputs`"):
+        with torch.no_grad():
+            dp.appends_to_the_module_late.run(_tokens(4, 13), p, backend="eager", options=DYNAMIC)
+
+
+def test_every_instance_is_recorded_after_a_value_read():
+    """A fiber that waits inside the torch-function mode's handler left the others running unrecorded (one
+    instance at a time, eagerly): now the batch records the sum of what each instance records alone."""
+    p = dp.Params()
+    batch = _tokens(5, 14)
+    alone = 0
+    for x in batch:
+        s = ab.RunStats()
+        _check(dp.reads_between_ops, [x], p, options=DYNAMIC, stats=s)
+        alone += s.dfg_nodes
+    s = ab.RunStats()
+    _check(dp.reads_between_ops, batch, p, options=DYNAMIC, stats=s)
+    assert s.dfg_nodes == alone
+    assert s.kernel_launches < s.dfg_nodes
+
+
+def test_recurrent_cells_batch_by_their_rule(recwarn):
+    s = ab.RunStats()
+    _check(dp.gru_cell_steps, _tokens(6, 15), dp.Params(), options=DYNAMIC, stats=s)
+    assert not [w for w in recwarn if "gru_cell" in str(w.message)], "vmap's per-row fallback was not used"
+    assert s.dynamic.op("gru_cell").launches < s.dynamic.op("gru_cell").nodes

@@ -36,6 +36,30 @@ def test_batched_equals_reference(name, backend, batch_size):
     torch.testing.assert_close(out, expected, **TOL)
 
 
+def _loss(outs) -> torch.Tensor:
+    """A scalar of every floating-point tensor in one instance's ``outs`` (squares summed, each weighted by its
+    position in the result)."""
+    leaves = [x for x in torch.utils._pytree.tree_leaves(outs) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    return sum(((k + 1) * x.square()).sum() for k, x in enumerate(leaves))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradients_equal_the_per_instance_loop(name):
+    """The parameters' gradients through the batched run (eager) equal those of the program run per instance."""
+    ex = examples.load(name)
+    params = ex.make_params(0)
+    batch = ex.instances(8, 2)
+    sum(_loss(ex.program(x, params)) for x in batch).backward()
+    want = {n: q.grad.clone() for n, q in params.named_parameters() if q.grad is not None}
+    assert want, "the loss reaches some parameter"
+    params.zero_grad(set_to_none=True)
+    sum(_loss(out) for out in ex.program.run(batch, params, backend="eager")).backward()
+    got = {n: q.grad for n, q in params.named_parameters() if q.grad is not None}
+    assert got.keys() == want.keys()
+    for n in want:
+        torch.testing.assert_close(got[n], want[n], **TOL, msg=lambda m: f"{name}: gradient of {n}: {m}")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_equals_plain_python_program(name):
     """The reference runs, and agrees with the program run as plain Python (so the reference is right)."""

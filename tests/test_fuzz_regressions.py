@@ -200,6 +200,78 @@ def main(inst, p):
     _t0 = rec(inst, p)
     return _t0
 '''),
+    # a shape read inside an operator (`p.Ws[l.shape[0] % 3]`) made its block take l and run inline, but the
+    # kind of its result stayed hoisted, so a later hoisted block read it before it was computed (internal
+    # scheduling error; found by the fuzzer once it drew other programs, issue 18)
+    "shape_read_in_an_operator_of_a_recursive_value": ("nary", '''
+@ab.function
+def rec(node, p):
+    if len(node.children) == 0:
+        return p.emb[node.word % 7]
+    hs = []
+    for c in node.children:
+        hs.append(rec(c, p))
+    l = torch.stack(hs).sum(0)
+    l = torch.tanh(p.emb[(0) % 7] @ p.Ws[(l.shape[0]) % 3])
+    k5 = int(torch.argmax(l))
+    return l
+
+@ab.program
+def main(inst, p):
+    return rec(inst, p)
+'''),
+    # the same, the shape read indexing a parameter (`p.emb[l.shape[0] % 7]`: a lookup, per instance)
+    "shape_read_in_a_lookup_of_a_recursive_value": ("tree", '''
+@ab.function
+def rec(node, p):
+    if node.is_leaf:
+        return p.emb[node.word % 7]
+    l = rec(node.left, p)
+    r = rec(node.right, p)
+    l = p.emb[(l.shape[0]) % 7]
+    return l
+
+@ab.program
+def main(inst, p):
+    return rec(inst, p)
+'''),
+    # a loop appending to a list through an alias (`ys = hs; ys.append(l)`) while reading it (`torch.stack(hs)`)
+    # was taken for a map loop (iterations at one depth): the alias hid the loop-carried list
+    "alias_append_in_a_loop_reading_the_list": ("nary", '''
+@ab.function
+def rec(node, p):
+    if len(node.children) == 0:
+        return p.emb[node.word % 7]
+    hs = []
+    for c in node.children:
+        hs.append(rec(c, p))
+    l = torch.stack(hs).sum(0)
+    for x4 in [0, 0]:
+        for i5 in range(2):
+            l = torch.stack(hs).sum(0)
+            ys6 = hs
+            ys6.append(l)
+    return l
+
+@ab.program
+def main(inst, p):
+    return rec(inst, p)
+'''),
+    # two calls in one expression, made concurrent by inference (no ab.concurrent), with a value read between
+    "inferred_concurrent_calls": ("tree", '''
+@ab.function
+def rec(node, p):
+    if node.is_leaf:
+        return p.emb[node.word % 7]
+    h = torch.tanh(torch.cat([rec(node.left, p), rec(node.right, p)]) @ p.W2)
+    if h.sum() > 0:
+        h = -h
+    return h
+
+@ab.program
+def main(inst, p):
+    return rec(inst, p)
+'''),
 }
 
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from typing import Callable
 
@@ -23,8 +24,8 @@ import torch.nn.functional as F
 
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST
-from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, has_shared, has_tensor,
-                                    sdepth_of)
+from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, contains, has_shared,
+                                    has_tensor, sdepth_of)
 from acrobat.analysis.ragged import SEGMENT_OPS, row_matmul, row_operands, row_scale, row_squeeze, segment_reference
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
@@ -36,8 +37,9 @@ from acrobat.runtime.plan import SegmentOp
 
 class _Lowerer:
     def __init__(self, spec: Spec, slots: SharedSlots, block_ids: itertools.count, hoisting: bool, coarsening: bool,
-                 fusion: bool):
+                 fusion: bool, independent: Callable[[ir.Call], bool] | None = None):
         self.spec = spec
+        self.independent = independent  # see infer_concurrency; None: no inference (the concurrency ablation)
         self.fusion = fusion
         self.hoisting = hoisting
         self.coarsening = coarsening
@@ -69,8 +71,52 @@ class _Lowerer:
             and sdepth_of(k) is not None
 
     # -- flattening -------------------------------------------------------
+    def infer_concurrency(self, roots: list[ir.Expr], pre: list[ir.Stmt]) -> None:
+        """Run independent program calls of one expression as ``acrobat.concurrent`` does (§4.1), inferred.
+
+        ``compose(encode(node.left), encode(node.right))``: the calls that ``roots`` always evaluate (not
+        under ``a if c else b`` or a later ``and``/``or`` operand), when there are two or more, none has a
+        program call in its arguments, none passes a list (a callee could change it, or read what another
+        appends) and none changes host state that outlives it (``aliases.escaping_effects``), become one
+        concurrent call before the statement: each starts at the same depth, so their nodes batch with each
+        other, instead of the second waiting for the first's depth. The calls themselves are replaced by the
+        items of its result (in place, keeping their ids and kinds).
+        """
+        if self.independent is None:
+            return
+        calls: list[ir.Call] = []
+
+        def visit(x: ir.Expr) -> None:
+            if isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM:
+                calls.append(x)
+            elif not isinstance(x, (ir.IfExp, ir.BoolOp, ir.Concurrent)):
+                for c in ir.children(x):
+                    visit(c)
+
+        for r in roots:
+            visit(r)
+        if len(calls) < 2 or not all(self.independent(c) and not any(
+                isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM for a in c.args for x in ir.walk(a)) and not any(
+                contains(self.kind(a), ListK) or isinstance(self.kind(a), RaggedK) for a in c.args) for c in calls):
+            return
+        fork = ir.Concurrent(calls[0].loc, calls)
+        self.spec.kinds[fork.nid] = TupleK(tuple(self.kind(c) for c in calls))
+        result = self.extract(fork, pre, False)
+        items: dict[int, ir.Expr] = {}
+        for i, c in enumerate(calls):
+            item = ir.Subscript(c.loc, ir.Name(c.loc, result.id), ir.Const(c.loc, i))  # type: ignore[attr-defined]
+            item.nid = c.nid
+            self.spec.kinds[item.obj.nid] = self.spec.kinds[fork.nid]  # type: ignore[attr-defined]
+            items[id(c)] = item
+        for r in roots:
+            _substitute(r, items)
+
     def extract(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Rewrite ``e`` so that it holds no program call, and no tensor op unless ``in_op``."""
+        if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM:
+            self.infer_concurrency(list(e.args), pre)
+        elif not isinstance(e, ir.Concurrent):
+            self.infer_concurrency([e], pre)
         if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM or isinstance(e, ir.Concurrent):
             calls = e.calls if isinstance(e, ir.Concurrent) else [e]
             lowered = [(self.spec.calls[c.nid], [self.extract(a, pre, False) for a in c.args]) for c in calls]
@@ -79,6 +125,11 @@ class _Lowerer:
             return name
         if e.nid in self.spec.ragged:
             return self.lower_ragged(e, pre)
+        if isinstance(e, ir.Attr) and e.attr in ("values", "indices") and isinstance(self.kind(e.obj), TupleK):
+            # `x.topk(2).indices`: the pair crosses a block boundary as a tuple of its items: item 0 or 1
+            item = ir.Subscript(e.loc, e.obj, ir.Const(e.loc, int(e.attr == "indices")))
+            item.nid = e.nid
+            return self.extract(item, pre, in_op)
         if isinstance(e, ir.BoolOp) and self.has_work(e):
             return self.lower_boolop(e, pre)
         if isinstance(e, ir.IfExp) and (self.has_work(e) or has_tensor(self.kind(e)) or has_shared(self.kind(e))):
@@ -665,11 +716,38 @@ def _continues(body: list[ir.Stmt]) -> bool:
                for s in body)
 
 
+def _substitute(e: ir.Expr, items: dict[int, ir.Expr]) -> None:
+    """Replace, inside ``e``, every sub-expression whose ``id`` is a key of ``items`` by its value (in place)."""
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, ir.Expr):
+            if id(v) in items:
+                setattr(e, f.name, items[id(v)])
+            else:
+                _substitute(v, items)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                if isinstance(x, ir.Expr):
+                    if id(x) in items:
+                        v[i] = items[id(x)]
+                    else:
+                        _substitute(x, items)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(x, ir.Expr):
+                    if id(x) in items:
+                        v[k] = items[id(x)]
+                    else:
+                        _substitute(x, items)
+
+
 def lower_function(spec: Spec, body: list[ir.Stmt], slots: SharedSlots, block_ids: itertools.count,
-                   options) -> list[ir.Stmt]:
+                   options, effects: set | None = None) -> list[ir.Stmt]:
     """Flatten one specialization's ``body`` (a private copy: it is rewritten) and form its static blocks.
 
-    ``options`` (``acrobat.Options``) switches hoisting and coarsening off for ablations.
+    ``options`` (``acrobat.Options``) switches hoisting, coarsening and concurrency off for ablations;
+    ``effects``: the specializations that change host state outliving them (``aliases.escaping_effects``),
+    whose calls are never made concurrent by inference (``_Lowerer.infer_concurrency``).
 
     Each ``Block`` carries its specialization's substitution table
     (expression nid -> block parameter name) for the block code generator.
@@ -677,5 +755,10 @@ def lower_function(spec: Spec, body: list[ir.Stmt], slots: SharedSlots, block_id
     Raises:
         CompileError: a construct that cannot be placed in a block.
     """
-    lowerer = _Lowerer(spec, slots, block_ids, options.hoisting, options.coarsening, options.horizontal_fusion)
+    independent = None
+    if options.concurrency and effects is not None:
+        def independent(c: ir.Call) -> bool:  # a call whose run changes no host state that outlives it
+            return spec.calls.get(c.nid) not in effects
+    lowerer = _Lowerer(spec, slots, block_ids, options.hoisting, options.coarsening, options.horizontal_fusion,
+                       independent)
     return lowerer.lower(body)

@@ -49,7 +49,7 @@ def stmt_writes(s: ir.Stmt) -> set[str]:
         for e in ir.stmt_exprs(t):
             for sub in ir.walk(e):
                 if isinstance(sub, ir.Call) and sub.kind is ir.CallKind.METHOD and sub.target in (
-                        "append", "pop", "insert", "__setitem__") \
+                        "append", "pop", "insert", "__setitem__", "reverse") \
                         and isinstance(sub.receiver, ir.Name):
                     names.add(sub.receiver.id)
     return names
@@ -65,8 +65,9 @@ def contains_work(s: ir.Stmt) -> bool:
     return any(isinstance(t, (BlockCall, ProgramCall)) for t in ir.walk_stmts([s]))
 
 
-def loop_carried(body: list[ir.Stmt]) -> set[str]:
-    """Names whose value may flow from one iteration of ``body`` to the next."""
+def loop_carried(body: list[ir.Stmt], aliases: dict[str, set[str]] | None = None) -> set[str]:
+    """Names whose value may flow from one iteration of ``body`` to the next. ``aliases``: for a list
+    variable, the variables that may hold the same list (``ys = xs; ys.append(h)`` changes ``xs`` too)."""
     defined: set[str] = set()
     exposed: set[str] = set()
     for s in body:
@@ -76,7 +77,21 @@ def loop_carried(body: list[ir.Stmt]) -> set[str]:
     written: set[str] = set()
     for s in body:
         written |= stmt_writes(s)
+    for n in list(written):
+        written |= (aliases or {}).get(n, set())
     return exposed & written
+
+
+def list_aliases(spec: Spec) -> dict[str, set[str]]:
+    """Per list variable of ``spec``, the variables that may hold the same list (its ``ListFlow`` edges
+    between whole lists, closed transitively)."""
+    groups: dict[str, set[str]] = {}
+    for (a, da), (b, db) in spec.lists.edges:
+        if da == db == 0:
+            merged = groups.get(a, {a}) | groups.get(b, {b})
+            for n in merged:
+                groups[n] = merged
+    return groups
 
 
 def leaves_early(body: list[ir.Stmt]) -> bool:
@@ -97,9 +112,10 @@ def parallel_loops(spec: Spec, body: list[ir.Stmt]) -> set[int]:
     iteration's depth at its end, which an early exit skips.
     """
     out: set[int] = set()
+    aliases = list_aliases(spec)
     for s in ir.walk_stmts(body):
         if isinstance(s, ir.For) and contains_work(s) and not leaves_early(s.body):
-            carried = loop_carried(s.body)
+            carried = loop_carried(s.body, aliases)
             if not any(has_tensor(spec.var.get(n)) for n in carried if n in spec.var):
                 out.add(s.nid)
     return out

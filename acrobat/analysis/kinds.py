@@ -38,6 +38,7 @@ from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
+from acrobat.frontend.parser import is_comprehension_list
 from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.plan import SegmentOp
 
@@ -72,7 +73,7 @@ class TensorK(Kind):
     sdepth: int | None  # static depth (hoisted), or None when it depends on the recursion
 
     def __str__(self) -> str:
-        return "tensor" if self.sdepth is None else f"tensor@{self.sdepth}"
+        return "tensor"  # as messages name it (the static depth is the compiler's, not the user's)
 
 
 @dataclass(frozen=True)
@@ -344,7 +345,7 @@ _TENSOR_EXITS = {
     "backward": "call backward on the results, outside the model",
     "__bool__": "truth-testing a tensor makes control flow depend on its value",
 }
-_LIST_METHODS = {"append", "pop", "insert", "__setitem__"}
+_LIST_METHODS = {"append", "pop", "insert", "__setitem__", "reverse"}
 #: Operators whose result's shape depends on the values (vmap cannot batch them into one block).
 _DATA_SHAPED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount", "histc",
                 "repeat_interleave", "nonzero_static"}
@@ -364,11 +365,15 @@ UNRESOLVED = object()
 
 def shared_fact(v: Any) -> str:
     """What the kind analysis needs to know of a value a shared path holds in a run: ``"host"`` (plain data,
-    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), else ``"shared"``."""
+    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), ``"modules"`` (a container of modules:
+    ``nn.ModuleList``, ``nn.ModuleDict``, a list of modules), else ``"shared"``."""
     if is_host_data(v):
         return "host"
     if isinstance(v, torch.nn.LSTMCell):
         return "pair"
+    if isinstance(v, (torch.nn.ModuleList, torch.nn.ModuleDict)) or isinstance(v, (list, tuple, dict)) and v and all(
+            isinstance(m, torch.nn.Module) for m in (v.values() if isinstance(v, dict) else v)):
+        return "modules"
     return "shared"
 
 
@@ -648,7 +653,8 @@ class _Analyzer:
         if path is None:
             raise self.error(e, "a list changed in place must be held in a variable (or be an element of a "
                                 "list held in one): assign it to a variable first")
-        self.spec.lists.mutated.setdefault(path[0], e)
+        if not is_comprehension_list(path[0]):  # a comprehension's list: built before any other name holds it
+            self.spec.lists.mutated.setdefault(path[0], e)
         if elem is not None:
             name, steps = path
             old = self.spec.var.get(name, BOTTOM)
@@ -720,6 +726,8 @@ class _Analyzer:
         k = self.truth(t)
         if isinstance(k, TensorK):
             self.spec.reads.add(t.nid)  # tensor-dependent control flow: the test waits for its value (§4.2)
+        elif isinstance(k, (ListK, TupleK, DictK)):
+            return  # `if buf:` on a list of tensors: its length, host data (a tuple or dict is never empty here)
         elif has_tensor(k):
             raise self.error(t, f"this `{what}` condition is a container of tensors: test one tensor, "
                                 "e.g. `if bool(x)` or `if x.item() > 0`")
@@ -757,8 +765,12 @@ class _Analyzer:
             if isinstance(k, OptionalK):
                 raise self.error(x if x is not None else e, "this value may be None here: test it first "
                                  "(`if h is None: h = ...`) so that the operator only sees a tensor")
-        if any(has_tensor(k) for k in kinds):
-            depths = [sdepth_of(k) for k in kinds]
+        # a shape read inside the operator (`p.Ws[x.shape[0] % 3]`) is computed in its block, which so takes
+        # x as an input: the result is placed after x (App. A.1), as for a tensor operand
+        shaped = [k for x in operands if x is not None for t in _shape_reads(x)
+                  if isinstance(k := self.spec.kinds.get(t.nid, HOST), TensorK)]
+        if any(has_tensor(k) for k in kinds) or shaped and (not host_result or any(has_shared(k) for k in kinds)):
+            depths = [sdepth_of(k) for k in kinds + shaped if has_tensor(k)]
             self.spec.ops.add(e.nid)
             if None in depths:
                 return DYNAMIC
@@ -1012,6 +1024,10 @@ class _Analyzer:
             raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
             return self.shared_path(ko.ref + (("[", i.value),))
+        if isinstance(ko, SharedK) and self.facts.get(ko.ref) == "modules":
+            raise self.error(e, "a module chosen by a per-instance value (`p.experts[k](x)`, `p.mods[node.op](x)`) "
+                                "is not analysed statically: the dynamic tier runs it, one launch per module chosen "
+                                "with the rows that chose it")
         if isinstance(ko, DictK):
             if not (isinstance(i, ir.Const) and i.value in ko.keys):
                 raise self.error(e, f"index a dict with one of its constant keys {list(ko.keys)}")
@@ -1173,6 +1189,8 @@ class _Analyzer:
         if e.target in ("chunk", torch.chunk) and not e.kwargs and isinstance(chunks, ir.Const) and \
                 isinstance(chunks.value, int) and 0 < chunks.value <= 16:
             return TupleK((k,) * chunks.value)
+        if _values_indices(e):
+            return TupleK((k, k))  # torch.return_types: (values, indices), `.values`/`.indices` or unpacked
         return k
 
     def builtin(self, e: ir.Call, name: str, kinds: list[Kind]) -> Kind:
@@ -1192,11 +1210,15 @@ class _Analyzer:
 
     def list_method(self, e: ir.Call, name: str, recv: ListK, kinds: list[Kind]) -> Kind:
         if name not in _LIST_METHODS:
-            raise self.error(e, f"list method `.{name}()` is not supported: use append, pop, indexing and len()")
+            raise self.error(e, f"list method `.{name}()` is not supported: use append, pop, insert, reverse, "
+                                f"indexing and len()")
         assert e.receiver is not None
         if name == "pop":
             self.mutate(e, e.receiver, None)
             return recv.elem
+        if name == "reverse":  # reorders the list in place: a change, nothing put in
+            self.mutate(e, e.receiver, None)
+            return HOST
         value = kinds[0] if name == "append" else kinds[1]  # insert(i, v) / xs[i] = v: like append (an element)
         if name != "append" and has_tensor(kinds[0]):
             self.no_tensor(e.args[0], kinds[0], "a list index")
@@ -1204,6 +1226,40 @@ class _Analyzer:
         if contains(value, ListK):
             self.flow(e, (path[0], path[1] + 1), e.args[0 if name == "append" else 1])
         return HOST
+
+
+_PAIRS = {"topk", "sort", "kthvalue", "mode"}
+"""Operators whose result is always a (values, indices) pair."""
+_PAIRS_WITH_DIM = {"max", "min", "median", "nanmedian", "cummax", "cummin"}
+"""Operators whose result is a (values, indices) pair when given a ``dim``."""
+
+
+def _values_indices(e: ir.Call) -> bool:
+    """Whether the tensor call ``e`` returns a ``torch.return_types`` (values, indices) pair
+    (``x.topk(2)``, ``torch.max(x, dim=0)``, ``x.max(0)``; not ``torch.max(x)`` nor ``torch.max(x, y)``)."""
+    name = e.target if isinstance(e.target, str) else getattr(e.target, "__name__", None)
+    if e.kind not in (CallKind.TORCH, CallKind.METHOD) or name not in _PAIRS | _PAIRS_WITH_DIM:
+        return False
+    if name in _PAIRS:
+        return True
+    if "dim" in e.kwargs:
+        return True
+    dim = e.args[1] if e.kind is CallKind.TORCH and len(e.args) >= 2 else \
+        e.args[0] if e.kind is CallKind.METHOD and e.args else None
+    return isinstance(dim, ir.Const) and isinstance(dim.value, int) and not isinstance(dim.value, bool)
+
+
+def _shape_reads(e: ir.Expr) -> list[ir.Expr]:
+    """The expressions whose shape ``e`` reads (``x.shape``, ``x.size(0)``, ``x.ndim``, ``len(x)``)."""
+    out = []
+    for x in ir.walk(e):
+        if isinstance(x, ir.Attr) and x.attr in _SHAPE_ATTRS:
+            out.append(x.obj)
+        elif isinstance(x, ir.Call) and x.kind is CallKind.METHOD and x.target in _SHAPE_METHODS and x.receiver:
+            out.append(x.receiver)
+        elif isinstance(x, ir.Call) and x.kind is CallKind.BUILTIN and x.target == "len" and len(x.args) == 1:
+            out.append(x.args[0])
+    return out
 
 
 def _path_of(e: ir.Expr) -> ListPath | None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import AbstractSet as Set
 from typing import Mapping
 
-from acrobat.analysis.depth import contains_work, loop_carried, stmt_reads, stmt_writes
+from acrobat.analysis.depth import contains_work, list_aliases, loop_carried, stmt_reads, stmt_writes
 from acrobat.analysis.kinds import Spec, SpecKey, has_tensor
 from acrobat.analysis.lowered import BlockCall, ProgramCall
 from acrobat.frontend import ir
@@ -75,7 +75,7 @@ def stage_loop(s: ir.Stmt, spec: Spec, advance: "Advance") -> bool:
     """
     if not isinstance(s, (ir.For, ir.While)) or not contains_work(s):
         return False
-    if not any(has_tensor(spec.var.get(n)) for n in loop_carried(s.body) if n in spec.var):
+    if not any(has_tensor(spec.var.get(n)) for n in loop_carried(s.body, list_aliases(spec)) if n in spec.var):
         return False
     body = s.body
     varies = [not advance.fixed([t]) for t in body]

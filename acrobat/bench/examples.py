@@ -8,7 +8,8 @@ ways on the same weights: a per-instance loop (plain Python calling the
 program on one instance at a time), and acrobat with each backend. Every
 output is checked against the example's independent reference; acrobat's
 rows say whether it ran, was rejected (the ``CompileError``'s gist) or got
-it wrong, with kernel launches per batch and the median ms per batch. Times
+it wrong, with kernel launches per batch, their mean batch (DFG nodes per launch)
+and the median ms per batch. Times
 are never asserted anywhere (tests check the table's structure only).
 """
 
@@ -44,12 +45,14 @@ BUDGET_MS = 3000.0
 @dataclass
 class ExampleResult:
     """One system on one example's batch. ``ms``: median wall time per batch; ``launches``: kernel launches
-    per batch (acrobat only); ``max_error``: largest absolute difference from the reference."""
+    per batch and ``mean_batch`` DFG nodes per launch (acrobat only); ``max_error``: largest absolute
+    difference from the reference."""
 
     system: str
     status: str = RAN
     detail: str = ""
     launches: int | None = None
+    mean_batch: float | None = None
     ms: float | None = None
     max_error: float | None = None
 
@@ -125,7 +128,9 @@ def _run_system(name: str, run: Callable[[RunStats], list], expected: list, warm
             return res
         stats = RunStats()
         run(stats)
-        res.launches = stats.kernel_launches if name != LOOP else None
+        if name != LOOP:
+            res.launches = stats.kernel_launches
+            res.mean_batch = stats.dfg_nodes / stats.kernel_launches if stats.kernel_launches else None
         if stats.dynamic is not None:  # the static tier did not take it: say why (acrobat.runtime.dynamic)
             res.status = DYNAMIC
             res.detail = stats.dynamic.reason.strip().splitlines()[0] if stats.dynamic.reason else ""
@@ -161,15 +166,17 @@ def _cell(value: float | int | None, fmt: str) -> str:
 
 def example_table(reports: list[ExampleReport]) -> str:
     """A Markdown table: one row per (example, system), with the speedup over the per-instance loop."""
-    lines = ["| example | batch | system | status | launches/batch | ms/batch | vs loop | max error | detail |",
-             "|---|---:|---|---|---:|---:|---:|---:|---|"]
+    lines = ["| example | batch | system | status | launches/batch | ms/batch | vs loop | mean batch | max error "
+             "| detail |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
     for rep in reports:
         loop = rep.result(LOOP)
         loop_ms = loop.ms if loop is not None else None
         for r in rep.results:
             speedup = f"{loop_ms / r.ms:.2f}x" if loop_ms and r.ms and r.system != LOOP else "-"
             lines.append(f"| {rep.name} | {rep.batch_size} | {r.system} | {r.status} | {_cell(r.launches, 'd')} | "
-                         f"{_cell(r.ms, '.2f')} | {speedup} | {_cell(r.max_error, '.1e')} | "
+                         f"{_cell(r.ms, '.2f')} | {speedup} | {_cell(r.mean_batch, '.1f')} | "
+                         f"{_cell(r.max_error, '.1e')} | "
                          f"{r.detail.replace('|', '/')} |")
     return "\n".join(lines)
 

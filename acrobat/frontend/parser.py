@@ -23,6 +23,19 @@ from acrobat.frontend import ir
 from acrobat.frontend.source import SourceSnapshot
 
 #: Builtins allowed on host values (instance data, lists of handles).
+COMPREHENSION = "comp"
+"""Hint of the fresh names of hoisted comprehensions' lists (``_comp0``): fresh lists, appended to only by
+their own loop before the statement reads them (``is_comprehension_list``)."""
+
+
+def is_comprehension_list(name: str) -> bool:
+    """Whether ``name`` is the list a hoisted comprehension builds (``hoist_comprehensions``)."""
+    return name.startswith("_" + COMPREHENSION) and name[len(COMPREHENSION) + 1:].isdigit()
+
+
+_TUPLE_SPLITS = frozenset({"chunk", "split", "unbind", "tensor_split"})
+"""Torch functions and methods whose result is already a tuple: ``tuple(...)`` of one is the call itself."""
+
 HOST_BUILTINS = frozenset(
     {"len", "range", "reversed", "enumerate", "zip", "list", "min", "max", "abs", "int", "float", "bool", "isinstance",
      "sum"}
@@ -291,7 +304,7 @@ class _Translator:
         inner_nodes = {id(n) for n in ast.walk(node)}
         for sub in ast.walk(node):  # a hoisted helper gets its captures as arguments: it may not mutate them
             target = sub.func.value if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
-                sub.func.attr in ("append", "insert", "pop", "extend", "remove", "clear") else \
+                sub.func.attr in ("append", "insert", "pop", "extend", "remove", "clear", "reverse") else \
                 sub.value if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) else None
             if isinstance(target, ast.Name) and target.id in captured:
                 raise self.error(sub, f"nested function `{node.name}` changes the captured `{target.id}`: define the "
@@ -350,7 +363,7 @@ class _Translator:
 
         class Hoist(ast.NodeTransformer):
             def hoist(self, node: ast.ListComp | ast.GeneratorExp) -> ast.Name:
-                res = translator.fresh_name("comp")
+                res = translator.fresh_name(COMPREHENSION)
                 pre.extend(translator.comprehension(node, res))
                 return ast.copy_location(ast.Name(res, ast.Load()), node)
 
@@ -383,8 +396,13 @@ class _Translator:
                                                 receiver=ir.Name(loc, lst)))
             case ast.Assign(targets=[tgt], value=value):
                 return ir.Assign(loc, self.target(tgt), self.expr(value))
+            case ast.Assign(targets=[ast.Name(id=first) as head, *rest], value=value):
+                # `h = c = zeros`: the value once, bound to each target left to right (Python's order)
+                return [ir.Assign(loc, self.target(head), self.expr(value))] + [
+                    ir.Assign(loc, self.target(t), ir.Name(loc, first)) for t in rest]
             case ast.Assign():
-                raise self.error(s, "chained assignment `a = b = ...`: write one assignment per name")
+                raise self.error(s, "chained assignment `a = b = ...` whose first target is not a name: "
+                                    "write one assignment per target")
             case ast.AnnAssign(target=ast.Name() as tgt, value=value):  # `h: Tensor = ...`: the annotation is ignored
                 return ir.Assign(loc, self.target(tgt), self.expr(value)) if value is not None else None
             case ast.AugAssign(target=ast.Name(id=name), op=op, value=value):
@@ -516,6 +534,9 @@ class _Translator:
                 return ir.Call(loc, ir.CallKind.PROGRAM, obj, self.bind_call(e, obj, args, kwargs), {})
             if isinstance(func, ast.Name) and getattr(builtins, func.id, None) is obj and func.id in HOST_BUILTINS:
                 return ir.Call(loc, ir.CallKind.BUILTIN, func.id, args, kwargs)
+            if obj is tuple and len(e.args) == 1 and not kwargs and isinstance(e.args[0], ast.Call) and isinstance(
+                    e.args[0].func, ast.Attribute) and e.args[0].func.attr in _TUPLE_SPLITS:
+                return args[0]  # `tuple(torch.chunk(x, 3))`: chunk/split/unbind already return a tuple
             if _is_torch_object(obj) and not isinstance(obj, types.ModuleType):
                 return ir.Call(loc, ir.CallKind.TORCH, obj, args, kwargs)
             if callable(obj) and not isinstance(obj, types.ModuleType):

@@ -17,7 +17,11 @@ launch uses ``vmap``:
 - ``x @ W``, ``W @ x`` and ``F.linear(x, W, b)`` with shared weights;
   ``W[i]`` of a shared table by per-row numbers; ``F.embedding``;
 - ``torch.cat``/``torch.stack`` of batched tensors; indexing with ints and
-  slices; ``reshape``/``view``.
+  slices; ``reshape``/``view``;
+- the recurrent cells ``nn.LSTMCell``/``nn.GRUCell``/``nn.RNNCell`` call
+  (``torch.lstm_cell``, ``gru_cell``, ``rnn_tanh_cell``, ``rnn_relu_cell``)
+  with shared weights: their rows of ``(n, H)`` are one ``(B*n, H)`` call
+  (vmap has no rule for them: it would loop over the rows).
 
 Every rule computes exactly what the per-row calls do.
 """
@@ -260,3 +264,26 @@ def _reshape(func: Any, leaves: list[Leaf], unflatten: Unflatten) -> Batched | N
 
 
 defrule([torch.Tensor.reshape, torch.Tensor.view, torch.reshape], _reshape)
+
+
+def _rnn_cell(func: Any, leaves: list[Leaf], unflatten: Unflatten) -> Batched | None:
+    args, kwargs = _positional(leaves, unflatten)
+    if kwargs or len(args) < 3:
+        return None
+    x, hx, *weights = args
+    states = list(hx) if isinstance(hx, (tuple, list)) else [hx]
+    if x.role != "B" or len(x.shape) != 2 or any(h.role != "B" or h.shape[:1] != x.shape[:1] for h in states) or any(
+            isinstance(w, Leaf) and w.role == "B" for w in weights):
+        return None
+    batched_leaf = [x.role == "B" for x in leaves]
+
+    def batched(*vals: Any) -> tuple[torch.Tensor, ...]:
+        B = vals[0].shape[0]
+        flat = [v.reshape(B * v.shape[1], *v.shape[2:]) if b else v for v, b in zip(vals, batched_leaf)]
+        a, kw = unflatten(flat)
+        return tuple(o.reshape(B, -1, *o.shape[1:]) for o in _single(func(*a, **kw)))
+
+    return batched
+
+
+defrule([torch.lstm_cell, torch.gru_cell, torch.rnn_tanh_cell, torch.rnn_relu_cell], _rnn_cell)

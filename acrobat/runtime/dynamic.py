@@ -25,6 +25,15 @@ DFG instead of running it:
   shapes), operators that make tensors from host data (``torch.tensor``,
   ``torch.zeros``: their results are the instance's own tensors).
 
+Host state, as plain calls leave it: lazy values the user's code stored on
+its objects (``node.state = cell(...)``, ``self.outputs.append(h)``) are
+replaced by their tensors once the run has computed them (``lazy_left_in``,
+``Runtime.settle``); an instance that changes host state every instance
+shares (a shared module's attribute or list) runs alone from that change
+until it is done, as plain calls run one after another
+(``shared_host_state``, ``FiberScheduler``), or, if other instances were
+already part-way through, the run stops with an ``InstanceError``.
+
 Correct by construction: every operator computes exactly what it computes
 in plain Python, on the values plain Python would give it. The run report
 counts the operators recorded, their launches and mean batch
@@ -35,7 +44,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -64,6 +73,11 @@ _EAGER_NAMES = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "
                 "__deepcopy__", "__reduce_ex__", "clone_"}
 #: Indexing a parameter with a per-instance number: a node (an embedding lookup batches as one gather).
 _LOOKUPS = {torch.Tensor.__getitem__, torch.Tensor.index_select, torch.nn.functional.embedding, torch.embedding}
+#: Shape queries of a real tensor: answered directly (no node, no key).
+_SHAPE_QUERIES = {torch.Tensor.dim, torch.Tensor.ndimension, torch.Tensor.size, torch.Tensor.numel,
+                  torch.Tensor.nelement, torch.Tensor.is_floating_point, torch.Tensor.is_complex,
+                  torch.Tensor.element_size, torch.Tensor.shape.__get__, torch.Tensor.ndim.__get__,
+                  torch.Tensor.dtype.__get__, torch.Tensor.device.__get__}
 _SCALAR_TYPES = {int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
                  torch.memory_format, slice, type(Ellipsis), torch.Size}
 
@@ -241,6 +255,8 @@ class Recorder:
     # -- the recording ---------------------------------------------------------------
     def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """``func(*args, **kwargs)`` in the dynamic tier: a recorded node's lazy result, or the eager result."""
+        if func in _SHAPE_QUERIES and args and type(args[0]) is not Lazy:
+            return func(*args, **kwargs)  # `x.dim()` of the instance's own tensor (an nn module checking it)
         info = _FUNCS.get(func) or _info(func)
         if info.eager or "out" in kwargs:
             return self.eager(func, args, kwargs, info)
@@ -275,7 +291,7 @@ class Recorder:
                 return self.eager(func, args, kwargs, info)  # an object the key cannot hold
         if not handles and not hosts:
             if not tensors or info.random:
-                return self.eager(func, args, kwargs, info)  # the instance's own tensor (torch.zeros, randn)
+                return self.eager(func, args, kwargs, info, lazy=False)  # the instance's own (torch.zeros, randn)
             if info.lookup and any(type(x) is int for x in leaves[1:]):
                 return self.lookup(func, leaves, struct, info)
             return self.shared_value(func, leaves, struct, key)
@@ -288,7 +304,7 @@ class Recorder:
         if op is None:
             op = self.new_op(key, leaves, struct, info)
             if op is None:
-                return self.eager(key[0], *_unflatten(leaves, struct), info)
+                return self.eager(key[0], *_unflatten(leaves, struct), info, lazy=bool(handles))
         depth += 1
         dfg = self.rt.dfg
         bid = op.block.id
@@ -380,8 +396,9 @@ class Recorder:
                     self.shared[id(t)] = t
         return out
 
-    def eager(self, func: Any, args: tuple, kwargs: dict, info: _FuncInfo) -> Any:
-        """``func`` run now for the running instance, on the values of its lazy arguments (waiting for them).
+    def eager(self, func: Any, args: tuple, kwargs: dict, info: _FuncInfo, lazy: bool = True) -> Any:
+        """``func`` run now for the running instance, on the values of its lazy arguments (waiting for them;
+        ``lazy`` False: the caller knows there are none).
 
         Raises:
             InstanceError: ``func`` writes into a tensor every instance shares (a parameter, or a value computed
@@ -396,7 +413,8 @@ class Recorder:
                 f"instance {self.rt.dfg.inst}: `{info.name}` writes into a tensor every instance shares (a model "
                 f"parameter, or a value computed from parameters alone): write it out of place\n"
                 f"{self.site.where()}", self.rt.dfg.inst))
-        args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
+        if lazy:
+            args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
         return func(*args, **kwargs)
 
     def value(self, x: Lazy) -> torch.Tensor:
@@ -510,3 +528,120 @@ def tensors_of(values: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
         elif hasattr(v, "__dict__") and not isinstance(v, (type, Callable)):  # type: ignore[arg-type]
             stack.extend(vars(v).values())
     return out
+
+
+_ATOMS = (torch.Tensor, int, float, bool, complex, str, bytes, type(None), type, torch.dtype, torch.device)
+
+
+def lazy_left_in(roots: Sequence) -> list[Lazy]:
+    """Every ``Lazy`` reachable from ``roots`` (the instances, the shared arguments) through lists, tuples,
+    dicts and objects' attributes: values the user's code stored on its objects (``node.state = cell(...)``,
+    ``self.outputs.append(h)``) that plain calls would have left there as tensors."""
+    out: list[Lazy] = []
+    _walk_objects(list(roots), lambda x: out.append(x) or x, set())
+    return out
+
+
+def replace_lazy_in(roots: Sequence, value: Callable[[Lazy], torch.Tensor]) -> None:
+    """Replace every ``Lazy`` reachable from ``roots`` (as ``lazy_left_in`` finds them) by ``value(lazy)``, in
+    place: list items, dict values and attributes are reassigned; a tuple holding one is rebuilt (a
+    namedtuple keeps its type) and stored where the tuple was."""
+    _walk_objects(list(roots), value, {})
+
+
+def _walk_objects(roots: list, fn: Callable[[Lazy], Any], memo: Any) -> None:
+    for r in roots:
+        _walk(r, fn, memo)
+
+
+def _walk(x: Any, fn: Callable[[Lazy], Any], memo: Any) -> Any:
+    """``x`` with every ``Lazy`` in it replaced by ``fn(lazy)`` (mutable containers and objects in place).
+
+    ``memo`` is a set of visited ids (collecting) or a dict id -> rebuilt value (replacing), so shared and
+    cyclic structure is visited once."""
+    t = type(x)
+    if t is Lazy:
+        return fn(x)
+    if isinstance(x, _ATOMS) or callable(x) and not isinstance(x, torch.nn.Module):
+        return x
+    if id(x) in memo:
+        return memo[id(x)] if isinstance(memo, dict) else x
+    if isinstance(memo, dict):
+        memo[id(x)] = x
+    else:
+        memo.add(id(x))
+    if isinstance(x, list):
+        for i, v in enumerate(x):
+            new = _walk(v, fn, memo)
+            if new is not v:
+                x[i] = new
+    elif isinstance(x, dict):
+        for k, v in list(x.items()):
+            new = _walk(v, fn, memo)
+            if new is not v:
+                x[k] = new
+    elif isinstance(x, tuple):
+        items = [_walk(v, fn, memo) for v in x]
+        if any(a is not b for a, b in zip(items, x)):
+            rebuilt = type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+            if isinstance(memo, dict):
+                memo[id(x)] = rebuilt
+            return rebuilt
+    elif isinstance(x, torch.nn.Module):  # its own attributes and submodules (parameters are tensors)
+        for k, v in list(vars(x).items()):
+            if not k.startswith("_"):
+                new = _walk(v, fn, memo)
+                if new is not v:
+                    vars(x)[k] = new
+        for m in x.children():
+            _walk(m, fn, memo)
+    elif hasattr(x, "__dict__") or hasattr(type(x), "__slots__"):
+        names = list(vars(x)) if hasattr(x, "__dict__") else []
+        names += [s for c in type(x).__mro__ for s in getattr(c, "__slots__", ()) if s not in ("__dict__", "__weakref__")]
+        for k in names:
+            v = getattr(x, k, None)
+            new = _walk(v, fn, memo)
+            if new is not v:
+                object.__setattr__(x, k, new)  # as plain code set it (a frozen dataclass's too)
+    return x
+
+
+def shared_host_state(shared: tuple) -> Callable[[], tuple] | None:
+    """A fingerprint of the host state the shared arguments hold, or None when they hold none to watch.
+
+    The state is every attribute of the shared ``nn.Module``s (and their submodules) that is not torch's
+    own (``model.outputs``), and every attribute of other shared objects; the fingerprint holds, per
+    attribute, the identity of its value and, for a list, dict or set, its length and its last item. The
+    fiber scheduler compares it around every slice a fiber runs: instances run one after another in plain
+    Python, so one that changes state every instance shares must run alone until it is done
+    (``FiberScheduler``).
+    """
+    owners: list[tuple[Any, bool]] = []
+    for a in shared:
+        if isinstance(a, torch.nn.Module):
+            owners += [(m, True) for m in a.modules()]
+        elif hasattr(a, "__dict__") and not isinstance(a, _ATOMS) and not callable(a):
+            owners.append((a, False))
+    if not owners:
+        return None
+
+    def fingerprint() -> tuple:
+        out: list = []
+        for o, module in owners:
+            for k, v in vars(o).items():
+                if module and k.startswith("_"):
+                    continue
+                if isinstance(v, (list, dict, set)):
+                    last = id(v[-1]) if isinstance(v, list) and v else None
+                    out.append((id(o), k, id(v), len(v), last))
+                else:
+                    out.append((id(o), k, id(v)))
+        return tuple(out)
+
+    return fingerprint
+
+
+def changed_names(before: tuple, after: tuple) -> list[str]:
+    """The attribute names whose entries differ between two ``shared_host_state`` fingerprints."""
+    a, b = set(before), set(after)
+    return sorted({e[1] for e in a ^ b})

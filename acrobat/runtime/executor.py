@@ -32,7 +32,7 @@ from acrobat.errors import AcrobatError, BatchError, InstanceError, LimitError, 
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable,
                                  group_key, handle_matrix, new_dfg)
-from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder
+from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder, lazy_left_in, replace_lazy_in, shared_host_state
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.lazy import Lazy
@@ -296,6 +296,8 @@ class Runtime:
             self.flush()
             t_copy = time.perf_counter()
             out = self.results(results, plan.result)
+            if plan.dynamic is not None:
+                self.settle(out, instances, shared_args)
             t1 = time.perf_counter()
             self.stats.gather_ms += (t1 - t_copy) * 1e3  # copying results out: memory copies, not construction
             self.exec_ms += (t1 - t_copy) * 1e3
@@ -319,7 +321,7 @@ class Runtime:
         first = max(self.plan.blocks, default=-1) + 1
         rec = self.recorder = Recorder(self, shared_args, self.plan.site, first)
         rec.stats.reason = self.plan.dynamic or ""
-        self.scheduler = FiberScheduler(self, rec)
+        self.scheduler = FiberScheduler(self, rec, shared_host_state(shared_args))
         with rec.mode:
             results = self.scheduler.run(self.plan.entry, self.plan.base, instances, shared_args)
         self.stats.dynamic = rec.stats
@@ -426,6 +428,18 @@ class Runtime:
             return results
         it = iter(copied(handles))
         return [_rebuild(r, layout, it) for r in results]
+
+    def settle(self, *roots: Any) -> None:
+        """After a dynamic-tier run: the lazy values the user's code left on its objects (``node.state =
+        cell(...)`` on an instance, ``self.outputs.append(h)`` on a module, a returned object's attributes)
+        replaced by their tensors, as plain calls leave them (one gather for all)."""
+        left = lazy_left_in(roots)
+        if not left:
+            return
+        storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []
+        values = gather_values(self.table, handle_matrix([x.h for x in left], 1)[0], self.device, storages)
+        by_handle = {x.h: v for x, v in zip(left, values)}
+        replace_lazy_in(roots, lambda x: by_handle[x.h])
 
     def diagnose(self, g: Group, exc: Exception) -> Exception:
         """Re-run a failed group instance by instance to name the instance and source line.

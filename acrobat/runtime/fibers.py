@@ -16,9 +16,31 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Sequence
 
+import torch
 from greenlet import greenlet
 
-from acrobat.errors import AcrobatError
+from acrobat.diagnosis import mark_limit
+from acrobat.errors import AcrobatError, InstanceError
+
+
+TorchFunctionState = tuple[Any, list]
+"""A thread's torch-function state: ``torch._C._get_torch_function_state()`` and the mode stack."""
+
+
+def _torch_function_state() -> TorchFunctionState:
+    return torch._C._get_torch_function_state(), [
+        torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())]
+
+
+def _set_torch_function_state(saved: TorchFunctionState) -> None:
+    state, modes = saved
+    current = _torch_function_state()[1]
+    if len(current) != len(modes) or any(a is not b for a, b in zip(current, modes)):
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+        for m in modes:
+            torch._C._push_on_torch_function_stack(m)
+    torch._C._set_torch_function_state(state)
 
 
 class Fiber:
@@ -54,9 +76,10 @@ class FiberScheduler:
     run torch operators of the runtime's own).
     """
 
-    def __init__(self, rt: Any, recorder: Any = None):
+    def __init__(self, rt: Any, recorder: Any = None, host_state: Callable[[], tuple] | None = None):
         self.rt = rt
         self.recorder = recorder
+        self.host_state = host_state  # the shared arguments' host-state fingerprint (dynamic tier), or None
         self.main = greenlet.getcurrent()
         self.ready: deque[Fiber] = deque()
         self.waiting: dict[int, list[Fiber]] = {}  # key of a pending group (dfg.group_key) -> fibers waiting for it
@@ -76,10 +99,20 @@ class FiberScheduler:
             self.ready.append(Fiber(greenlet(body, parent=self.main), i, 0, None))
         dfg = self.rt.dfg  # the running instance and phase live on the DFG (native attributes: no property calls)
         ready = self.ready
+        state = self.host_state
+        run_state = _torch_function_state() if self.recorder is not None else None  # see _yield
+        owner: int | None = None  # the instance that changed shared host state: it runs alone until done
+        held: deque[Fiber] = deque()  # the other instances' fibers, while it does
+        started: set[int] = set()
         while True:
             while ready:
                 fiber = ready.popleft()
+                if owner is not None and fiber.inst != owner:
+                    held.append(fiber)
+                    continue
                 self.current = fiber
+                started.add(fiber.inst)
+                before = state() if state is not None else None
                 dfg.inst = fiber.inst
                 dfg.phase = fiber.phase
                 if self.recorder is not None:
@@ -88,9 +121,16 @@ class FiberScheduler:
                         fiber.glet.switch()
                     finally:
                         self.recorder.active = False
+                        _set_torch_function_state(run_state)
                 else:
                     fiber.glet.switch()
                 fiber.phase = dfg.phase
+                if state is not None:
+                    owner = self._owner(owner, fiber, before, state(), started, results)
+                    if owner is not None and fiber.join is None and fiber.glet.dead:  # the owner is done
+                        owner = None
+                        ready.extend(held)
+                        held.clear()
                 join = fiber.join
                 if join is not None and fiber.glet.dead:
                     join.pending -= 1
@@ -114,6 +154,50 @@ class FiberScheduler:
             else:
                 return results
 
+    def _owner(self, owner: int | None, fiber: Fiber, before: tuple, after: tuple, started: set[int],
+               results: list) -> int | None:
+        """The instance that must run alone after ``fiber``'s slice: plain Python runs instances one after
+        another, so an instance that changes host state every instance shares (``model.outputs = []``,
+        ``self.outputs.append(h)``) runs alone from then until it is done; the others wait.
+
+        Raises:
+            InstanceError: the change came after other instances had started and not finished: they may
+                have seen the state this one changes, which plain calls would not; acrobat cannot tell.
+        """
+        if owner is not None or before == after:
+            return owner
+        from acrobat.runtime.dynamic import changed_names
+        others = sorted(i for i in started if i != fiber.inst and self._running(i))
+        if others:
+            names = ", ".join(f"`{n}`" for n in changed_names(before, after))
+            raise mark_limit(InstanceError(
+                f"instance {fiber.inst} changed host state every instance shares ({names} of a shared argument) "
+                f"while instances {others[:5]} were part-way through: plain calls run one instance after "
+                "another, so batched they could see each other's changes. Keep per-instance results in local "
+                "variables or on the instance's own objects, or reset the shared state before any value read "
+                "(`if x.sum() > 0`, `.item()`) of the program", fiber.inst))
+        return fiber.inst
+
+    def _running(self, inst: int) -> bool:
+        """Whether instance ``inst`` has a fiber not done (ready, waiting or at a barrier)."""
+        return any(f.inst == inst for f in self.ready) or any(
+            f.inst == inst for fs in self.waiting.values() for f in fs) or any(
+            f.inst == inst for _, f in self.at_barrier)
+
+    def _yield(self) -> None:
+        """Switch the running fiber back to the scheduler; resumed, restore its torch-function state.
+
+        PyTorch keeps the torch-function state (``DisableTorchFunction``, the mode stack, which a
+        ``TorchFunctionMode`` handler pops while it runs) per thread, and greenlets share the thread: a
+        fiber that waits inside such a context would leave the others running in it (in the dynamic tier,
+        their operators would run unrecorded, one instance at a time). The scheduler runs every fiber in
+        the state the run started with; a fiber gets its own back when it resumes.
+        """
+        saved = _torch_function_state() if self.recorder is not None else None
+        self.main.switch()
+        if saved is not None:
+            _set_torch_function_state(saved)
+
     def wait(self, key: int) -> None:
         """Block the running fiber until the pending group with ``key`` has run."""
         assert self.current is not None
@@ -122,14 +206,14 @@ class FiberScheduler:
             self.waiting[key] = [self.current]
         else:
             fibers.append(self.current)
-        self.main.switch()
+        self._yield()
 
     def barrier(self, phase: int) -> None:
         """Block the running fiber until no fiber is left in an earlier phase (§4.1)."""
         assert self.current is not None
         if phase > 0:
             self.at_barrier.append((phase, self.current))
-            self.main.switch()
+            self._yield()
 
     def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
         """Run ``thunks`` concurrently; their results once all are done.
@@ -149,5 +233,5 @@ class FiberScheduler:
         results[-1] = thunks[-1]()
         if join.pending:
             join.waiting = True
-            self.main.switch()
+            self._yield()
         return results

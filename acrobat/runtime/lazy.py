@@ -108,6 +108,16 @@ class Lazy:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def dim(self) -> int:
+        return len(self.shape)
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    nelement = numel
+
     # -- operators record nodes -----------------------------------------------------
     def __getattr__(self, name: str) -> Any:
         """A tensor method: a bound recorder (``x.sum(0)``), or what the shape tells (``x.dim()``)."""

@@ -10,6 +10,9 @@ drawn from statement kinds: assignments of tensors, host ints and floats,
 ``break``/``continue``, early ``return``, lists built by ``append`` (also
 through an alias and a callee), comprehensions, dicts, Optional state,
 tuples and starred unpacking, nested ``def``s, ``acrobat.phase()``,
+chained assignment, ``list.reverse()``, ``if xs:`` on a list,
+``tuple(torch.chunk(...))``, ``.max(dim)`` pairs (``.values``, unpacked), a
+module of an ``nn.ModuleList`` chosen by a per-instance int (dynamic tier),
 ``torch.stack`` with reductions, softmax attention, ``nn`` cells and
 modules, and inline value reads (``x * x.max().item()``).
 
@@ -328,7 +331,10 @@ class Gen:
             options += ["if", "for_range", "for_list", "while", "comprehension", "call_visit"]
         options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert", "setitem", "insert", "pop"]
         if nested:
-            options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop"]
+            options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth"]
+        options += ["chained", "reverse", "chunk_tuple", "max_pair"]
+        if self.ch.coin(15):  # rare: it sends the whole program to the dynamic tier
+            options.append("expert")
         if sc.loop:
             options += ["break", "continue"]
         if sc.ret is not None:
@@ -434,6 +440,46 @@ class Gen:
                     return [f"{lst}.insert(0, {self.tensor(sc)})"]
                 return [f"if len({lst}) > 1:", f"    {lst}.pop()"]
             return self.stmt(sc, depth)
+        if k == "chained":
+            self.feat("chained assignment")
+            a, b = self.fresh("t"), self.fresh("t")
+            line = f"{a} = {b} = {self.tensor(sc)}"
+            sc.vars[a] = sc.vars[b] = "T"
+            return [line]
+        if k == "reverse":
+            lists = [x for x in sc.of("L") if x not in sc.frozen]
+            if lists:
+                self.feat("list reverse")
+                return [f"{self.ch.pick(lists)}.reverse()"]
+            return self.stmt(sc, depth)
+        if k == "list_truth" and (sc.of("L") or sc.of("LE")):
+            self.feat("list truth")
+            src = self.ch.pick(sc.of("L") + sc.of("LE"))
+            then = self.body(sc.copy(), depth + 1, self.ch.int(1, 2))
+            other = self.body(sc.copy(), depth + 1, 1)
+            return [f"if {src}:", *("    " + x for x in then), "else:", *("    " + x for x in other)]
+        if k == "chunk_tuple":
+            self.feat("tuple of chunks")
+            a, b = self.fresh("a"), self.fresh("b")
+            line = f"{a}, {b} = tuple(torch.chunk(torch.cat([{self.tensor(sc)}, {self.tensor(sc)}]), 2))"
+            sc.vars[a] = sc.vars[b] = "T"
+            return [line]
+        if k == "max_pair":
+            name = self.fresh("t")
+            if sc.of("L") and self.ch.coin(50):
+                self.feat("max(dim=0).values of a stack")
+                line = f"{name} = torch.stack({self.ch.pick(sc.of('L'))}).max(dim=0).values"
+            else:
+                self.feat("max(dim) unpacked")
+                line = f"{name}, {self.fresh('ix')} = torch.outer({self.tensor(sc)}, {self.tensor(sc)}).max(1)"
+            sc.vars[name] = "T"
+            return [line]
+        if k == "expert":
+            self.feat("module chosen by a per-instance int")
+            name = self.fresh("t")
+            line = f"{name} = p.experts[clip({self.int(sc)}) % 3]({self.tensor(sc)})"
+            sc.vars[name] = "T"
+            return [line]
         if k in ("zip_loop", "reversed_loop", "stacked_loop") and sc.of("L"):
             inner = sc.copy()
             inner.loop = True

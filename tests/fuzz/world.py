@@ -63,6 +63,7 @@ class Params(nn.Module):
         self.Ws = param(3, H, H)
         torch.manual_seed(seed)
         self.cell, self.lstm, self.lin = nn.GRUCell(H, H), nn.LSTMCell(H, H), nn.Linear(H, H)
+        self.experts = nn.ModuleList(nn.Linear(H, H) for _ in range(3))
         self.scale = 0.75
         self.steps = 2
         self.to(dtype)

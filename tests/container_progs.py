@@ -1,0 +1,121 @@
+"""Models for tests/test_host_containers.py: host Python over containers of tensors (issue 18, section 2),
+each the way a researcher writes it. Each runs as plain Python per instance.
+"""
+
+# ruff: noqa
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import acrobat as ab
+
+
+class Params(nn.Module):
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.emb = nn.Parameter(torch.randn(10, 4, generator=g) * 0.5)
+        self.W = nn.Parameter(torch.randn(4, 4, generator=g) * 0.5)
+        self.W3 = nn.Parameter(torch.randn(4, 12, generator=g) * 0.5)
+        self.W2 = nn.Parameter(torch.randn(8, 4, generator=g) * 0.5)
+        self.b = nn.Parameter(torch.randn(4, generator=g) * 0.1)
+        self.experts = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+        self.hidden = 4
+
+
+@ab.program
+def chained_assignment(tokens, p):
+    h = c = torch.zeros(p.hidden)
+    for t in tokens:
+        h = torch.tanh(p.emb[t] @ p.W + c)
+        c = h + c
+    return h, c
+
+
+@ab.program
+def reversed_in_place(tokens, p):
+    xs = [torch.tanh(p.emb[t] @ p.W) for t in tokens]
+    xs.reverse()
+    h = p.b
+    for x in xs:
+        h = torch.tanh(x + h @ p.W)
+    return h
+
+
+@ab.program
+def list_truth(tokens, p):
+    buf = [p.emb[t] for t in tokens]
+    stack = []
+    h = p.b
+    while buf:
+        x = buf.pop()
+        top = stack[-1] if stack else p.b
+        h = torch.tanh(x @ p.W + top)
+        stack.append(h)
+    return h, len(stack)
+
+
+@ab.program
+def tuple_of_chunks(tokens, p):
+    h = p.b
+    for t in tokens:
+        i, f, o = tuple(torch.chunk(p.emb[t] @ p.W3, 3))
+        h = torch.sigmoid(o) * torch.tanh(torch.sigmoid(i) + torch.sigmoid(f) * h)
+    return h
+
+
+@ab.program
+def values_and_indices(tokens, p):
+    S = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in tokens])  # (T, 4), T per instance
+    best = S.max(dim=0)
+    M = torch.outer(best.values, p.b)  # (4, 4)
+    v, i = torch.max(M, 1)
+    top = torch.topk(v, 2)
+    return best.values, best.indices, v + i, top.values, top.indices.tolist()
+
+
+@ab.function
+def step(h, p):
+    return [torch.tanh(x @ p.W + p.b) for x in h]
+
+
+@ab.program
+def comprehension_rebound(tokens, p):
+    h = [p.emb[t] for t in tokens]
+    h = step(h, p)
+    h = step(h, p)
+    return torch.stack(h).sum(0)
+
+
+@ab.program
+def expert_by_token(tokens, p):
+    h = p.b
+    for t in tokens:
+        h = torch.tanh(p.experts[t % 3](h) + p.emb[t])
+    return h
+
+
+@ab.function
+def encode(node, p):
+    if node.is_leaf:
+        return torch.tanh(p.emb[node.word_id % 10])
+    return torch.tanh(torch.cat([encode(node.left, p), encode(node.right, p)]) @ p.W2)
+
+
+@ab.function
+def encode_annotated(node, p):
+    if node.is_leaf:
+        return torch.tanh(p.emb[node.word_id % 10])
+    left, right = ab.concurrent(encode_annotated(node.left, p), encode_annotated(node.right, p))
+    return torch.tanh(torch.cat([left, right]) @ p.W2)
+
+
+@ab.program
+def two_calls_in_one_expression(tree, p):
+    return encode(tree, p)
+
+
+@ab.program
+def two_calls_annotated(tree, p):
+    return encode_annotated(tree, p)
