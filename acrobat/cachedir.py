@@ -1,5 +1,8 @@
 """Where acrobat caches compiled kernels on disk: ``$ACROBAT_CACHE_DIR``, else ``~/.cache/acrobat``.
 
+Below it: ``inductor`` (TorchInductor's cache) and ``tuning`` (each block's settled gather mode and
+threads per launch on this machine, ``tuning_dir``).
+
 Importing ``acrobat`` points TorchInductor's own cache (``TORCHINDUCTOR_CACHE_DIR``) below it for the
 whole process, before torch's compiler reads the variable (a value the user set is kept): other
 ``torch.compile`` users in the process cache there too. The folder is created and checked then
@@ -34,6 +37,12 @@ def cache_dir() -> Path:
     if root:
         return Path(root)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "acrobat"
+
+
+def tuning_dir() -> Path:
+    """Where the compiled backend's settled choices (gather, threads per launch) are kept:
+    ``cache_dir() / "tuning"`` (not created here; ``acrobat.runtime.remembered``)."""
+    return cache_dir() / "tuning"
 
 
 def use_for_inductor() -> None:

@@ -338,6 +338,7 @@ class Program(Function):
                 if judged is exc:
                     raise
                 raise judged from exc
+            rt.stats.probing = be.probing()
         if stats is not None:
             stats.add(rt.stats)
         return out
