@@ -548,7 +548,7 @@ def _signature(x: Any) -> Any:
 class CompiledBackend:
     """Blocks as TorchInductor kernels with arena memory and explicit/fused/auto gathers (§5).
 
-    ``gather`` is ``"auto"`` (profile-guided per block), ``"explicit"`` or
+    ``gather`` is ``"auto"`` (profile-guided per block and launch size class), ``"explicit"`` or
     ``"fused"``. ``arena`` holds block outputs across runs.
 
     Raises:

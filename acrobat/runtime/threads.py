@@ -118,8 +118,10 @@ class ThreadPolicy:
         if t is None:
             t = self.blocks[key] = Trial(1, ALL, PROBE_RUNS, MARGIN)
             if self.memory is not None and rt is not None:
-                if bid not in self._keys:
-                    self._keys[bid] = self.memory.key(rt.blocks[bid], rt.shared[bid], rt.device)
+                if bid not in self._keys:  # (the dynamic tier's operators have no shared arguments: not kept)
+                    block, shared = rt.blocks.get(bid), rt.shared.get(bid)
+                    self._keys[bid] = None if block is None or shared is None else self.memory.key(block, shared,
+                                                                                                  rt.device)
                 kept = self.memory.recall(self._keys[bid], "threads", key[1])
                 if kept is not None:
                     t.choice = 1 if kept == "1" else ALL
