@@ -95,7 +95,7 @@ class _Block:
 
 def test_memory_keeps_choices_per_block_shape_and_machine(tmp_path, monkeypatch):
     block, shared = _Block("cell", "def cell(x, w): ..."), [torch.zeros(4, 4)]
-    mem = ChoiceMemory("compiled", "python", folder=tmp_path)
+    mem = ChoiceMemory("compiled", "python wrapper", folder=tmp_path)
     key = mem.key(block, shared, torch.device("cpu"))  # type: ignore[arg-type]
     mem.keep(key, "cell", "gather", 3, "explicit")
     mem.keep(key, "cell", "threads", 3, "all")
@@ -107,6 +107,8 @@ def test_memory_keeps_choices_per_block_shape_and_machine(tmp_path, monkeypatch)
     bigger = fresh.key(block, [torch.zeros(8, 8)], torch.device("cpu"))  # type: ignore[arg-type]
     assert bigger != key and fresh.recall(bigger, "gather", 3) is None  # other weights' shapes: not theirs
     assert ChoiceMemory("eager", folder=tmp_path).key(block, shared, torch.device("cpu")) != key  # type: ignore[arg-type]
+    forced = ChoiceMemory("compiled", "python wrapper, threads per launch 1", folder=tmp_path)
+    assert forced.key(block, shared, torch.device("cpu")) != key  # type: ignore[arg-type]
     assert fresh.key(_Block("dyn", ""), shared, torch.device("cpu")) is None  # type: ignore[arg-type]
     for change in ({"threads": 99}, {"torch": "0.0.1"}, {"cpu": "another CPU"}):
         machine = {**remembered.machine(), **change}

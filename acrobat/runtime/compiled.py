@@ -568,8 +568,10 @@ class CompiledBackend:
         self.kernels: list[CompiledKernel] = []
         self._lock = threading.Lock()
         self._announced = False
-        self.memory = ChoiceMemory(self.name, self.wrapper)  # settled choices, kept across processes
-        self.threads = ThreadPolicy(memory=self.memory)
+        self.threads = ThreadPolicy()
+        # settled choices, kept across processes (a gather chosen under forced threads per launch kept apart)
+        self.memory = ChoiceMemory(self.name, f"{self.wrapper} wrapper, threads per launch {self.threads.mode}")
+        self.threads.memory = self.memory
 
     def exclusive(self) -> ContextManager[Any]:
         """Held for a whole run: runs share the arena (overwritten by each run) and the gather probes."""

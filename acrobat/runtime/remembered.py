@@ -3,7 +3,8 @@
 Each block's settled choices (its gather mode, §5.2, and its threads per
 launch, per launch size class: ``acrobat.runtime.tuning``) are written to one
 small JSON file under ``acrobat.cachedir.tuning_dir()`` (``$ACROBAT_CACHE_DIR/tuning``), named by a hash of the block (its name and generated code, the shapes and
-dtypes of its shared arguments), the backend, the kernel wrapper, the device
+dtypes of its shared arguments), the backend, the kernel wrapper and
+threads-per-launch mode, the device
 and the machine (``machine``: CPU model, torch version, torch's thread
 count). A changed machine, torch version or thread count finds no file and
 probes again. A folder that cannot be read or written keeps nothing: the
@@ -64,13 +65,16 @@ def shared_signature(shared: Sequence[Any]) -> str:
 class ChoiceMemory:
     """One backend's remembered choices (``backend``: its name, e.g. ``compiled``), read and written by key.
 
+    ``setting``: what else the choices depend on, as text (the kernel wrapper, the threads-per-launch mode:
+    a gather chosen with every launch on 1 thread is not the one for launches on the pool).
+
     ``folder`` defaults to ``acrobat.cachedir.tuning_dir()``, looked up on each use (it follows
     ``$ACROBAT_CACHE_DIR``).
     """
 
-    def __init__(self, backend: str, wrapper: str = "", folder: Path | None = None):
+    def __init__(self, backend: str, setting: str = "", folder: Path | None = None):
         self.backend = backend
-        self.wrapper = wrapper
+        self.setting = setting
         self._folder = folder
         self._loaded: dict[str, dict[str, str]] = {}  # file key -> its choices
         self._lock = threading.Lock()
@@ -80,7 +84,7 @@ class ChoiceMemory:
         without generated code (the dynamic tier's operators: nothing stable to name them by)."""
         if not block.source:
             return None
-        text = json.dumps([block.name, block.source, shared_signature(shared), self.backend, self.wrapper,
+        text = json.dumps([block.name, block.source, shared_signature(shared), self.backend, self.setting,
                            device.type, machine()])
         return hashlib.sha256(text.encode()).hexdigest()[:40]
 
