@@ -128,12 +128,17 @@ def test_an_unusable_folder_keeps_nothing_silently(tmp_path):
 
 
 def _tune(program, batch, params, backend: str = "compiled") -> tuple[int, object]:
-    """Runs of ``batch`` until ``backend`` is tuned: (runs taken, the backend)."""
+    """Runs of ``batch`` until ``backend`` is tuned: (runs taken, the backend). After every run, no gather
+    trial has a sample while the threads trial of its block and size class is still probing."""
     be = None
     with torch.inference_mode():
         for runs in range(1, MAX_RUNS + 1):
             program.run(batch, params, backend=backend)
             be = program.backend(backend)[0]
+            for k in be.kernels:
+                for (_, size), t in k.trials.items():
+                    threads = be.threads.blocks.get((k.block.id, size))
+                    assert threads is None or threads.choice is not None or not any(t.samples.values())
             if be.tuned():
                 return runs, be
     return MAX_RUNS, be
