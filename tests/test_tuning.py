@@ -96,33 +96,35 @@ class _Block:
 def test_memory_keeps_choices_per_block_shape_and_machine(tmp_path, monkeypatch):
     block, shared = _Block("cell", "def cell(x, w): ..."), [torch.zeros(4, 4)]
     mem = ChoiceMemory("compiled", "python wrapper", folder=tmp_path)
-    key = mem.key(block, shared, torch.device("cpu"))  # type: ignore[arg-type]
+    key = mem.key(block, shared, torch.device("cpu"), 2)  # type: ignore[arg-type]
     mem.keep(key, "cell", "gather", 3, "explicit")
     mem.keep(key, "cell", "threads", 3, "all")
-    fresh = ChoiceMemory("compiled", "python", folder=tmp_path)
+    fresh = ChoiceMemory("compiled", "python wrapper", folder=tmp_path)
+    assert fresh.key(block, shared, torch.device("cpu"), 2) == key  # type: ignore[arg-type]
     assert fresh.recall(key, "gather", 3) == "explicit" and fresh.recall(key, "threads", 3) == "all"
     assert fresh.recall(key, "gather", 4) is None
     data = json.loads(next(tmp_path.glob("*.json")).read_text())
-    assert data["block"] == "cell" and data["machine"]["threads"] == torch.get_num_threads()
-    bigger = fresh.key(block, [torch.zeros(8, 8)], torch.device("cpu"))  # type: ignore[arg-type]
+    assert data["block"] == "cell" and data["machine"]["threads"] == 2
+    assert fresh.key(block, shared, torch.device("cpu"), 1) != key  # another thread count
+    bigger = fresh.key(block, [torch.zeros(8, 8)], torch.device("cpu"), 2)  # type: ignore[arg-type]
     assert bigger != key and fresh.recall(bigger, "gather", 3) is None  # other weights' shapes: not theirs
-    assert ChoiceMemory("eager", folder=tmp_path).key(block, shared, torch.device("cpu")) != key  # type: ignore[arg-type]
+    assert ChoiceMemory("eager", folder=tmp_path).key(block, shared, torch.device("cpu"), 2) != key  # type: ignore[arg-type]
     forced = ChoiceMemory("compiled", "python wrapper, threads per launch 1", folder=tmp_path)
-    assert forced.key(block, shared, torch.device("cpu")) != key  # type: ignore[arg-type]
-    assert fresh.key(_Block("dyn", ""), shared, torch.device("cpu")) is None  # type: ignore[arg-type]
+    assert forced.key(block, shared, torch.device("cpu"), 2) != key  # type: ignore[arg-type]
+    assert fresh.key(_Block("dyn", ""), shared, torch.device("cpu"), 2) is None  # type: ignore[arg-type]
     for change in ({"threads": 99}, {"torch": "0.0.1"}, {"cpu": "another CPU"}):
         machine = {**remembered.machine(), **change}
         with monkeypatch.context() as m:
-            m.setattr(remembered, "machine", lambda machine=machine: machine)
+            m.setattr(remembered, "machine", lambda threads=None, machine=machine: machine)
             other = ChoiceMemory("compiled", "python", folder=tmp_path)
-            assert other.recall(other.key(block, shared, torch.device("cpu")), "gather", 3) is None  # type: ignore[arg-type]
+            assert other.recall(other.key(block, shared, torch.device("cpu"), 2), "gather", 3) is None  # type: ignore[arg-type]
 
 
 def test_an_unusable_folder_keeps_nothing_silently(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     mem = ChoiceMemory("compiled", folder=blocker / "tuning")
-    key = mem.key(_Block("cell", "src"), [], torch.device("cpu"))  # type: ignore[arg-type]
+    key = mem.key(_Block("cell", "src"), [], torch.device("cpu"), 2)  # type: ignore[arg-type]
     mem.keep(key, "cell", "gather", 1, "fused")  # no error, no warning
     assert ChoiceMemory("compiled", folder=blocker / "tuning").recall(key, "gather", 1) is None
 
@@ -163,6 +165,8 @@ def test_a_fresh_runtime_starts_with_the_remembered_choices(dataset, tmp_path, m
     runs, be = _tune(spec.program, batch, params)
     assert be.tuned() and runs < MAX_RUNS and list(tmp_path.glob("tuning/*.json"))
     assert "tuned: nothing is probing" in be.report()
+    for path in tmp_path.glob("tuning/*.json"):  # keyed by the process's thread count, not a 1-thread launch's
+        assert json.loads(path.read_text())["machine"]["threads"] == torch.get_num_threads()
     settled = _choices(be)
     if torch.get_num_threads() > 1:  # the gather trials waited for the threads trials: both were timed apart
         assert any(k[0] == "threads" for k in settled)
@@ -178,7 +182,7 @@ def test_a_fresh_runtime_starts_with_the_remembered_choices(dataset, tmp_path, m
     assert "(remembered)" in fresh.report()
 
     machine = {**remembered.machine(), "torch": "0.0.1"}
-    monkeypatch.setattr(remembered, "machine", lambda: machine)
+    monkeypatch.setattr(remembered, "machine", lambda threads=None: machine)
     spec.program.reset_backends()
     with torch.inference_mode():
         stats = ab.RunStats()

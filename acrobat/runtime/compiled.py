@@ -276,8 +276,9 @@ class CompiledKernel:
         if trial is None:
             trial = self.trials[key] = Trial("fused", "explicit", PROBE_RUNS, GATHER_MARGIN)
             if self._shared_sig not in self._keys:
+                pool = rt.threads.pool if rt.threads is not None else torch.get_num_threads()  # (not the launch's)
                 self._keys[self._shared_sig] = self.backend.memory.key(self.block, rt.shared[self.block.id],
-                                                                       rt.device)
+                                                                       rt.device, pool)
             kept = self.backend.memory.recall(self._keys[self._shared_sig], "gather", key[1])
             if kept in ("fused", "explicit"):
                 trial.choice = kept

@@ -44,10 +44,11 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def machine() -> dict[str, Any]:
-    """What invalidates remembered choices: CPU model, torch version, torch's thread count (now)."""
-    return {"cpu": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "version": TUNING_VERSION}
+def machine(threads: int | None = None) -> dict[str, Any]:
+    """What invalidates remembered choices: CPU model, torch version, torch's thread count (``threads``; None:
+    ``torch.get_num_threads()`` now, which is not the process's inside a launch run on 1 thread)."""
+    return {"cpu": cpu_model(), "torch": torch.__version__,
+            "threads": torch.get_num_threads() if threads is None else threads, "version": TUNING_VERSION}
 
 
 def shared_signature(shared: Sequence[Any]) -> str:
@@ -77,16 +78,21 @@ class ChoiceMemory:
         self.setting = setting
         self._folder = folder
         self._loaded: dict[str, dict[str, str]] = {}  # file key -> its choices
+        self._machines: dict[str, dict[str, Any]] = {}  # file key -> the machine facts it was made for
         self._lock = threading.Lock()
 
-    def key(self, block: BlockCode, shared: Sequence[Any], device: torch.device) -> str | None:
-        """The file key of ``block`` run with ``shared`` on ``device`` on this machine; None for a block
-        without generated code (the dynamic tier's operators: nothing stable to name them by)."""
+    def key(self, block: BlockCode, shared: Sequence[Any], device: torch.device, threads: int) -> str | None:
+        """The file key of ``block`` run with ``shared`` on ``device`` on this machine with ``threads`` threads
+        in torch's pool; None for a block without generated code (the dynamic tier's operators: nothing
+        stable to name them by)."""
         if not block.source:
             return None
+        facts = machine(threads)
         text = json.dumps([block.name, block.source, shared_signature(shared), self.backend, self.setting,
-                           device.type, machine()])
-        return hashlib.sha256(text.encode()).hexdigest()[:40]
+                           device.type, facts])
+        key = hashlib.sha256(text.encode()).hexdigest()[:40]
+        self._machines[key] = facts
+        return key
 
     def recall(self, key: str | None, what: str, size_class: int) -> str | None:
         """The choice ``what`` (``gather``, ``threads``) remembered for ``size_class`` under ``key``, or None."""
@@ -103,7 +109,7 @@ class ChoiceMemory:
         with self._lock:
             choices = self._choices(key)
             choices[f"{what} {size_class}"] = choice
-            data = {"block": block, "backend": self.backend, "machine": machine(), "choices": choices}
+            data = {"block": block, "backend": self.backend, "machine": self._machines[key], "choices": choices}
             try:
                 path = self._path(key)
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +125,8 @@ class ChoiceMemory:
         if key not in self._loaded:
             try:
                 data = json.loads(self._path(key).read_text())
-                ok = isinstance(data, dict) and data.get("machine") == machine() and isinstance(data.get("choices"), dict)
+                ok = (isinstance(data, dict) and data.get("machine") == self._machines.get(key)
+                      and isinstance(data.get("choices"), dict))
                 self._loaded[key] = {str(k): str(v) for k, v in data["choices"].items()} if ok else {}
             except (OSError, ValueError):
                 self._loaded[key] = {}

@@ -109,10 +109,12 @@ class ThreadPolicy:
         self.names: dict[int, str] = {}  # block id -> name (for the report)
         self._keys: dict[int, str | None] = {}  # block id -> its key in ``memory``
         self._stalls: dict[tuple[int, int], set[int]] = {}  # (block id, size class) -> runs with a stalled launch
+        self.pool = torch.get_num_threads()  # torch's thread count outside the launch in progress (``run``)
 
-    def trial(self, bid: int, rows: int, rt: Any = None) -> Trial[int]:
+    def trial(self, bid: int, rows: int, rt: Any = None, pool: int = 0) -> Trial[int]:
         """The trial of block ``bid``'s launches of ``rows`` rows; a new one starts with the choice remembered
-        for the block (``rt``: the run, which names the block, its shared arguments and device), if any."""
+        for the block (``rt``: the run, which names the block, its shared arguments and device; ``pool``:
+        torch's thread count), if any."""
         key = (bid, size_class(rows))
         t = self.blocks.get(key)
         if t is None:
@@ -121,7 +123,7 @@ class ThreadPolicy:
                 if bid not in self._keys:  # (the dynamic tier's operators have no shared arguments: not kept)
                     block, shared = rt.blocks.get(bid), rt.shared.get(bid)
                     self._keys[bid] = None if block is None or shared is None else self.memory.key(block, shared,
-                                                                                                  rt.device)
+                                                                                                  rt.device, pool)
                 kept = self.memory.recall(self._keys[bid], "threads", key[1])
                 if kept is not None:
                     t.choice = 1 if kept == "1" else ALL
@@ -137,7 +139,7 @@ class ThreadPolicy:
         if self.mode == "1":
             return 1
         self.names.setdefault(bid, name)
-        t = self.trial(bid, rows, rt)
+        t = self.trial(bid, rows, rt, pool)
         if t.choice is None:
             setting = t.setting(serial)
             if t.choice is not None:
@@ -200,7 +202,7 @@ class ThreadPolicy:
         ``stats`` are the run's: a launch that compiled a kernel (``stats.compiles`` grew) is not a sample.
         Only launches of a block still probing are timed.
         """
-        pool = torch.get_num_threads()
+        pool = self.pool = torch.get_num_threads()
         n = self.threads_for(bid, name, pool, rt.serial, rows, rt)
         t = self.blocks.get((bid, size_class(rows)))
         probing = t is not None and t.choice is None
