@@ -74,6 +74,19 @@ def test_near_ties_fall_the_same_way_whatever_the_noise():
         assert t.choice == "fused"
 
 
+def test_an_alternative_that_can_cost_far_more_must_win_every_run():
+    """Threads per launch: the pool's median wins by the margin, but one of its runs was far slower (busy
+    cores): with ``every_run`` the pool is not taken; without, it is."""
+    pool = [5.0, 5.0, 400.0, 5.0, 5.0]
+    assert choose([10.0] * 5, pool, 0.8) and not choose([10.0] * 5, pool, 0.8, every_run=True)
+    t = Trial(1, 0, runs=5, margin=0.8, every_run=True)
+    _feed(t, {1: [10.0] * 5, 0: pool})  # type: ignore[dict-item]
+    assert t.choice == 1
+    u = Trial(1, 0, runs=5, margin=0.8, every_run=True)
+    _feed(u, {1: [10.0, 30.0, 10.0, 9.0, 11.0], 0: [5.0, 6.0, 7.0, 5.5, 6.5]})  # type: ignore[dict-item]
+    assert u.choice == 0  # clearly faster in every run: taken (a slow 1-thread run does not matter)
+
+
 def test_a_run_that_compiled_is_no_sample():
     t = Trial(1, 0, runs=2, margin=0.8)
     t.setting(1)

@@ -28,7 +28,7 @@ import torch.utils._pytree as pytree
 from acrobat.cachedir import tuning_dir
 from acrobat.runtime.plan import BlockCode, flatten_forms
 
-TUNING_VERSION = 1
+TUNING_VERSION = 2
 """Bumped when the probing changes, so that choices made the old way are not taken."""
 
 

@@ -16,8 +16,8 @@ choice made on batches of 8 must not hold for batches of 64. Each (block,
 size class) is a ``acrobat.runtime.tuning.Trial``: its launches run on 1
 thread in one run and on all in the next, by turns, until each setting was
 timed in ``PROBE_RUNS`` runs (gather + kernel, µs per batched row of the
-whole run); then it keeps all threads only if their median is clearly
-faster (``MARGIN``), else 1. On the compiled backend this trial comes
+whole run); then it keeps all threads only if they were clearly faster
+(``MARGIN``) in every run timed, else 1. On the compiled backend this trial comes
 first: the block's gather trial waits for it, at the default gather, so
 the two never time each other (``settled``). A pooled launch that is
 ``GIVE_UP`` times slower than the 1-thread rate and over ``STALL_US``, in
@@ -55,9 +55,10 @@ T = TypeVar("T")
 PROBE_RUNS = 5
 """Runs per thread setting a (block, size class) is timed in before its choice."""
 MARGIN = 0.8
-"""All threads are kept only when they take at most this share of the 1-thread time: the risks are not
-alike (at worst 1 thread halves a large launch's speed on 2 cores; a pool on busy cores made a tiny
-launch 1000x slower), and near-equal medians mean the pool buys nothing."""
+"""All threads are kept only when they take at most this share of the 1-thread median time in every run
+timed (``Trial.every_run``): the risks are not alike (at worst 1 thread halves a large launch's speed on 2
+cores; a pool on busy cores made a tiny launch 1000x slower), and near-equal times mean the pool buys
+nothing."""
 GIVE_UP = 4.0
 """Probing stops, at 1 thread, when pooled launches take this many times the 1-thread rate for their rows
 (and over ``STALL_US``) in ``STALL_RUNS`` runs: on busy cores every further pooled launch of a tiny block
@@ -118,7 +119,7 @@ class ThreadPolicy:
         key = (bid, size_class(rows))
         t = self.blocks.get(key)
         if t is None:
-            t = self.blocks[key] = Trial(1, ALL, PROBE_RUNS, MARGIN)
+            t = self.blocks[key] = Trial(1, ALL, PROBE_RUNS, MARGIN, every_run=True)
             if self.memory is not None and rt is not None:
                 if bid not in self._keys:  # (the dynamic tier's operators have no shared arguments: not kept)
                     block, shared = rt.blocks.get(bid), rt.shared.get(bid)

@@ -29,23 +29,25 @@ def median_us_per_row(runs: dict[int, list[float]]) -> float:
     return statistics.median(us / max(rows, 1) for us, rows in runs.values()) if runs else 0.0
 
 
-def choose(default: list[float], other: list[float], margin: float) -> bool:
-    """Whether the other setting wins: the median of its per-run µs per row (``other``) is at most ``margin``
-    (a share, below 1) of the default's median (``default``). Ties and near ties keep the default.
+def choose(default: list[float], other: list[float], margin: float, every_run: bool = False) -> bool:
+    """Whether the other setting wins: the median of its per-run µs per row (``other``; with ``every_run``,
+    its slowest run) is at most ``margin`` (a share, below 1) of the default's median (``default``). Ties and
+    near ties keep the default; ``every_run`` is for an alternative that can cost far more than it saves
+    (a thread pool on busy cores), which must then win in every run timed, not only at the median.
 
     Raises:
         ValueError: a setting without samples.
     """
     if not default or not other:
         raise ValueError("choose: both settings need samples")
-    return statistics.median(other) <= margin * statistics.median(default)
+    return (max(other) if every_run else statistics.median(other)) <= margin * statistics.median(default)
 
 
 @dataclass
 class Trial(Generic[S]):
     """A choice between ``default`` and ``other`` for one (block, launch size class), by turns of whole runs.
 
-    ``runs``: runs each setting is timed in before the choice; ``margin``: see ``choose``.
+    ``runs``: runs each setting is timed in before the choice; ``margin``, ``every_run``: see ``choose``.
     ``choice`` is None while probing.
     """
 
@@ -53,6 +55,7 @@ class Trial(Generic[S]):
     other: S
     runs: int
     margin: float
+    every_run: bool = False
     samples: dict[S, dict[int, list[float]]] = field(default_factory=dict)  # setting -> run serial -> [µs, rows]
     choice: S | None = None
     turns: int = 0  # runs the trial took part in while probing (the settings alternate by turn)
@@ -79,7 +82,8 @@ class Trial(Generic[S]):
     def settle(self) -> None:
         """Choose from the samples (``choose``); call when ``ready``."""
         rates = {s: [us / max(rows, 1) for us, rows in self.samples[s].values()] for s in (self.default, self.other)}
-        self.choice = self.other if choose(rates[self.default], rates[self.other], self.margin) else self.default
+        wins = choose(rates[self.default], rates[self.other], self.margin, self.every_run)
+        self.choice = self.other if wins else self.default
 
     def record(self, setting: S, us: float, rows: int, serial: int) -> None:
         """A timed launch in run ``serial`` at ``setting``: ``us`` µs for ``rows`` batched rows (ignored once
