@@ -6,6 +6,8 @@ process is left alone: ``TORCHINDUCTOR_CACHE_DIR`` is pointed at acrobat's folde
 compiles (``inductor_cache``), so the user's own ``torch.compile`` keeps torch's default folder. A folder
 that cannot be used (a file, or a folder that cannot be created or written) is replaced by a temporary
 folder for the process, with one ``KernelCacheWarning``.
+Below acrobat's folder, ``tuning`` holds each block's settled gather mode and threads per launch on this
+machine (``tuning_dir``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def cache_dir() -> Path:
     if root:
         return Path(root)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "acrobat"
+
+
+def tuning_dir() -> Path:
+    """Where the compiled backend's settled choices (gather, threads per launch) are kept:
+    ``cache_dir() / "tuning"`` (not created here; ``acrobat.runtime.remembered``)."""
+    return cache_dir() / "tuning"
 
 
 def use_for_inductor() -> None:

@@ -359,6 +359,7 @@ class Program(Function[P, R]):
                 if judged is exc:
                     raise
                 raise judged from exc
+            rt.stats.probing = be.probing()
         if stats is not None:
             stats.add(rt.stats)
         return out

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -193,7 +195,7 @@ def test_markdown_names_the_machine_above_every_table(tiny_report):
     text = markdown(tiny_report)
     lines = text.splitlines()
     table_starts = [i for i, line in enumerate(lines) if line.startswith("| model")]
-    assert len(table_starts) == 4  # baselines, ablation, interpreted, acrobat's time
+    assert len(table_starts) == 5  # baselines, acrobat's spread, ablation, interpreted, acrobat's time
     for i in table_starts:
         assert lines[i - 2].startswith("Machine: ") and "torch" in lines[i - 2]
     assert "acrobat bench --test" in text and "fake wrong: WRONG" in text
@@ -359,3 +361,47 @@ def test_run_bench_applies_model_overrides():
                                   scaled=["berxit: tiny"], sizes=["small"], batch_sizes=[2],
                                   systems=select(["pytorch"]), repeats=1, min_repeats=1), progress=False)
     assert rep.scaled == ["berxit: tiny"] and [r.status for r in rep.comparisons[0].results] == [OK]
+
+
+def test_spread_and_quartiles():
+    t = Timing((4.0, 1.0, 3.0, 2.0, 100.0))
+    assert t.median == 3.0 and t.quartiles == (2.0, 4.0)
+    assert Timing((5.0,)).quartiles == (5.0, 5.0)
+    text = markdown(_hand_report())
+    assert "### acrobat across its timed runs: spread" in text
+    assert "| treelstm | small | 8 | acrobat (compiled) | 10.00 | 9.50-10.50 | 9.00-11.00 | 3 |" in text
+
+
+def test_processes_run_the_acrobat_systems_in_fresh_children(tmp_path, monkeypatch):
+    """``--processes N``: N children with ``--systems acrobat``; each one's medians in a table (children faked:
+    each writes a made-up bench.json)."""
+    from acrobat.bench import processes
+    from acrobat.bench.report import write_json
+
+    argv = processes.child_command("acrobat bench treelstm --quick --systems acrobat,pytorch --threads 2",
+                                   tmp_path / "p1")
+    assert argv[1:] == ["-m", "acrobat", "bench", "treelstm", "--quick", "--threads", "2", "--systems", "acrobat",
+                        "--no-progress", "--out", str(tmp_path / "p1")]
+    calls = []
+
+    def fake_run(args, **kw):
+        calls.append(args)
+        rep = _hand_report()
+        for c in rep.comparisons:
+            c.results[0].timing = Timing((10.0 * len(calls),))
+        out = args[args.index("--out") + 1]
+        Path(out).mkdir(parents=True)
+        write_json(rep, Path(out) / "bench.json")
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(processes.subprocess, "run", fake_run)
+    per = processes.run_in_processes("acrobat bench treelstm --quick", 3)
+    assert len(calls) == 3 and per["treelstm/small/8"]["acrobat (compiled)"] == [10.0, 20.0, 30.0]
+    assert per["treelstm/small/8"]["TorchFold"] == [30.0, 30.0, 30.0]
+    rep = _hand_report()
+    rep.processes = per
+    text = markdown(rep)
+    assert "### acrobat in 3 fresh processes" in text
+    assert "| treelstm | small | 8 | acrobat (compiled) | 10.00 | 20.00 | 30.00 | 3.00 |" in text
+    write_json(rep, tmp_path / "bench.json")
+    assert markdown(read_json(tmp_path / "bench.json")) == text

@@ -92,14 +92,23 @@ def test_results_outlive_the_next_run(dataset):
     torch.testing.assert_close(first, kept, rtol=0, atol=0)
 
 
-def test_auto_gather_reports_its_choice(dataset):
+def test_auto_gather_reports_its_choice(dataset, tmp_path, monkeypatch):
+    """Probing, then the choices per launch size class (a fresh cache folder: nothing remembered)."""
+    monkeypatch.setenv("ACROBAT_CACHE_DIR", str(tmp_path))
     spec = get_model("treelstm")
+    spec.program.reset_backends()
     params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
     instances = spec.instances(dataset.trees)
-    for _ in range(4):
+    _run("treelstm", instances[:32], params, "compiled")
+    be = spec.program.backend("compiled")[0]
+    assert not be.tuned() and "still probing" in be.report()
+    for _ in range(60):
         _run("treelstm", instances[:32], params, "compiled")
-    report = spec.program.backend("compiled")[0].report()
-    assert "profiled: explicit" in report and "arena:" in report
+        if be.tuned():
+            break
+    report = be.report()
+    assert "profiled: explicit" in report and "arena:" in report and "tuned: nothing is probing" in report
+    spec.program.reset_backends()
 
 
 def test_kernel_listing_shows_fused_kernels(dataset):

@@ -8,11 +8,29 @@ import pytest
 import torch
 
 import acrobat as ab
-from acrobat.runtime.threads import GIVE_UP, MARGIN, PROBE_RUNS, STALL_US, ThreadPolicy, size_class
+from acrobat.runtime import threads
+from acrobat.runtime.threads import (GIVE_UP, MARGIN, MIN_POOL_ROWS, PROBE_RUNS, STALL_RUNS, STALL_US, ThreadPolicy,
+                                     size_class)
 from tests import tdc_progs as tp
 from tests.test_tdc import P
 
 Speed = Callable[[int], float]  # rows -> the pool's time as a share of 1 thread's
+
+
+@pytest.fixture(autouse=True)
+def every_launch_size_is_timed(request, monkeypatch):
+    """The choice logic below is fed launches of a few rows: let those be timed too (``MIN_POOL_ROWS``)."""
+    if "floor" not in request.node.name:
+        monkeypatch.setattr(threads, "MIN_POOL_ROWS", 1)
+
+
+def test_launches_below_the_floor_run_on_one_thread_untimed():
+    p = ThreadPolicy("auto")
+    for serial in range(1, 4 * PROBE_RUNS):
+        assert p.threads_for(0, "b", 2, serial, MIN_POOL_ROWS - 1) == 1
+        p.record(0, 1, 10.0, MIN_POOL_ROWS - 1, serial)
+    assert p.settled(0, MIN_POOL_ROWS - 1) and not p.blocks and p.tuned()
+    assert p.threads_for(0, "b", 2, 1, MIN_POOL_ROWS) == 1 and p.threads_for(0, "b", 2, 2, MIN_POOL_ROWS) == 2
 
 
 def _run(policy: ThreadPolicy, serial: int, launches: list[tuple[int, float]], speed: Speed = lambda rows: 1.0
@@ -36,13 +54,15 @@ def _probe(speed: Speed, launches: list[tuple[int, float]]) -> ThreadPolicy:
 
 
 def _choice(p: ThreadPolicy, rows: int) -> int | None:
-    return p.blocks[(0, size_class(rows))].choice
+    """The thread count chosen for block 0's launches of ``rows`` rows, with a pool of 2 (None: probing)."""
+    c = p.blocks[(0, size_class(rows))].choice
+    return None if c is None else 1 if c == 1 else 2
 
 
-def test_runs_take_turns_by_pairs_then_the_pool_is_kept_only_when_clearly_faster():
+def test_runs_take_turns_then_the_pool_is_kept_only_when_clearly_faster():
     p = ThreadPolicy("auto")
     assert [_run(p, serial, [(4, 10.0)] * 3) for serial in range(1, 6)] == \
-        [[1, 1, 1], [1, 1, 1], [2, 2, 2], [2, 2, 2], [1, 1, 1]]  # every launch of a run alike
+        [[1, 1, 1], [2, 2, 2], [1, 1, 1], [2, 2, 2], [1, 1, 1]]  # every launch of a run alike
     tiny = [(4, 10.0)]
     assert _choice(_probe(lambda rows: 40.0, tiny), 4) == 1  # a tiny launch on a busy pool
     assert _choice(_probe(lambda rows: MARGIN + 0.1, tiny), 4) == 1  # near-equal: the pool buys nothing
@@ -65,18 +85,23 @@ def test_each_launch_size_gets_its_own_choice():
     assert "512+" in p.report() and "2-3" in p.report()
 
 
-def test_a_stalled_pooled_launch_ends_the_probing_at_one_thread():
+def test_pooled_launches_that_stall_in_several_runs_end_the_probing_at_one_thread():
+    """One stalled pooled launch is no proof (the process's first pooled launch starts OpenMP's workers);
+    stalls in ``STALL_RUNS`` runs are."""
+    stall = max(STALL_US, 4 * 10.0 * GIVE_UP) + 1.0
     p = ThreadPolicy("auto")
-    _run(p, 1, [(4, 10.0)])
-    _run(p, 2, [(4, 10.0)])
-    assert p.threads_for(0, "b", 2, 3, 4) == 2
-    p.record(0, 2, max(STALL_US, 4 * 10.0 * GIVE_UP) + 1.0, 4, 3)
+    serial = 0
+    for _ in range(STALL_RUNS):
+        _run(p, serial := serial + 1, [(4, 10.0)])
+        assert p.threads_for(0, "b", 2, serial := serial + 1, 4) == 2
+        assert _choice(p, 4) is None  # not after one stalled run
+        p.record(0, 2, stall, 4, serial)
     assert _choice(p, 4) == 1
     q = ThreadPolicy("auto")
-    _run(q, 1, [(4, 10.0)])
-    _run(q, 2, [(4, 10.0)])
-    q.threads_for(0, "b", 2, 3, 4)
-    q.record(0, 2, 4 * 10.0 * GIVE_UP, 4, 3)  # slower, but not a stall (under STALL_US): keep probing
+    for serial in (1, 3, 5):
+        _run(q, serial, [(4, 10.0)])
+        q.threads_for(0, "b", 2, serial + 1, 4)
+        q.record(0, 2, 4 * 10.0 * GIVE_UP, 4, serial + 1)  # slower, but not a stall (under STALL_US): keep probing
     assert _choice(q, 4) is None
 
 
@@ -84,9 +109,10 @@ def test_a_run_that_compiled_is_no_sample():
     p = ThreadPolicy("auto")
     p.threads_for(0, "b", 2, 1, 4)
     p.record(0, 1, 50.0, 4, 1)
-    p.discard(0, 1, 1, 4)
+    p.discard(0, 1, 4)
     p.record(0, 1, 50.0, 4, 1)  # a later launch of the same run
     assert p.blocks[(0, size_class(4))].samples[1] == {}
+    assert p.probing() == ["b (4-7 rows)"] and not p.tuned()
 
 
 def test_size_classes():

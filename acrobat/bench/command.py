@@ -2,7 +2,7 @@
 
     acrobat bench [MODEL...] [--sizes small,large] [--batch-sizes 8,64] [--systems acrobat,pytorch,...]
                   [--quick] [--repeats N] [--out DIR] [--grad] [--train] [--data PATH] [--threads N]
-                  [--seq-len N] [--layers N]
+                  [--seq-len N] [--layers N] [--processes N]
     acrobat bench --serve [MODEL] [--rates 50,100,...] [--step-seconds 5] [--slo-ms 50] [--max-batch-size 32]
                   [--batch-wait-ms 2] [--ingress haproxy|proxy] [--data PATH] [--out DIR]   (acrobat.serve.load)
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from acrobat.bench.processes import run_in_processes
 from acrobat.bench.report import markdown, read_json
 from acrobat.bench.suite import BenchSettings, run_bench, write_outputs
 from acrobat.bench.systems import GROUPS, select
@@ -71,6 +72,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     bench.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     bench.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where weights and kernels live; "
                        "on cuda each timed run ends with a device sync, DyNet is not run (default cpu)")
+    bench.add_argument("--processes", type=int, default=0, metavar="N", help="then run the acrobat systems "
+                       "again in N fresh processes, one after another, and report each one's median ms per "
+                       "configuration (how much a user's single run varies; default 0: none)")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.add_argument("--from-json", metavar="FILE", help="run nothing: redraw the tables and plots of a "
                        "bench.json into --out")
@@ -124,6 +128,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     words += ["--grad"] if args.grad else []
     words += ["--threads", str(args.threads)] if args.threads else []
     words += ["--data", args.data] if args.data else []
+    words += ["--split", args.split] if args.split != "dev" else []
     words += ["--seed", str(args.seed)] if args.seed else []
     words += ["--device", args.device] if args.device != "cpu" else []
     words += [w for k, v in berxit.items() for w in (f"--{k.replace('_', '-')}", str(v))]
@@ -187,7 +192,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         st = settings_from_args(args)
         if st.scaled:
             print("Scaled down from the paper's sizes: " + "; ".join(st.scaled), flush=True)
+        if args.processes < 0:
+            raise ValueError("--processes must be at least 0")
         rep = run_bench(st, progress=not args.no_progress)
+        if args.processes:
+            print(f"running the acrobat systems in {args.processes} fresh process(es) ...", file=sys.stderr, flush=True)
+            rep.processes = run_in_processes(st.command, args.processes)
     print(markdown(rep))
     paths = write_outputs(rep, Path(args.out))
     print("wrote " + ", ".join(str(p) for p in paths))

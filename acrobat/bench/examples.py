@@ -29,9 +29,10 @@ import torch
 
 from acrobat.bench.compare import outputs_equal
 from acrobat.bench.machine import describe_machine, machine_line
-from acrobat.bench.systems import COMPILED_WARMUP
+from acrobat.bench.systems import warm_up
 from acrobat.bench.timing import time_call
 from acrobat.errors import CompileError
+from acrobat.runtime.executor import Backend
 from acrobat.runtime.stats import RunStats
 
 RAN, DYNAMIC, REJECTED, WRONG, ERROR = "ran", "ran dynamic", "rejected", "wrong", "error"
@@ -114,14 +115,15 @@ def _gist(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def _run_system(name: str, run: Callable[[RunStats], list], expected: list, warmup: int,
+def _run_system(name: str, run: Callable[[RunStats], list], expected: list, be: Callable[[], Backend] | None,
                 repeats: int) -> ExampleResult:
-    """Run once (compile errors surface here), warm up, check against ``expected``, then time."""
+    """Run once (compile errors surface here), warm up until the backend ``be()`` is tuned (``warm_up``; None:
+    no warm-up), check against ``expected``, then time."""
     res = ExampleResult(name)
     try:
         out = run(RunStats())
-        for _ in range(warmup):
-            run(RunStats())
+        if be is not None:
+            warm_up(run, be())
         res.max_error = max_error(out, expected)
         if not outputs_equal(out, expected):
             res.status, res.detail = WRONG, "outputs differ from the reference"
@@ -150,13 +152,16 @@ def measure(ex: ModuleType, batch_size: int = 64, backends: tuple[str, ...] = ("
     rep = ExampleReport(ex.NAME, ex.SUMMARY, batch_size)
     with torch.inference_mode():
         expected = [ex.reference(x, params) for x in batch]
-        rep.results.append(_run_system(LOOP, lambda st: [ex.program(x, params) for x in batch], expected, 0,
+        rep.results.append(_run_system(LOOP, lambda st: [ex.program(x, params) for x in batch], expected, None,
                                        repeats))
         for backend in backends:
             def run(st: RunStats, backend: str = backend) -> list:
                 return ex.program.run(batch, params, backend=backend, stats=st)
-            warmup = COMPILED_WARMUP if backend.startswith("compiled") else 0
-            rep.results.append(_run_system(f"acrobat ({backend})", run, expected, warmup, repeats))
+            def be(backend: str = backend) -> Backend:
+                return ex.program.backend(backend)[0]
+
+            rep.results.append(_run_system(f"acrobat ({backend})", run, expected,
+                                           be if backend.startswith("compiled") else None, repeats))
     return rep
 
 

@@ -7,17 +7,7 @@ import platform
 
 import torch
 
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (or ``platform.processor()``)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+from acrobat.runtime.remembered import cpu_model
 
 
 def describe_machine() -> dict[str, str | int]:

@@ -1,7 +1,8 @@
 """``acrobat profile``: where a batch's time goes, per backend (the rows of the paper's Table 6).
 
-Each backend first runs warm-up batches (kernel compiles and the
-profile-guided gather choice happen there), then the measured batches;
+Each backend first runs warm-up batches, cycled until the backend is tuned
+(at most ``acrobat.bench.systems.TUNE_RUNS`` more: kernel compiles and the
+gather and threads-per-launch trials happen there), then the measured batches;
 the table gives per-batch medians in ms: DFG construction, scheduling,
 gathers and memory copies, kernel time, and the runtime overhead
 (everything but kernels) as a share of the total. Kernel compiles (first
@@ -10,6 +11,7 @@ launches of a block, batch size 1) are counted apart, not in the total.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -17,6 +19,7 @@ from typing import Any, Sequence
 import torch
 from tqdm import tqdm
 
+from acrobat.bench.systems import TUNE_RUNS
 from acrobat.models import ModelSpec
 from acrobat.runtime.stats import RunStats
 
@@ -42,7 +45,8 @@ class Profile:
 
 def profile_backends(spec: ModelSpec, params: Any, warmup: Sequence[Sequence], batches: Sequence[Sequence],
                      backends: Sequence[str], sync: bool) -> list[Profile]:
-    """Per backend, run the ``warmup`` batches, then measure ``batches`` (under ``torch.inference_mode``).
+    """Per backend, run the ``warmup`` batches (again, by turns, until the backend is tuned: at most
+    ``TUNE_RUNS`` more), then measure ``batches`` (under ``torch.inference_mode``).
 
     Raises:
         ValueError: unknown backend. AcrobatError: see ``Program.run``.
@@ -52,6 +56,11 @@ def profile_backends(spec: ModelSpec, params: Any, warmup: Sequence[Sequence], b
         for name in backends:
             prof = Profile(name)
             for b in tqdm(warmup, desc=f"{name}: warm-up", unit="batch", leave=False):
+                spec.program.run(b, params, backend=name, stats=prof.warmup, sync=sync)
+            be = spec.program.backend((prof.warmup.backend or name).split("+")[-1])[0]
+            for b in itertools.islice(itertools.cycle(warmup), TUNE_RUNS if warmup else 0):
+                if be.tuned():
+                    break
                 spec.program.run(b, params, backend=name, stats=prof.warmup, sync=sync)
             for b in tqdm(batches, desc=f"{name}: measuring", unit="batch", leave=False):
                 st = RunStats()

@@ -41,6 +41,8 @@ class BenchReport:
     machine: dict[str, Any] = field(default_factory=describe_machine)
     notes: list[str] = field(default_factory=list)
     scaled: list[str] = field(default_factory=list)  # what runs smaller than the paper's sizes (--quick)
+    # --processes N: per configuration (model/size/batch), per acrobat system, its median ms in each fresh process
+    processes: dict[str, dict[str, list[float | None]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,6 +151,7 @@ def _result_dict(r: SystemResult) -> dict[str, Any]:
     t = r.timing
     return {"system": r.system, "group": r.group, "status": r.status, "detail": r.detail,
             "median_ms": t.median if t else None, "spread_ms": t.spread if t else None,
+            "quartiles_ms": list(t.quartiles) if t else None,
             "samples_ms": list(t.samples) if t else None, "stats": _stats_dict(r.stats)}
 
 
@@ -179,7 +182,7 @@ def read_json(path: Path) -> BenchReport:
     """A report written by ``write_json`` (to redraw tables and plots without running again)."""
     d = json.loads(path.read_text(encoding="utf-8"))
     rep = BenchReport(d["command"], d["date"], d["mode"], d["repeats"], d["data"], machine=d["machine"],
-                      notes=d.get("notes", []), scaled=d.get("scaled", []))
+                      notes=d.get("notes", []), scaled=d.get("scaled", []), processes=d.get("processes", {}))
     for c in d["configs"]:
         cmp = Comparison(c["model"], c["size"], c["hidden"], c["batch_size"])
         for r in c["results"]:
@@ -315,6 +318,45 @@ def overhead_table(rep: BenchReport) -> list[str]:
          "kernels", "overhead", "DFG nodes", "launches"], rows, 4)
 
 
+def spread_table(rep: BenchReport) -> list[str]:
+    """acrobat's systems across their timed runs: median, interquartile range, min-max (ms per batch)."""
+    rows = []
+    for c in rep.comparisons:
+        for r in c.results:
+            if r.group != "acrobat" or r.timing is None:
+                continue
+            t = r.timing
+            q1, q3 = t.quartiles
+            rows.append([c.model, c.size, str(c.batch_size), r.system, f"{t.median:.2f}", f"{q1:.2f}-{q3:.2f}",
+                         f"{min(t.samples):.2f}-{max(t.samples):.2f}", str(len(t.samples))])
+    if not rows:
+        return []
+    return ["### acrobat across its timed runs: spread (ms per batch)", "",
+            f"Machine: {machine_line_of(rep.machine)}", ""] + _table(
+        ["model", "size", "batch", "system", "median", "IQR", "min-max", "runs"], rows, 4)
+
+
+def processes_table(rep: BenchReport) -> list[str]:
+    """``--processes N``: each acrobat system's median ms per batch in each of N fresh processes, and the
+    slowest over the fastest of them."""
+    if not rep.processes:
+        return []
+    n = max(len(v) for per in rep.processes.values() for v in per.values())
+    rows = []
+    for key, per in rep.processes.items():
+        model, size, batch = key.split("/")
+        for system, medians in per.items():
+            got = [m for m in medians if m is not None]
+            ratio = f"{max(got) / min(got):.2f}" if got and min(got) > 0 else "-"
+            rows.append([model, size, batch, system] + ["-" if m is None else f"{m:.2f}" for m in medians] + [ratio])
+    return [f"### acrobat in {n} fresh processes: median ms per batch in each", "",
+            "Each process ran the acrobat systems alone (`--systems acrobat`), one after the other, sharing the "
+            "cache folder: the first compiles and tunes, the later ones start with the kernels and choices "
+            "it kept.", "", f"Machine: {machine_line_of(rep.machine)}", ""] + _table(
+        ["model", "size", "batch", "system"] + [f"process {i + 1}" for i in range(n)] + ["slowest / fastest"],
+        rows, 4)
+
+
 def problems(rep: BenchReport) -> list[str]:
     """Systems not timed (wrong outputs, errors, not available/installed) and notes (DyNet's strategies).
 
@@ -357,8 +399,8 @@ def markdown(rep: BenchReport) -> str:
         head.insert(4, "Scaled down from the paper's sizes (times not comparable with full-size runs): "
                     + "; ".join(rep.scaled) + "  ")
     parts = [head]
-    for section in (geomean_lines(rep), comparison_table(rep), ablation_table(rep), interp_table(rep), overhead_table(rep),
-                    problems(rep), rep.notes):
+    for section in (geomean_lines(rep), comparison_table(rep), spread_table(rep), processes_table(rep),
+                    ablation_table(rep), interp_table(rep), overhead_table(rep), problems(rep), rep.notes):
         if section:
             parts.append(section)
     return "\n\n".join("\n".join(p) for p in parts) + "\n"

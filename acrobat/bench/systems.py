@@ -10,8 +10,10 @@ Groups (the ``--systems`` names):
 
 - ``acrobat``: acrobat with all optimizations, one system per backend in
   ``acrobat.runtime.backend.BACKENDS`` (eager; compiled with the gather
-  chosen per block, forced explicit, forced fused); the compiled ones are
-  warmed up (compiles, gather profiling) before they are checked and timed;
+  chosen per block, forced explicit, forced fused); each is warmed up until
+  its backend is tuned (compiles, then the gather and threads-per-launch
+  trials; at most ``TUNE_RUNS`` runs) before it is checked and timed, and a
+  system still probing then says so in its detail;
 - ``pytorch``: PyTorch eager, one instance at a time (the reference);
 - ``hand``: hand-batched PyTorch, where the model has one;
 - ``torchfold``: TorchFold (``acrobat.bench.torchfold_models``), where its API can express the model
@@ -36,7 +38,7 @@ from acrobat.bench.base import AcrobatRunner, FnRunner, Runner, Setup, Unavailab
 from acrobat.bench.torchfold_models import TORCHFOLD_CANNOT, TORCHFOLD_MODELS, load_torchfold
 from acrobat.program import Options
 from acrobat.runtime.backend import BACKENDS
-from acrobat.runtime.compiled import PROBE_RUNS
+from acrobat.runtime.executor import Backend
 from acrobat.runtime.stats import RunStats
 
 GROUPS: tuple[str, ...] = ("acrobat", "pytorch", "hand", "torchfold", "dynet", "ablation", "interp")
@@ -53,26 +55,38 @@ class System:
     options: Options | None = None  # for ablation steps: the acrobat options timed
 
 
-COMPILED_WARMUP = 2 * (PROBE_RUNS + 1) + 1
-"""Untimed runs of a compiled backend before its check: compiles, and the per-block gather profiling
-(enough for blocks that launch once per batch)."""
+TUNE_RUNS = 60
+"""Untimed runs of an acrobat backend before its check, at most: until the backend is tuned (``Backend.tuned``:
+about 25 runs where no choice is remembered, 1 where the cache folder holds them all)."""
 
 INTERP_BACKEND = "eager"
 """The backend of the ablation steps and of the interpreted-vs-generated comparison."""
 
 
 def _acrobat(backend: str, options: Options | None = None) -> Callable[[Setup], Runner]:
+    """acrobat on ``backend``; the main systems (no ``options``) warm up until tuned, ablation steps not."""
     def prepare(s: Setup) -> Runner:
         def run(st: RunStats) -> list:
             return s.spec.program.run(s.instances, s.params, backend=backend, options=options, stats=st)
 
-        if backend.startswith("compiled"):
-            if s.grad:
-                raise Unavailable("the compiled backend runs inference only")
-            for _ in range(COMPILED_WARMUP):
-                run(RunStats())
-        return AcrobatRunner(run)
+        if backend.startswith("compiled") and s.grad:
+            raise Unavailable("the compiled backend runs inference only")
+        runner = AcrobatRunner(run)
+        if options is None:
+            runner.detail = warm_up(run, s.spec.program.backend(backend)[0])
+        return runner
     return prepare
+
+
+def warm_up(run: Callable[[RunStats], list], be: Backend) -> str:
+    """Run until ``be`` is tuned (at least once, at most ``TUNE_RUNS`` times); "" when it is, else what is
+    still probing (for the system's detail)."""
+    for _ in range(TUNE_RUNS):
+        run(RunStats())
+        if be.tuned():
+            return ""
+    probing = be.probing()
+    return f"still probing after {TUNE_RUNS} warm-up runs: {'; '.join(probing[:4])}" + (" ..." if len(probing) > 4 else "")
 
 
 def _pytorch(s: Setup) -> Runner:

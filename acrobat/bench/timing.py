@@ -31,6 +31,14 @@ class Timing:
         """Half the range between the fastest and slowest run, in ms."""
         return (max(self.samples) - min(self.samples)) / 2
 
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        """The first and third quartiles of the runs, in ms (their interquartile range; one run: its time twice)."""
+        if len(self.samples) < 2:
+            return self.samples[0], self.samples[0]
+        q = statistics.quantiles(self.samples, n=4, method="inclusive")
+        return q[0], q[2]
+
 
 @dataclass(frozen=True)
 class TimingPolicy:

@@ -13,9 +13,17 @@ replaces Dynamo's guards, which cost ~50 µs per launch.
 Gathers (§5.2) come two ways: explicit (the runtime copies the rows into a
 contiguous batch, a view when they are contiguous) and fused (the kernel
 takes the arena storage and an index vector and reads in place). With
-``gather="auto"`` each block is profiled both ways on its first runs, by
-turns (the run that compiled a variant not counted), and keeps the faster
-(profile-guided, App. C.1); ``report()`` says what was picked. Kernels store their outputs straight into the arena rows
+``gather="auto"`` each block chooses per launch size class
+(``acrobat.runtime.threads.size_class``) by measurement (profile-guided,
+App. C.1): a ``acrobat.runtime.tuning.Trial`` runs the two by turns of
+whole runs, ``PROBE_RUNS`` each, and keeps fused (the default) unless
+explicit takes at most ``GATHER_MARGIN`` of its median time per row. The
+trial starts once the class's threads per launch are chosen and holds the
+fused gather until then, so the two probes never time each other; a run
+in which the launch compiled a variant is no sample. Settled choices are
+kept on disk beside the kernels (``acrobat.runtime.remembered``): a new
+process starts with them. ``report()`` says what was picked and which
+blocks still probe. Kernels store their outputs straight into the arena rows
 allocated for the launch (no copy after the kernel).
 
 Each launch calls Inductor's generated ``call`` directly (the compiled
@@ -49,7 +57,6 @@ import contextlib
 import logging
 import os
 import re
-import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -73,7 +80,9 @@ from acrobat.runtime.gather import IndexBuffer, LaunchIndex, gather, host_column
 from acrobat.runtime.progress import CompileProgress, say
 from acrobat.runtime.plan import BlockCode, Form, KernelGraph, RowSpec, Tracer, flatten_forms
 from acrobat.runtime.size_guard import SizeGuard
-from acrobat.runtime.threads import ThreadPolicy
+from acrobat.runtime.remembered import ChoiceMemory
+from acrobat.runtime.threads import ThreadPolicy, class_rows, size_class
+from acrobat.runtime.tuning import Trial
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -82,7 +91,10 @@ log = logging.getLogger("acrobat.compile")
 _COMPILE_LOCK = threading.Lock()  # kernel tracing and compiling are not thread-safe in torch
 
 MAX_SPECIALIZED = 8  # kernels per signature compiled for sizes the compiler specialized on (SizeGuard)
-PROBE_RUNS = 6  # runs per gather mode a block is timed in before its choice (after the run that compiled it)
+PROBE_RUNS = 5
+"""Runs per gather mode a (block, launch size class) is timed in before its choice."""
+GATHER_MARGIN = 0.95
+"""Explicit gathers replace the fused default only when they take at most this share of its time per row."""
 GATHER_MODES = ("auto", "explicit", "fused")
 WRAPPER_ENV = "ACROBAT_KERNEL_WRAPPER"
 WRAPPERS = ("python", "cpp")  # Inductor's Python wrapper, or its cpp_wrapper
@@ -146,12 +158,11 @@ class CompiledKernel:
         self.block = block
         self.trace = trace
         self.variants: dict[tuple, Variant] = {}
-        # per gather mode, per run it was timed in: [µs of gather + kernel, rows] over the run's launches
-        self.samples: dict[str, dict[int, list[float]]] = {"explicit": {}, "fused": {}}
-        self.runs = 0  # runs this kernel has launched in (gather modes alternate by run while probing)
+        self.forced: str | None = None if backend.gather == "auto" else backend.gather
+        # (shared signature id, launch size class) -> its gather trial ("fused" or "explicit"; gather="auto")
+        self.trials: dict[tuple[int, int], Trial[str]] = {}
+        self._keys: dict[int, str | None] = {}  # shared signature id -> the block's key in the backend's memory
         self._run = 0  # serial of the run of the last launch
-        self.choice: str | None = None if backend.gather == "auto" else backend.gather
-        self._fused = False  # this run's launches gather fused where they can (see ``_start_run``)
         # this run's shared arguments: the id of their signature, and them flattened for the kernel
         self._shared_sig = 0
         self._flat_shared: list = []
@@ -171,10 +182,26 @@ class CompiledKernel:
             self._start_run(rt)
         t0 = time.perf_counter()
         stats = rt.stats
-        compile_ms = stats.compile_ms  # a compile in this launch counts as compiling, not gathering
+        compile_ms, compiles = stats.compile_ms, stats.compiles  # a compile in this launch counts as compiling
         n = g.size()
+        trial = None
+        if self.forced is not None:
+            mode = self.forced
+        elif not self.block.n_tensor_params:
+            mode = "explicit"  # nothing to gather
+        else:
+            trial = self._trial(n, rt)
+            if trial.choice is not None:
+                mode, trial = trial.choice, None
+            elif rt.threads is not None and not rt.threads.settled(self.block.id, n):
+                mode, trial = trial.default, None  # the threads trial first, at the default gather
+            else:
+                mode = trial.setting(rt.serial)
+                if trial.choice is not None:
+                    self._keep(trial, n)
+                    trial = None
         layout, hosts, index = self._locate(g, n, rt)
-        fused = index is not None and self._fused
+        fused = index is not None and mode == "fused"
         variant = layout.variants.get(fused)
         if variant is None:
             try:
@@ -202,11 +229,11 @@ class CompiledKernel:
         t2 = time.perf_counter()
         stats.gather_ms += (t1 - t0) * 1e3 - (stats.compile_ms - compile_ms)
         stats.kernel_ms += (t2 - t1) * 1e3
-        if self.choice is None and self.block.n_tensor_params and variant.first_run != rt.serial:
-            mode = "fused" if fused else "explicit"
-            run = self.samples[mode].setdefault(rt.serial, [0.0, 0])
-            run[0] += (t2 - t0) * 1e6
-            run[1] += n
+        if trial is not None:
+            if stats.compiles != compiles or variant.first_run == rt.serial:
+                trial.discard(rt.serial)  # a run that compiled (or first ran) a variant is no sample
+            else:
+                trial.record(mode, (t2 - t0) * 1e6, n, rt.serial)
         variant.launches += 1
         place = rt.table.place
         for k, pid, start in places:
@@ -238,30 +265,39 @@ class CompiledKernel:
         leaves = pytree.tree_leaves(flat)  # the kernel's own arguments (Inductor's call takes pytree leaves)
         return self._shared_ids.setdefault(sig, len(self._shared_ids)), leaves
 
-    def us_per_row(self, mode: str) -> float:
-        """Profiled time of ``mode`` (gather + kernel) per batched row, µs: the median over the runs
-        it was timed in of the run's time over its rows (a run slowed by the machine weighs no more).
-
-        Runs alternate between the modes, so both see the same mix of batch sizes.
-        """
-        runs = self.samples[mode].values()
-        return statistics.median(us / n for us, n in runs) if runs else 0.0
-
     def _start_run(self, rt: "Runtime") -> None:
-        """The block's first launch in run ``rt``: take the run's shared arguments, count the run, and set
-        its gather mode (once both modes were timed in ``PROBE_RUNS`` runs, the faster; until then the
-        modes by turns, one per run)."""
+        """The block's first launch in run ``rt``: take the run's shared arguments."""
         self._shared_sig, self._flat_shared = self._shared_signature(rt.shared[self.block.id])
         self._run = rt.serial
-        self.runs += 1
-        if self.choice is None and min(map(len, self.samples.values())) >= PROBE_RUNS:
-            self._choose()
-        self._fused = (self.choice or ("fused" if self.runs % 2 else "explicit")) == "fused"
 
-    def _choose(self) -> None:
-        e, f = self.us_per_row("explicit"), self.us_per_row("fused")
-        self.choice = "fused" if f < e else "explicit"
-        log.info("block %s: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name, self.choice, e, f)
+    def _trial(self, rows: int, rt: "Runtime") -> Trial[str]:
+        """The gather trial of this run's shared signature and launches of ``rows`` rows; a new one starts
+        with the choice remembered for the block (``acrobat.runtime.remembered``), if any."""
+        key = (self._shared_sig, size_class(rows))
+        trial = self.trials.get(key)
+        if trial is None:
+            trial = self.trials[key] = Trial("fused", "explicit", PROBE_RUNS, GATHER_MARGIN)
+            if self._shared_sig not in self._keys:
+                pool = rt.threads.pool if rt.threads is not None else torch.get_num_threads()  # (not the launch's)
+                self._keys[self._shared_sig] = self.backend.memory.key(self.block, rt.shared[self.block.id],
+                                                                       rt.device, pool)
+            kept = self.backend.memory.recall(self._keys[self._shared_sig], "gather", key[1])
+            if kept in ("fused", "explicit"):
+                trial.choice = kept
+        return trial
+
+    def _keep(self, trial: Trial[str], rows: int) -> None:
+        """Keep a gather choice just made, and log it."""
+        assert trial.choice is not None
+        log.info("block %s, %s rows: %s gather (explicit %.2f µs/row, fused %.2f µs/row)", self.block.name,
+                 class_rows(size_class(rows)), trial.choice, trial.us_per_row("explicit"), trial.us_per_row("fused"))
+        self.backend.memory.keep(self._keys.get(self._shared_sig), self.block.name, "gather", size_class(rows),
+                                 trial.choice)
+
+    def probing(self) -> list[str]:
+        """The launch sizes of this block still probing their gather mode, e.g. ``treelstm_1 (8-15 rows)``."""
+        return [f"{self.block.name} ({class_rows(size)} rows)" for (_, size), t in sorted(self.trials.items())
+                if t.choice is None and self.eager is None]
 
     def _locate(self, g: Group, n: int,
                 rt: "Runtime") -> tuple[Layout, list[torch.Tensor | None], LaunchIndex | None]:
@@ -516,7 +552,7 @@ def _signature(x: Any) -> Any:
 class CompiledBackend:
     """Blocks as TorchInductor kernels with arena memory and explicit/fused/auto gathers (§5).
 
-    ``gather`` is ``"auto"`` (profile-guided per block), ``"explicit"`` or
+    ``gather`` is ``"auto"`` (profile-guided per block and launch size class), ``"explicit"`` or
     ``"fused"``. ``arena`` holds block outputs across runs.
 
     Raises:
@@ -538,6 +574,9 @@ class CompiledBackend:
         self._announced = False
         self.progress = CompileProgress("", 0)  # this run's compiles (``compiling``)
         self.threads = ThreadPolicy()
+        # settled choices, kept across processes (a gather chosen under forced threads per launch kept apart)
+        self.memory = ChoiceMemory(self.name, f"{self.wrapper} wrapper, threads per launch {self.threads.mode}")
+        self.threads.memory = self.memory
 
     def exclusive(self) -> ContextManager[Any]:
         """Held for a whole run: runs share the arena (overwritten by each run) and the gather probes."""
@@ -567,18 +606,21 @@ class CompiledBackend:
         self.kernels.append(k)
         return k
 
+    def probing(self) -> list[str]:
+        """The blocks (and launch rows) still probing a choice: ``gather`` or ``threads``, e.g.
+        ``treelstm_1 (8-15 rows): threads``; empty when every launched block is tuned."""
+        gather = [f"{p}: gather" for k in self.kernels for p in k.probing()]
+        return gather + [f"{p}: threads" for p in self.threads.probing()]
+
     def tuned(self) -> bool:
-        """Whether every block launched so far has its gather mode chosen (a block that gathers no tensor
-        or runs eagerly has none to choose, nor one whose inputs were never all in the arena on its
-        ``PROBE_RUNS`` fused turns: it gathers explicitly) and its threads per launch (``ThreadPolicy.tuned``)."""
-        probing = [k for k in self.kernels if k.variants and k.eager is None and k.choice is None
-                   and k.block.n_tensor_params
-                   and (k.samples["fused"] or len(k.samples["explicit"]) < PROBE_RUNS)]
-        return not probing and self.threads.tuned()
+        """Whether nothing is probing (``probing``): every block launched so far has its gather mode and its
+        threads per launch chosen for every launch size class it ran at (a block that gathers no tensor,
+        runs eagerly or has its gather forced has none to choose)."""
+        return not self.probing()
 
     def report(self) -> str:
-        """Per block: compiled variants, launches and the gather mode in use; then the arena's size;
-        then each block's threads per launch."""
+        """Per block: compiled variants, launches and the gather mode in use (per launch size class); the
+        arena's size; each block's threads per launch; then what is still probing."""
         lines = [f"{'block':<34} {'kernels':>7} {'launches':>9}  gather"]
         for k in self.kernels:
             if k.eager is not None:
@@ -587,20 +629,29 @@ class CompiledBackend:
             if not k.variants:
                 continue
             launches = sum(v.launches for v in k.variants.values())
-            if "tensor" not in k.block.batched_roles:
-                how = "none (no tensor inputs)"
-            elif k.choice is None:
-                how = "explicit (inputs not all in the arena yet)" if not k.samples["fused"] else "probing"
-            elif self.gather != "auto":
-                how = f"{k.choice} (forced)"
+            if not k.block.n_tensor_params:
+                hows = ["none (no tensor inputs)"]
+            elif k.forced is not None:
+                hows = [f"{k.forced} (forced)"]
             else:
-                how = (f"{k.choice} (profiled: explicit {k.us_per_row('explicit'):.2f} µs/row, "
-                       f"fused {k.us_per_row('fused'):.2f} µs/row)")
-            lines.append(f"{k.block.name:<34} {len(k.variants):>7} {launches:>9}  {how}")
+                hows = [f"{class_rows(size)} rows: {_gather_how(t)}" for (_, size), t in sorted(k.trials.items())]
+            lines.append(f"{k.block.name:<34} {len(k.variants):>7} {launches:>9}  {hows[0] if hows else '-'}")
+            lines += [f"{'':<53}{how}" for how in hows[1:]]
         lines.append(f"arena: {self.arena.nbytes / 2 ** 20:.1f} MiB in {len(self.arena.pools)} pool(s), "
                      f"{self.arena.growths} allocation(s)")
         threads = self.threads.report()
-        return "\n".join(lines + ([threads] if threads else []))
+        probing = self.probing()
+        tail = [f"still probing ({len(probing)}): {'; '.join(probing)}" if probing else "tuned: nothing is probing"]
+        return "\n".join(lines + ([threads] if threads else []) + tail)
+
+
+def _gather_how(t: Trial[str]) -> str:
+    """A gather trial's state for the report: its choice and the measured µs per row, or its progress."""
+    measured = (f"explicit {t.us_per_row('explicit'):.2f} µs/row, fused {t.us_per_row('fused'):.2f} µs/row"
+                if t.samples.get("explicit") and t.samples.get("fused") else "")
+    if t.choice is None:
+        return f"probing ({t.progress()})" + (f": {measured}" if measured else "")
+    return f"{t.choice} (profiled: {measured})" if measured else f"{t.choice} (remembered)"
 
 
 def kernel_listing(backend: CompiledBackend) -> str:

@@ -17,6 +17,7 @@ from torch.func import vmap
 from acrobat.runtime.dfg import Group
 from acrobat.runtime.gather import columns, gather
 from acrobat.runtime.plan import BlockCode, Tracer
+from acrobat.runtime.remembered import ChoiceMemory
 from acrobat.runtime.stats import timed
 from acrobat.runtime.threads import ThreadPolicy
 
@@ -83,7 +84,7 @@ class EagerBackend:
     trains = True  # out of place: autograd records through every launch
 
     def __init__(self) -> None:
-        self.threads = ThreadPolicy()
+        self.threads = ThreadPolicy(memory=ChoiceMemory(self.name))  # settled choices kept across processes
 
     def kernel(self, block: BlockCode, trace: Tracer) -> EagerKernel:
         return EagerKernel(block)  # vmap runs the per-instance function: nothing to trace
@@ -92,8 +93,13 @@ class EagerBackend:
         """The thread count of each block's launches (and what was measured)."""
         return self.threads.report()
 
+    def probing(self) -> list[str]:
+        """The blocks (and launch rows) still probing their threads per launch."""
+        return [f"{p}: threads" for p in self.threads.probing()]
+
     def tuned(self) -> bool:
-        """Whether every launched block's threads per launch are chosen (nothing else is tuned here)."""
+        """Whether nothing is probing: every launched block's threads per launch are chosen (nothing else is
+        tuned here)."""
         return self.threads.tuned()
 
     def exclusive(self) -> ContextManager[Any]:

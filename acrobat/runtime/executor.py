@@ -80,6 +80,11 @@ class Backend(Protocol):
         waits for. True for a backend that tunes nothing."""
         ...
 
+    def probing(self) -> list[str]:
+        """What is still probing (block, launch rows and which choice), for the run report; empty exactly
+        when ``tuned``."""
+        ...
+
     def exclusive(self) -> ContextManager[Any]:
         """A context held for a whole run: concurrent runs of one backend wait for each other
         where they share state (the compiled backend's arena), else a no-op."""

@@ -35,7 +35,9 @@ class RunStats:
     inside), ``kernel_launches`` their number. ``compile_ms`` is time spent
     tracing and compiling kernels (first batches only), ``compiles`` how
     many kernels were compiled. ``phases`` counts program phases, ``stages``
-    the loop stages of staged loops (§4.1). ``overhead_ms`` is everything but kernels
+    the loop stages of staged loops (§4.1). ``probing`` names the blocks
+    (launch rows, choice) whose gather or threads per launch were still
+    being chosen by trial after the last run (``Backend.probing``). ``overhead_ms`` is everything but kernels
     and compiles. ``runs`` counts the batched runs added up here (1 for
     one run), ``backend`` names the kernel backend that ran them (the one
     ``backend="auto"`` picked; several joined by ``+`` if they differ).
@@ -57,6 +59,7 @@ class RunStats:
     backend: str = ""
     blocks: dict[int, BlockStats] = field(default_factory=dict)
     dynamic: Any = None  # the dynamic tier's figures (acrobat.runtime.dynamic.DynamicStats), when it ran
+    probing: list[str] = field(default_factory=list)  # after the (last) run: blocks still probing a choice
 
     LOW_BATCH = 0.25
     """``report()`` flags a block whose mean batch is below this share of the mean batch size (instances per run)."""
@@ -80,6 +83,8 @@ class RunStats:
             self.backend = f"{self.backend}+{other.backend}" if self.backend else other.backend
         if other.dynamic is not None:
             self.dynamic = other.dynamic if self.dynamic is None else self.dynamic.merged(other.dynamic)
+        if other.runs:
+            self.probing = list(other.probing)
         self.phases = max(self.phases, other.phases)
         self.stages = max(self.stages, other.stages)
         for bid, b in other.blocks.items():
@@ -130,6 +135,9 @@ class RunStats:
                          "control flow that ghost operators could not line up)")
         if self.dynamic is not None:
             lines.append(self.dynamic.report(self.blocks.values()))
+        if self.probing:
+            lines.append(f"still probing after the last run ({len(self.probing)}; runs until then time "
+                         f"settings on trial): {'; '.join(self.probing)}")
         return "\n".join(lines)
 
 

@@ -12,24 +12,24 @@ launch runs at the thread count that suits it.
 ``ThreadPolicy`` picks per block and launch size (rows in ``size_class``:
 powers of two), as the compiled backend picks gathers (App. C.1): the same
 block gains from the pool at a 600-row level and loses at a 3-row one, and a
-choice made on batches of 8 must not hold for batches of 64. A (block, size)
-pair's launches run on 1 thread in one run and on all in the next, by turns,
-until each setting was timed in ``PROBE_RUNS`` runs (gather + kernel, µs per
-batched row of the whole run); then it keeps all threads only if their
-median is clearly faster (``MARGIN``), else 1. Whole runs, not single
-launches, take turns: a block's launches in one run differ in size (a
-TreeLSTM level of 600 nodes, then of 3), and turns by launch gave one
-setting the same levels run after run. The turns go by pairs of runs (1, 1,
-all, all, ...), so that the compiled backend's gather probe, which
-alternates by single runs, sees each thread setting with both gathers. A run
-in which a launch compiled a kernel is no sample. A pooled launch that is
-``GIVE_UP`` times slower than the 1-thread rate and over ``STALL_US`` ends
-the probing at 1 thread at once (busy cores). ``torch.set_num_threads`` costs
+choice made on batches of 8 must not hold for batches of 64. Each (block,
+size class) is a ``acrobat.runtime.tuning.Trial``: its launches run on 1
+thread in one run and on all in the next, by turns, until each setting was
+timed in ``PROBE_RUNS`` runs (gather + kernel, µs per batched row of the
+whole run); then it keeps all threads only if they were clearly faster
+(``MARGIN``) in every run timed, else 1. On the compiled backend this trial comes
+first: the block's gather trial waits for it, at the default gather, so
+the two never time each other (``settled``). A pooled launch that is
+``GIVE_UP`` times slower than the 1-thread rate and over ``STALL_US``, in
+``STALL_RUNS`` runs, ends the probing at 1 thread (busy cores; one such
+launch is no proof: the first pooled launch of a process starts OpenMP's
+workers). ``torch.set_num_threads`` costs
 about 0.1 µs, so it is set around each launch that needs another count
 than the process's; TorchInductor's CPU kernels (``#pragma omp parallel``
 with no fixed count) and ATen's GEMMs both follow it. Launches that
 compiled a kernel are not timed. Only CPU launches are governed (a CUDA
-launch's host thread count is not its speed).
+launch's host thread count is not its speed). Settled choices are kept on
+disk (``acrobat.runtime.remembered``), so the next process starts with them.
 
 ``$ACROBAT_LAUNCH_THREADS``: ``auto`` (default, as above), ``all`` (never
 change torch's setting) or ``1`` (every launch single-threaded).
@@ -38,30 +38,39 @@ change torch's setting) or ``1`` (every launch single-threaded).
 from __future__ import annotations
 
 import os
-import statistics
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import torch
 
+from acrobat.runtime.remembered import ChoiceMemory
 from acrobat.runtime.stats import RunStats
+from acrobat.runtime.tuning import Trial
 
 if TYPE_CHECKING:
     from acrobat.runtime.dfg import Group
 
 T = TypeVar("T")
 
-PROBE_RUNS = 3
-"""Runs per thread setting a block is timed in before its choice."""
+PROBE_RUNS = 5
+"""Runs per thread setting a (block, size class) is timed in before its choice."""
 MARGIN = 0.8
-"""All threads are kept only when they take at most this share of the 1-thread time: the risks are not
-alike (at worst 1 thread halves a large launch's speed on 2 cores; a pool on busy cores made a tiny
-launch 1000x slower), and near-equal medians mean the pool buys nothing."""
+"""All threads are kept only when they take at most this share of the 1-thread median time in every run
+timed (``Trial.every_run``): the risks are not alike (at worst 1 thread halves a large launch's speed on 2
+cores; a pool on busy cores made a tiny launch 1000x slower), and near-equal times mean the pool buys
+nothing."""
 GIVE_UP = 4.0
-"""Probing stops at once, at 1 thread, when a pooled launch takes this many times the 1-thread rate for its
-rows (and over ``STALL_US``): on busy cores every further pooled launch of a tiny block costs milliseconds."""
+"""Probing stops, at 1 thread, when pooled launches take this many times the 1-thread rate for their rows
+(and over ``STALL_US``) in ``STALL_RUNS`` runs: on busy cores every further pooled launch of a tiny block
+costs milliseconds."""
 STALL_US = 1000.0
+STALL_RUNS = 2
+MIN_POOL_ROWS = 16
+"""Launches of fewer rows always run on 1 thread, untimed: so little work per thread never repays OpenMP's
+fork and join, and a pooled choice made for them while the cores were briefly idle (then remembered) ran
+TreeLSTM's cell 3-8x slower once they were busy again."""
+ALL = 0
+"""The setting "torch's whole pool" (whatever its size)."""
 MODES = ("auto", "all", "1")
 ENV = "ACROBAT_LAUNCH_THREADS"
 
@@ -76,80 +85,115 @@ def size_class(rows: int) -> int:
     return min(rows.bit_length(), SIZE_CLASSES) - 1
 
 
-@dataclass
-class BlockThreads:
-    """One block's thread choice for one launch size class: per thread count, per run, the timed µs and rows;
-    then the count kept."""
-
-    name: str
-    samples: dict[int, dict[int, list[float]]] = field(default_factory=dict)  # threads -> run -> [µs, rows]
-    choice: int | None = None
-    runs: int = 0  # runs the block launched in while probing (settings alternate by run)
-    serial: int = -1  # the run of its last launch
-    skip: int = -1  # a run in which a launch compiled a kernel: not a sample
-
-    def us_per_row(self, threads: int) -> float:
-        """Median over the runs timed at ``threads`` threads of the run's µs per batched row (0.0 if none)."""
-        runs = self.samples.get(threads)
-        return statistics.median(us / max(rows, 1) for us, rows in runs.values()) if runs else 0.0
+def class_rows(size: int) -> str:
+    """The rows of size class ``size`` as text: ``1``, ``2-3``, ..., ``512+``."""
+    low = 1 << size
+    return f"{low}+" if size == SIZE_CLASSES - 1 else (f"{low}" if size == 0 else f"{low}-{2 * low - 1}")
 
 
 class ThreadPolicy:
-    """Per static block: run its launches single-threaded or on torch's whole pool (module docstring).
+    """Per static block and launch size class: run its launches single-threaded or on torch's whole pool
+    (module docstring).
 
     ``mode`` is ``"auto"`` (measure, then choose), ``"all"`` (leave torch's
     thread count alone) or ``"1"``; by default ``$ACROBAT_LAUNCH_THREADS``,
-    else ``"auto"``.
+    else ``"auto"``. ``memory``: where settled choices are kept across
+    processes (None: nowhere).
 
     Raises:
         ValueError: unknown mode.
     """
 
-    def __init__(self, mode: str | None = None):
+    def __init__(self, mode: str | None = None, memory: ChoiceMemory | None = None):
         mode = mode or os.environ.get(ENV) or "auto"
         if mode not in MODES:
             raise ValueError(f"unknown launch-threads mode {mode!r} (${ENV}); choose one of {', '.join(MODES)}")
         self.mode = mode
-        self.blocks: dict[tuple[int, int], BlockThreads] = {}  # (block id, size class) -> its choice
+        self.memory = memory
+        self.blocks: dict[tuple[int, int], Trial[int]] = {}  # (block id, size class) -> its trial (1 or ALL)
+        self.names: dict[int, str] = {}  # block id -> name (for the report)
+        self._keys: dict[int, str | None] = {}  # block id -> its key in ``memory``
+        self._stalls: dict[tuple[int, int], set[int]] = {}  # (block id, size class) -> runs with a stalled launch
+        self.pool = torch.get_num_threads()  # torch's thread count outside the launch in progress (``run``)
 
-    def threads_for(self, bid: int, name: str, pool: int, serial: int, rows: int) -> int:
+    def trial(self, bid: int, rows: int, rt: Any = None, pool: int = 0) -> Trial[int]:
+        """The trial of block ``bid``'s launches of ``rows`` rows; a new one starts with the choice remembered
+        for the block (``rt``: the run, which names the block, its shared arguments and device; ``pool``:
+        torch's thread count), if any."""
+        key = (bid, size_class(rows))
+        t = self.blocks.get(key)
+        if t is None:
+            t = self.blocks[key] = Trial(1, ALL, PROBE_RUNS, MARGIN, every_run=True)
+            if self.memory is not None and rt is not None:
+                if bid not in self._keys:  # (the dynamic tier's operators have no shared arguments: not kept)
+                    block, shared = rt.blocks.get(bid), rt.shared.get(bid)
+                    self._keys[bid] = None if block is None or shared is None else self.memory.key(block, shared,
+                                                                                                  rt.device, pool)
+                kept = self.memory.recall(self._keys[bid], "threads", key[1])
+                if kept is not None:
+                    t.choice = 1 if kept == "1" else ALL
+        return t
+
+    def threads_for(self, bid: int, name: str, pool: int, serial: int, rows: int, rt: Any = None) -> int:
         """How many threads the next launch of block ``bid`` (``rows`` rows) runs on, in run ``serial``, with
-        ``pool`` threads in torch's pool. The first launch of a (block, size class) in a run that finds both
-        settings timed in ``PROBE_RUNS`` runs makes the choice: all threads when their median µs per row is
-        at most ``MARGIN`` of 1 thread's."""
+        ``pool`` threads in torch's pool (``rt``: the run, for ``trial``). The first launch of a (block, size
+        class) in a run that finds both settings timed in ``PROBE_RUNS`` runs makes the choice (``Trial``):
+        all threads when their median µs per row is at most ``MARGIN`` of 1 thread's."""
         if self.mode == "all" or pool <= 1:
             return pool
         if self.mode == "1":
             return 1
-        key = (bid, size_class(rows))
-        b = self.blocks.get(key)
-        if b is None:
-            b = self.blocks[key] = BlockThreads(name)
-        if b.choice is None and b.serial != serial:
-            b.serial = serial
-            b.runs += 1
-            if len(b.samples) == 2 and min(map(len, b.samples.values())) >= PROBE_RUNS:
-                many = max(b.samples)
-                b.choice = many if b.us_per_row(many) <= MARGIN * b.us_per_row(1) else 1
-        if b.choice is not None:
-            return 1 if b.choice == 1 else pool
-        return 1 if (b.runs - 1) // 2 % 2 == 0 else pool  # runs 1, 2: 1 thread; 3, 4: all; ... (module docstring)
+        if rows < MIN_POOL_ROWS:
+            return 1
+        self.names.setdefault(bid, name)
+        t = self.trial(bid, rows, rt, pool)
+        if t.choice is None:
+            setting = t.setting(serial)
+            if t.choice is not None:
+                self._keep(bid, rows, t)
+        else:
+            setting = t.choice
+        return 1 if setting == 1 else pool
+
+    def settled(self, bid: int, rows: int) -> bool:
+        """Whether block ``bid``'s launches of ``rows`` rows have their thread count chosen (or nothing to
+        choose: a mode other than ``auto``). The compiled backend's gather trial waits for this."""
+        if self.mode != "auto" or rows < MIN_POOL_ROWS:
+            return True
+        t = self.blocks.get((bid, size_class(rows)))
+        return t is not None and t.choice is not None
 
     def record(self, bid: int, threads: int, us: float, rows: int, serial: int) -> None:
         """A timed launch of block ``bid`` in run ``serial``: ``us`` µs for ``rows`` batched rows at ``threads``
-        threads. A pooled launch that stalls (``GIVE_UP``, ``STALL_US``) ends the probing at 1 thread."""
-        b = self.blocks.get((bid, size_class(rows)))
-        if b is None or b.choice is not None or serial == b.skip:
+        threads. Pooled launches that stall in ``STALL_RUNS`` runs (``GIVE_UP``, ``STALL_US``) end the probing
+        at 1 thread."""
+        key = (bid, size_class(rows))
+        t = self.blocks.get(key)
+        if t is None or t.choice is not None:
             return
-        run = b.samples.setdefault(threads, {}).setdefault(serial, [0.0, 0])
-        run[0] += us
-        run[1] += rows
-        if threads != 1 and us > STALL_US and b.samples.get(1) and us >= GIVE_UP * b.us_per_row(1) * max(rows, 1):
-            b.choice = 1
+        setting = 1 if threads == 1 else ALL
+        t.record(setting, us, rows, serial)
+        if setting == ALL and us > STALL_US and t.samples.get(1) and us >= GIVE_UP * t.us_per_row(1) * max(rows, 1):
+            stalls = self._stalls.setdefault(key, set())
+            stalls.add(serial)
+            if len(stalls) >= STALL_RUNS:
+                t.choice = 1
+                self._keep(bid, rows, t)
+
+    def _keep(self, bid: int, rows: int, t: Trial[int]) -> None:
+        """Keep a choice just made in ``memory``."""
+        if self.memory is not None:
+            self.memory.keep(self._keys.get(bid), self.names.get(bid, str(bid)), "threads", size_class(rows),
+                             "1" if t.choice == 1 else "all")
+
+    def probing(self) -> list[str]:
+        """The (block, launch rows) still probing their thread count, e.g. ``treelstm_1 (8-15 rows)``."""
+        return [f"{self.names.get(bid, bid)} ({class_rows(size)} rows)"
+                for (bid, size), t in sorted(self.blocks.items()) if t.choice is None]
 
     def tuned(self) -> bool:
         """Whether every (block, launch size class) launched so far has its thread count chosen."""
-        return all(b.choice is not None for b in self.blocks.values())
+        return not self.probing()
 
     def governs(self, device: torch.device) -> bool:
         """Whether launches on ``device`` are governed (timed, maybe run at another thread count);
@@ -165,10 +209,10 @@ class ThreadPolicy:
         ``stats`` are the run's: a launch that compiled a kernel (``stats.compiles`` grew) is not a sample.
         Only launches of a block still probing are timed.
         """
-        pool = torch.get_num_threads()
-        n = self.threads_for(bid, name, pool, rt.serial, rows)
-        b = self.blocks.get((bid, size_class(rows)))
-        probing = b is not None and b.choice is None
+        pool = self.pool = torch.get_num_threads()
+        n = self.threads_for(bid, name, pool, rt.serial, rows, rt)
+        t = self.blocks.get((bid, size_class(rows)))
+        probing = t is not None and t.choice is None
         compiles = stats.compiles
         if n != pool:
             torch.set_num_threads(n)
@@ -182,34 +226,30 @@ class ThreadPolicy:
             if stats.compiles == compiles:
                 self.record(bid, n, (time.perf_counter() - t0) * 1e6, rows, rt.serial)
             else:
-                self.discard(bid, n, rt.serial, rows)
+                self.discard(bid, rt.serial, rows)
         return out
 
-    def discard(self, bid: int, threads: int, serial: int, rows: int) -> None:
+    def discard(self, bid: int, serial: int, rows: int) -> None:
         """Run ``serial`` of block ``bid`` compiled a kernel in a launch of ``rows`` rows: none of the run's
         launches of that size class is a sample."""
-        b = self.blocks[(bid, size_class(rows))]
-        b.samples.get(threads, {}).pop(serial, None)
-        b.skip = serial
+        self.blocks[(bid, size_class(rows))].discard(serial)
 
     def report(self) -> str:
         """Per block and launch size class: the thread count its launches run at and why (measured µs per row
-        at 1 and all)."""
+        at 1 and all; "remembered" for a choice taken from an earlier process)."""
         if self.mode != "auto":
             return f"threads per launch: {self.mode} ({'forced' if os.environ.get(ENV) else 'set'} by ${ENV})"
         if not self.blocks:
             return ""
         pool = torch.get_num_threads()
         lines = [f"{'block':<34} {'rows':>9}  threads per launch (of {pool})"]
-        for (_, size), b in sorted(self.blocks.items()):
-            many = next((t for t in b.samples if t != 1), pool)
-            measured = (f"1 thread {b.us_per_row(1):.2f} µs/row, {many} threads {b.us_per_row(many):.2f} µs/row"
-                        if len(b.samples) == 2 else "")
-            if b.choice is None:
-                how = f"probing ({b.runs} runs){': ' + measured if measured else ''}"
+        for (bid, size), t in sorted(self.blocks.items()):
+            measured = (f"1 thread {t.us_per_row(1):.2f} µs/row, {pool} threads {t.us_per_row(ALL):.2f} µs/row"
+                        if t.samples.get(1) and t.samples.get(ALL) else "")
+            if t.choice is None:
+                how = f"probing ({t.progress()}){': ' + measured if measured else ''}"
             else:
-                how = f"{b.choice} (measured: {measured})"
-            low = 1 << size
-            rows = f"{low}+" if size == SIZE_CLASSES - 1 else (f"{low}" if size == 0 else f"{low}-{2 * low - 1}")
-            lines.append(f"{b.name:<34} {rows:>9}  {how}")
+                count = 1 if t.choice == 1 else pool
+                how = f"{count} (measured: {measured})" if measured else f"{count} (remembered)"
+            lines.append(f"{self.names.get(bid, str(bid)):<34} {class_rows(size):>9}  {how}")
         return "\n".join(lines)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import time
 from typing import Any
 
