@@ -15,6 +15,21 @@ from tests.fuzz.oracle import check
 HEAD = "import math\nimport torch\nimport torch.nn.functional as F\nimport acrobat as ab\n\n"
 
 CASES = {
+    # a parameter passed a shared value and assigned a per-instance one in the body (`x = tanh(x @ W)`) has a
+    # tensor variable's kind: its block took the shared value for a DFG handle (TypeError: a Parameter, not a
+    # handle); the function now lifts it on entry (long fuzz run, seed 600020)
+    "shared_parameter_reassigned": ("seq", '''
+@ab.function
+def cell(x, h, p, s=1.0):
+    x = torch.tanh(x @ p.W + p.b)
+    return x
+
+@ab.program
+def main(inst, p):
+    h = p.h0
+    t = cell(h, h, p)
+    return h, t
+'''),
     # a hoisted block reading a variable an earlier hoisted block computed ran at the same depth as it
     # (internal scheduling error: a value was needed before it was computed)
     "hoisted_block_after_hoisted_call": ("seq", '''
@@ -283,7 +298,8 @@ def test_regression(name):
     assert out.category == "ok", str(out)
 
 
-@pytest.mark.parametrize("name", ["lstm_state_kept_whole", "chunk_item_of_module", "while_test_with_block"])
+@pytest.mark.parametrize("name", ["lstm_state_kept_whole", "chunk_item_of_module", "while_test_with_block",
+                                  "shared_parameter_reassigned"])
 def test_regression_compiled(name):
     kind, body = CASES[name]
     out = check(FuzzProgram(HEAD + body, kind, "float64", {}, (3, 9), set()), ("compiled",))

@@ -118,7 +118,8 @@ class Interpreter:
 
     def call(self, key: SpecKey, d: int, args: Sequence[Any]) -> tuple[Any, int]:
         fn = self.lp.functions[key]
-        frame = _Frame(fn, dict(zip(fn.spec.fn.params, args)), d)
+        frame = _Frame(fn, {p: coerce(self, a, k, fn.spec.var.get(p, k))  # the variable's kind in the body
+                            for p, a, k in zip(fn.spec.fn.params, args, key[1])}, d)
         try:
             self.body(frame, fn.body)
         except _Return as r:

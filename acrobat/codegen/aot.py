@@ -132,6 +132,10 @@ class SkeletonWriter:
         self.emit(0, f"def {name}(_rt, _d, {''.join(p + ', ' for p in fn.spec.fn.params)}):")
         self.emit(1, f"# {fn.spec.fn.name} specialized for ({', '.join(str(k) for k in fn.spec.key[1])})")
         self.emit(1, "_S = _rt.slots  # shared values of this run")
+        for param, kind in zip(fn.spec.fn.params, fn.spec.key[1]):
+            code = coerce(param, kind, fn.spec.var.get(param, kind))
+            if code != param:  # a parameter passed shared and assigned per-instance values in the body
+                self.emit(1, f"{param} = {code}  # the variable's kind in the body")
         if entry:
             self.emit(1, "_rt.enter_phase(0)")
         self.phase = 0
