@@ -15,6 +15,24 @@ from tests.fuzz.oracle import check
 HEAD = "import math\nimport torch\nimport torch.nn.functional as F\nimport acrobat as ab\n\n"
 
 CASES = {
+    # one hoisted block held `p.emb[k]` (static depth 0) and `torch.exp(l)` of a recursion's result (depth 1): the
+    # block ran at depth 1, where the parent's block read `p.emb[k]` as of depth 0 (internal scheduling error: a
+    # value was needed before it was computed); such statements now get a block each (long fuzz run, seed 600026)
+    "hoisted_value_computed_late": ("tree", '''
+@ab.function
+def rec(node, p):
+    if node.is_leaf:
+        return p.h0
+    l = rec(node.left, p)
+    r = rec(node.right, p)
+    l = torch.exp(-l.abs())
+    return p.emb[(0) % 7]
+
+@ab.program
+def main(inst, p):
+    h = rec(inst, p)
+    return h
+'''),
     # a parameter passed a shared value and assigned a per-instance one in the body (`x = tanh(x @ W)`) has a
     # tensor variable's kind: its block took the shared value for a DFG handle (TypeError: a Parameter, not a
     # handle); the function now lifts it on entry (long fuzz run, seed 600020)
@@ -299,7 +317,7 @@ def test_regression(name):
 
 
 @pytest.mark.parametrize("name", ["lstm_state_kept_whole", "chunk_item_of_module", "while_test_with_block",
-                                  "shared_parameter_reassigned"])
+                                  "shared_parameter_reassigned", "hoisted_value_computed_late"])
 def test_regression_compiled(name):
     kind, body = CASES[name]
     out = check(FuzzProgram(HEAD + body, kind, "float64", {}, (3, 9), set()), ("compiled",))

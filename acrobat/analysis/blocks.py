@@ -454,10 +454,31 @@ class _Lowerer:
 
     def make_blocks(self, static: list[ir.Assign], dynamic: list[ir.Assign]) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
-        for stmts, is_static in ((static, True), (dynamic, False)):
-            if stmts:
-                out.append(self.make_block(stmts, is_static))
+        if static and self.computed_late(static):  # each statement at its own static depth instead
+            out += [self.make_block([s], True) for s in static]
+        elif static:
+            out.append(self.make_block(static, True))
+        if dynamic:
+            out.append(self.make_block(dynamic, False))
         return out
+
+    def computed_late(self, stmts: list[ir.Assign]) -> bool:
+        """Whether one hoisted block of ``stmts`` would compute a value that is read elsewhere later than its
+        static depth says: the block runs one level above its deepest input (App. A.1), so a statement of a
+        lower static depth in it (``p.emb[k]`` beside ``torch.exp(l)`` of a recursion's result ``l``) gives
+        its value at the block's depth, where a reader placed by the value's own depth would find it missing
+        (an internal scheduling error)."""
+        defined: set[str] = set()
+        inputs = [-1]
+        for s in stmts:
+            for e in ir.walk(s.value):
+                if isinstance(e, ir.Name) and e.id not in defined and has_tensor(k := self.kind(e)):
+                    inputs.append(sdepth_of(k) if sdepth_of(k) is not None else -1)
+            defined |= set(s.target.names())
+        depth = 1 + max(inputs)
+        read = self.reads_outside(stmts)
+        return any(sdepth_of(self.kind(s.value)) is not None and sdepth_of(self.kind(s.value)) < depth  # type: ignore[operator]
+                   for s in stmts if set(s.target.names()) & read)
 
     def shape_query(self, e: ir.Expr) -> bool:
         """``x.shape``, ``x.shape[0]``, ``x.size(0)``, ``x.ndim``, ``len(x)`` of a per-instance tensor ``x``,
