@@ -1,4 +1,7 @@
-"""Training through a batched run: gradients equal the per-instance loop's (eager backend).
+"""Training through a batched run: gradients equal the per-instance loop's (the eager backends).
+
+``eager`` and ``eager-accum`` (gathers whose backward accumulates rows into one
+buffer per source output, ``acrobat.runtime.accumulate``) are both checked.
 
 The loss is a fixed weighted sum of every result tensor of every instance
 (weights that differ per element, so a transposed or misplaced gradient
@@ -52,7 +55,11 @@ def assert_same_grads(batched: nn.Module, plain: nn.Module, dtype: torch.dtype) 
     assert any(p.grad is not None for p in plain.parameters())
 
 
-def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch.dtype) -> None:
+BACKENDS = ["eager", "eager-accum"]
+
+
+def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch.dtype,
+                backend: str = "eager") -> None:
     """``backward`` of the batched run's loss equals that of the per-instance loop's (sum of instances).
 
     ``dtype`` is the parameters' and torch's default dtype (models make constants with ``torch.zeros(H)``).
@@ -62,7 +69,7 @@ def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        out = program.run(batch, params, backend="eager")
+        out = program.run(batch, params, backend=backend)
         weighted_sum(out).backward()
         sum(weighted_sum(reference(x, plain)) for x in batch).backward()
     finally:
@@ -73,47 +80,66 @@ def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch
 DTYPES = [torch.float32, torch.float64]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_paper_model_gradients(dataset, name, dtype):
+def test_paper_model_gradients(dataset, name, dtype, backend):
     spec = get_model("berxit", seq_len=6, layers=2) if name == "berxit" else MODELS[name]
     hidden = spec.hidden("small") if name == "berxit" else 12
     params = spec.make_params(len(dataset.vocab), hidden, 1)
-    check_grads(spec.program, spec.reference, params, spec.instances(dataset.trees[:6]), dtype)
+    check_grads(spec.program, spec.reference, params, spec.instances(dataset.trees[:6]), dtype, backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", list(examples.EXAMPLES))
-def test_example_gradients(name, dtype):
+def test_example_gradients(name, dtype, backend):
     ex = examples.load(name)
-    check_grads(ex.program, ex.reference, ex.make_params(0), ex.instances(6, 2), dtype)
+    check_grads(ex.program, ex.reference, ex.make_params(0), ex.instances(6, 2), dtype, backend)
 
 
-def test_a_weight_read_only_by_item_keeps_grad_none(dataset):
+@pytest.mark.parametrize("backend", ["auto", "eager-accum"])
+def test_a_weight_read_only_by_item_keeps_grad_none(dataset, backend):
     """DRNN reads its child/sibling probabilities with ``.item()`` only: their weights get no gradient,
     as in plain PyTorch (horizontal fusion computes them in one matmul with the label weights)."""
     spec = MODELS["drnn"]
     params = spec.make_params(0, 12, 0)
-    weighted_sum(spec.program.run(spec.instances([None] * 5), params)).backward()
+    weighted_sum(spec.program.run(spec.instances([None] * 5), params, backend=backend)).backward()
     assert params.w_c.grad is None and params.w_s.grad is None and params.b_c.grad is None
     assert params.W_out.grad is not None and params.W_out.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10_000), batch_size=st.integers(1, 8))
-def test_treelstm_gradients_random_trees(seed, batch_size):
+def test_treelstm_gradients_random_trees(backend, seed, batch_size):
     spec = MODELS["treelstm"]
     trees = synthetic_trees(batch_size, seed=seed, vocab_size=30)
-    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), trees, torch.float64)
+    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), trees, torch.float64, backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=12, deadline=None)
 @given(lengths=st.lists(st.integers(1, 20), min_size=1, max_size=8), seed=st.integers(0, 1000))
-def test_birnn_gradients_random_lengths(lengths, seed):
+def test_birnn_gradients_random_lengths(backend, lengths, seed):
     rng = random.Random(seed)
     spec = MODELS["birnn"]
     batch = [[rng.randrange(30) for _ in range(n)] for n in lengths]
-    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), batch, torch.float64)
+    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), batch, torch.float64, backend)
+
+
+def test_accumulated_gathers_give_the_same_gradient_on_every_backward(dataset):
+    """``eager-accum``: a second ``backward`` through the same run (``retain_graph``) adds the same
+    gradient again (each sink hands its buffer over and starts empty), and a result's direct gradient
+    and its gathered rows' gradients both reach the weights."""
+    spec = MODELS["treelstm"]
+    trees = dataset.trees[:5]
+    p, plain = spec.make_params(len(dataset.vocab), 8, 0), spec.make_params(len(dataset.vocab), 8, 0)
+    loss = weighted_sum(spec.program.run(trees, p, backend="eager-accum"))
+    loss.backward(retain_graph=True)
+    loss.backward()
+    (2 * sum(weighted_sum(spec.reference(t, plain)) for t in trees)).backward()
+    assert_same_grads(p, plain, torch.float32)
 
 
 # ------------------------------------------------------- tensors inside instances, frozen parameters

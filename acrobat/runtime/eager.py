@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager
 import torch
 from torch.func import vmap
 
+from acrobat.runtime.accumulate import accumulating_gather
 from acrobat.runtime.dfg import Group
 from acrobat.runtime.gather import columns, gather
 from acrobat.runtime.plan import BlockCode, Tracer
@@ -28,11 +29,15 @@ class EagerKernel:
     """A block as ``torch.func.vmap`` over its batched parameters, run op by op; explicit gathers.
 
     Shared parameters get ``in_dims=None``: passed once, not copied per
-    instance (parameter reuse, §5.1).
+    instance (parameter reuse, §5.1). ``accumulate``: gathers through
+    ``acrobat.runtime.accumulate`` (backward adds gradient rows into one
+    buffer per source output instead of a zero-filled copy per gather).
     """
 
-    def __init__(self, block: BlockCode, batched: Callable[..., tuple[torch.Tensor, ...]] | None = None):
+    def __init__(self, block: BlockCode, batched: Callable[..., tuple[torch.Tensor, ...]] | None = None,
+                 accumulate: bool = False):
         self.block = block
+        self.accumulate = accumulate
         dims = (0,) * len(block.params) + (None,) * len(block.shared_slots)
         # the batched call: vmap of the block's function, or one a batching rule gives (acrobat.runtime.batching)
         self.batched = batched or vmap(block.fn, in_dims=dims, randomness="different")
@@ -44,8 +49,13 @@ class EagerKernel:
     def arguments(self, g: Group, rt: Runtime) -> list[torch.Tensor]:
         """The launch's batched arguments, ``(B, ...)`` each, in parameter order (explicit gathers)."""
         handles, hosts = columns(g, rt.device)
-        gathered = iter(timed(rt.stats, "gather_ms", rt.sync, lambda: [] if handles is None else
-                              [gather(rt.table, h, rt.device) for h in handles]))
+        if handles is None:
+            gathered = iter(())
+        elif self.accumulate:
+            gathered = iter(timed(rt.stats, "gather_ms", rt.sync, lambda: [accumulating_gather(rt, h) for h in handles]))
+        else:
+            gathered = iter(timed(rt.stats, "gather_ms", rt.sync, lambda: [gather(rt.table, h, rt.device)
+                                                                           for h in handles]))
         return [next(gathered) if h is None else h for h in hosts]
 
 
@@ -76,17 +86,22 @@ class RowLoopKernel(EagerKernel):
 
 
 class EagerBackend:
-    """Batched blocks run eagerly by PyTorch through ``torch.func.vmap`` (no arena, explicit gathers)."""
+    """Batched blocks run eagerly by PyTorch through ``torch.func.vmap`` (no arena, explicit gathers).
 
-    name = "eager"
+    ``accumulate`` (the ``eager-accum`` backend): gathers whose backward accumulates gradient rows into
+    one buffer per source output (``acrobat.runtime.accumulate``); the same results and gradients.
+    """
+
     arena = None
     trains = True  # out of place: autograd records through every launch
 
-    def __init__(self) -> None:
+    def __init__(self, accumulate: bool = False) -> None:
         self.threads = ThreadPolicy()
+        self.accumulate = accumulate
+        self.name = "eager-accum" if accumulate else "eager"
 
     def kernel(self, block: BlockCode, trace: Tracer) -> EagerKernel:
-        return EagerKernel(block)  # vmap runs the per-instance function: nothing to trace
+        return EagerKernel(block, accumulate=self.accumulate)  # vmap runs the per-instance function: nothing to trace
 
     def report(self) -> str:
         """The thread count of each block's launches (and what was measured)."""
