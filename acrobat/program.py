@@ -290,10 +290,12 @@ class Program(Function):
         Args:
             instances: the mini-batch (e.g. trees, token lists); not empty.
             shared: the model parameters, passed to every instance.
-            backend: kernel backend name: ``"auto"`` (default: ``"eager"`` while autograd records,
+            backend: kernel backend name: ``"auto"`` (default: ``"eager-accum"`` while autograd records,
                 i.e. grad mode is on and a shared parameter or a tensor inside an instance requires
                 grad, else ``"compiled"``),
-                ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
+                ``"eager"`` (vmap, op by op; supports autograd), ``"eager-accum"`` (``"eager"`` with
+                gathers whose backward adds gradient rows into one buffer per source output: faster
+                training steps, the same gradients), ``"compiled"`` (TorchInductor kernels,
                 profile-guided gather fusion; inference only; the first run compiles, with a line on
                 stderr), ``"compiled-explicit"`` or ``"compiled-fused"`` (one gather mode forced).
                 ``stats.backend`` says which one ran.

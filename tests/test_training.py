@@ -156,14 +156,14 @@ def project(inst, W):
 
 
 def test_auto_trains_instance_tensors_with_frozen_parameters(monkeypatch):
-    """Frozen weights, instance tensors that require grad: ``auto`` runs eager (not its inference
+    """Frozen weights, instance tensors that require grad: ``auto`` runs eager-accum (not its inference
     backend, compiled), gradients reach the instances as in the per-instance loop."""
     monkeypatch.delenv(AUTO_ENV, raising=False)
     W = torch.randn(4, 3)
     xs = [torch.randn(4, requires_grad=True) for _ in range(5)]
     stats = ab.RunStats()
     out = project.run([Point(x) for x in xs], W, stats=stats)
-    assert stats.backend == "eager"
+    assert stats.backend == "eager-accum"
     weighted_sum(out).backward()
     plain = [x.detach().clone().requires_grad_() for x in xs]
     sum(weighted_sum(torch.tanh(x @ W)) for x in plain).backward()
@@ -176,7 +176,7 @@ def test_compiled_under_autograd_is_refused_with_the_fix(requires):
     W = torch.randn(4, 3, requires_grad=requires == "weight")
     batch = [Point(torch.randn(4, requires_grad=requires == "instance")) for _ in range(3)]
     what = "a tensor inside an instance" if requires == "instance" else "a shared parameter"
-    with pytest.raises(ab.AcrobatError, match=f"inference only.*{what} requires grad.*backend='eager'"):
+    with pytest.raises(ab.AcrobatError, match=f"inference only.*{what} requires grad.*backend='eager-accum'"):
         project.run(batch, W, backend="compiled")
 
 
