@@ -1,7 +1,10 @@
 """Training through a batched run: gradients equal the per-instance loop's (the eager backends).
 
-``eager`` and ``eager-accum`` (gathers whose backward accumulates rows into one
-buffer per source output, ``acrobat.runtime.accumulate``) are both checked.
+``eager`` and ``eager-accum`` are both checked; ``eager-accum`` runs each block's
+traced aten graph (``TracedKernel``) and gathers whose backward accumulates rows
+into one buffer per source output (``acrobat.runtime.accumulate``), which it
+uses for large sources only: ``eager-accum/sinks`` gives every source a sink
+(the models here are small), so the sinks are checked on every model too.
 
 The loss is a fixed weighted sum of every result tensor of every instance
 (weights that differ per element, so a transposed or misplaced gradient
@@ -28,6 +31,7 @@ import acrobat as ab
 import examples
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.models import MODELS, get_model
+from acrobat.runtime import accumulate
 from acrobat.runtime.backend import AUTO_ENV
 
 TOL = {
@@ -55,7 +59,14 @@ def assert_same_grads(batched: nn.Module, plain: nn.Module, dtype: torch.dtype) 
     assert any(p.grad is not None for p in plain.parameters())
 
 
-BACKENDS = ["eager", "eager-accum"]
+BACKENDS = ["eager", "eager-accum", "eager-accum/sinks"]
+
+
+@pytest.fixture(autouse=True)
+def _sinks_for_every_source(request, monkeypatch):
+    """``eager-accum/sinks``: the ``eager-accum`` backend with a sink for every source that requires grad."""
+    if getattr(request.node, "callspec", None) and request.node.callspec.params.get("backend") == "eager-accum/sinks":
+        monkeypatch.setattr(accumulate, "SINK_MIN_NUMEL", 0)
 
 
 def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch.dtype,
@@ -69,7 +80,7 @@ def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        out = program.run(batch, params, backend=backend)
+        out = program.run(batch, params, backend=backend.split("/")[0])
         weighted_sum(out).backward()
         sum(weighted_sum(reference(x, plain)) for x in batch).backward()
     finally:
@@ -98,13 +109,13 @@ def test_example_gradients(name, dtype, backend):
     check_grads(ex.program, ex.reference, ex.make_params(0), ex.instances(6, 2), dtype, backend)
 
 
-@pytest.mark.parametrize("backend", ["auto", "eager-accum"])
+@pytest.mark.parametrize("backend", ["eager", "auto", "eager-accum/sinks"])
 def test_a_weight_read_only_by_item_keeps_grad_none(dataset, backend):
     """DRNN reads its child/sibling probabilities with ``.item()`` only: their weights get no gradient,
     as in plain PyTorch (horizontal fusion computes them in one matmul with the label weights)."""
     spec = MODELS["drnn"]
     params = spec.make_params(0, 12, 0)
-    weighted_sum(spec.program.run(spec.instances([None] * 5), params, backend=backend)).backward()
+    weighted_sum(spec.program.run(spec.instances([None] * 5), params, backend=backend.split("/")[0])).backward()
     assert params.w_c.grad is None and params.w_s.grad is None and params.b_c.grad is None
     assert params.W_out.grad is not None and params.W_out.grad.abs().sum() > 0
 
@@ -128,10 +139,11 @@ def test_birnn_gradients_random_lengths(backend, lengths, seed):
     check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), batch, torch.float64, backend)
 
 
-def test_accumulated_gathers_give_the_same_gradient_on_every_backward(dataset):
+def test_accumulated_gathers_give_the_same_gradient_on_every_backward(dataset, monkeypatch):
     """``eager-accum``: a second ``backward`` through the same run (``retain_graph``) adds the same
     gradient again (each sink hands its buffer over and starts empty), and a result's direct gradient
     and its gathered rows' gradients both reach the weights."""
+    monkeypatch.setattr(accumulate, "SINK_MIN_NUMEL", 0)
     spec = MODELS["treelstm"]
     trees = dataset.trees[:5]
     p, plain = spec.make_params(len(dataset.vocab), 8, 0), spec.make_params(len(dataset.vocab), 8, 0)
@@ -140,6 +152,24 @@ def test_accumulated_gathers_give_the_same_gradient_on_every_backward(dataset):
     loss.backward()
     (2 * sum(weighted_sum(spec.reference(t, plain)) for t in trees)).backward()
     assert_same_grads(p, plain, torch.float32)
+
+
+def test_eager_accum_runs_traced_graphs_and_vmap_where_it_must(dataset):
+    """``eager-accum`` traces every paper-model block into an aten graph once per signature (reused
+    across batch sizes); a launch of one row, and a run without grad, go through ``vmap`` (same results)."""
+    spec = MODELS["treelstm"]
+    p = spec.make_params(len(dataset.vocab), 8, 0)
+    _, kernels = spec.program.backend("eager-accum")
+    counts = []
+    for n in (3, 6):
+        weighted_sum(spec.program.run(dataset.trees[:n], p, backend="eager-accum")).backward()
+        counts.append([len(k.graphs) for k in kernels.values()])
+    assert counts[0] == counts[1] and all(c >= 1 for c in counts[0])  # one graph serves both batch sizes
+    assert not any(k.untraceable for k in kernels.values())
+    with torch.no_grad():
+        want = spec.program.run(dataset.trees[:1], p, backend="eager")
+    got = spec.program.run(dataset.trees[:1], p, backend="eager-accum")
+    torch.testing.assert_close(got, want)
 
 
 # ------------------------------------------------------- tensors inside instances, frozen parameters

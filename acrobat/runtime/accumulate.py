@@ -8,8 +8,8 @@ gradients up, one ``add_`` per gather. A TreeLSTM's leaf output (1,417
 rows at batch 64) is gathered by every internal level, four columns each:
 80 zero-filled (1417, 256) copies and 79 full-size additions a step.
 
-Here (the ``eager-accum`` backend, ``AccumulatingKernel``) a source
-output that requires grad is read through an alias (``_Alias``) that
+Here (the ``eager-accum`` backend) a source output that requires grad
+(and is not small: ``SINK_MIN_NUMEL``) is read through an alias (``_Alias``) that
 holds a ``GradSink``; a gather from it is one ``_Gather`` node whose
 backward adds its gradient rows straight into the sink's buffer
 (``index_add_``, or ``add_`` on a slice for contiguous rows): one
@@ -130,16 +130,24 @@ def _index(rows: np.ndarray, device: torch.device) -> slice | torch.Tensor:
     return run if run is not None else torch.from_numpy(np.ascontiguousarray(rows)).to(device)
 
 
+SINK_MIN_NUMEL = 1 << 16
+"""Sources with fewer elements are gathered as ``gather`` does (a zero-filled copy per gather): zero-filling
+and adding 64K floats (256 KB) costs about what a ``_Gather`` node costs itself (tens of µs, measured on
+the shared 2-core machine), and the plain gather of contiguous rows is a view (no copy in forward)."""
+
+
 def source_alias(rt: Runtime, src: int) -> tuple[torch.Tensor, GradSink | None]:
-    """The output tensor of source id ``src`` and its sink: on its first gather, a source that requires
-    grad is replaced in its group by an alias with a new sink (later reads use the alias)."""
+    """The output tensor of source id ``src`` and its sink (None: it gets its gradient as ``gather`` gives
+    it). On its first gather a source that requires grad and has at least ``SINK_MIN_NUMEL`` elements is
+    replaced in its group by an alias with a new sink (later reads use the alias)."""
     sink = rt.sinks.get(src)
     g, k = rt.table.source(src)
     outs = g.outputs()
-    if sink is not None or not outs[k].requires_grad:
-        return outs[k], sink
-    sink = rt.sinks[src] = GradSink(outs[k])
-    alias = _Alias.apply(outs[k], sink)
+    t = outs[k]
+    if sink is not None or not t.requires_grad or t.numel() < SINK_MIN_NUMEL:
+        return t, sink
+    sink = rt.sinks[src] = GradSink(t)
+    alias = _Alias.apply(t, sink)
     g.outs = (*outs[:k], alias, *outs[k + 1:])
     return alias, sink
 
@@ -147,7 +155,7 @@ def source_alias(rt: Runtime, src: int) -> tuple[torch.Tensor, GradSink | None]:
 def accumulating_gather(rt: Runtime, handles: np.ndarray) -> torch.Tensor:
     """The ``(B, ...)`` batch of the values ``handles`` (B,), as ``gather`` gives it, whose backward adds
     its gradient rows into one buffer per source output (see the module docstring). Without grad mode,
-    or when no source requires grad, it is ``gather`` itself.
+    or when a source that requires grad has no sink (``source_alias``), it is ``gather`` itself.
 
     Raises:
         AcrobatError: a value whose group has not run yet.
@@ -168,12 +176,9 @@ def accumulating_gather(rt: Runtime, handles: np.ndarray) -> torch.Tensor:
         return _Gather.apply([(sink, index, slice(0, n))], n, t)
     order = np.argsort(src, kind="stable")
     ordered = src[order]
-    parts, sources, any_sink = [], [], False
-    for seg in np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1):
-        t, sink = source_alias(rt, int(src[seg[0]]))
-        any_sink |= sink is not None
-        parts.append((sink, _index(rows[seg], device), _index(seg, device)))
-        sources.append(t)
-    if not any_sink:
-        return gather(rt.table, handles, device)
-    return _Gather.apply(parts, n, *sources)
+    segments = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
+    located = [source_alias(rt, int(src[seg[0]])) for seg in segments]
+    if all(sink is None for _, sink in located) or any(sink is None and t.requires_grad for t, sink in located):
+        return gather(rt.table, handles, device)  # a source that gets its gradient through autograd's gather
+    parts = [(sink, _index(rows[seg], device), _index(seg, device)) for seg, (_, sink) in zip(segments, located)]
+    return _Gather.apply(parts, n, *(t for t, _ in located))
