@@ -131,20 +131,21 @@ def _index(rows: np.ndarray, device: torch.device) -> slice | torch.Tensor:
 
 
 SINK_MIN_NUMEL = 1 << 16
-"""Sources with fewer elements are gathered as ``gather`` does (a zero-filled copy per gather): zero-filling
+"""Sources with fewer elements, gathered alone, are gathered as ``gather`` does (a zero-filled copy per
+gather); gathered with a larger source, they get sinks too (the gather is one ``_Gather`` node). Zero-filling
 and adding 64K floats (256 KB) costs about what a ``_Gather`` node costs itself (tens of µs, measured on
 the shared 2-core machine), and the plain gather of contiguous rows is a view (no copy in forward)."""
 
 
-def source_alias(rt: Runtime, src: int) -> tuple[torch.Tensor, GradSink | None]:
+def source_alias(rt: Runtime, src: int, small: bool = False) -> tuple[torch.Tensor, GradSink | None]:
     """The output tensor of source id ``src`` and its sink (None: it gets its gradient as ``gather`` gives
-    it). On its first gather a source that requires grad and has at least ``SINK_MIN_NUMEL`` elements is
-    replaced in its group by an alias with a new sink (later reads use the alias)."""
+    it). On its first gather a source that requires grad and has at least ``SINK_MIN_NUMEL`` elements (any
+    number with ``small``) is replaced in its group by an alias with a new sink (later reads use the alias)."""
     sink = rt.sinks.get(src)
     g, k = rt.table.source(src)
     outs = g.outputs()
     t = outs[k]
-    if sink is not None or not t.requires_grad or t.numel() < SINK_MIN_NUMEL:
+    if sink is not None or not t.requires_grad or (t.numel() < SINK_MIN_NUMEL and not small):
         return t, sink
     sink = rt.sinks[src] = GradSink(t)
     alias = _Alias.apply(t, sink)
@@ -178,7 +179,9 @@ def accumulating_gather(rt: Runtime, handles: np.ndarray) -> torch.Tensor:
     ordered = src[order]
     segments = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
     located = [source_alias(rt, int(src[seg[0]])) for seg in segments]
-    if all(sink is None for _, sink in located) or any(sink is None and t.requires_grad for t, sink in located):
-        return gather(rt.table, handles, device)  # a source that gets its gradient through autograd's gather
+    if all(sink is None for _, sink in located):
+        return gather(rt.table, handles, device)  # no large source: autograd's gather
+    # a large source among them: every source that requires grad gets a sink (the gather is one node)
+    located = [source_alias(rt, int(src[seg[0]]), small=True) for seg in segments]
     parts = [(sink, _index(rows[seg], device), _index(seg, device)) for seg, (_, sink) in zip(segments, located)]
     return _Gather.apply(parts, n, *(t for t, _ in located))
