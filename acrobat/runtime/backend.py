@@ -48,10 +48,10 @@ def _compiled(gather: str) -> Callable[[], Backend]:
 
 BACKENDS: dict[str, Callable[[], Backend]] = {
     "eager": EagerBackend,
-    "eager-accum": lambda: EagerBackend(accumulate=True),  # gathers' gradients accumulated per source output
     "compiled": _compiled("auto"),  # profile-guided gather choice per block
     "compiled-explicit": _compiled("explicit"),
     "compiled-fused": _compiled("fused"),
+    "eager-accum": lambda: EagerBackend(accumulate=True),  # traced graphs, gathers' gradients accumulated
 }
 
 
