@@ -4,6 +4,13 @@ Explicit gathers (§5.2) and no arena: every output is a fresh tensor, out
 of place, so autograd can run ``backward`` through a batched run
 (training). The compiled backend (``acrobat.runtime.compiled``) runs a
 block through ``EagerKernel`` when TorchInductor cannot compile it.
+
+``eager-accum`` (``EagerBackend(accumulate=True)``, what ``auto`` runs while
+autograd records) is the training path: ``TracedKernel`` runs each block's
+batched aten graph, traced once per argument signature, instead of ``vmap``,
+and gathers go through ``acrobat.runtime.accumulate`` (backward adds gradient
+rows into one buffer per large source output). Issue 19; measured in
+BENCHMARKS.md ("Training").
 """
 
 from __future__ import annotations
