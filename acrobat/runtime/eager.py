@@ -72,7 +72,8 @@ class TracedKernel(EagerKernel):
     """``EagerKernel`` whose launches under autograd run the block's batched aten graph instead of ``vmap``.
 
     Per argument signature (per-instance shapes and dtypes of the batched arguments, the shared
-    arguments' shapes, dtypes and which require grad, and whether lookups give sparse gradients) the
+    arguments' shapes, dtypes and which require grad, whether lookups give sparse gradients, and
+    torch's default dtype, which constants made in the block take) the
     block is traced once through ``vmap`` into an aten graph with a symbolic batch size
     (``trace(..., store=False)``, ``acrobat.codegen.kernels.trace_block``), which then runs eagerly,
     op by op, for every batch size: autograd records the same operators as through ``vmap`` (the
@@ -98,8 +99,9 @@ class TracedKernel(EagerKernel):
         serial, leaves, sig = self.run_shared
         if serial != rt.serial:  # the shared arguments' leaves and signature, once per run
             leaves = pytree.tree_leaves(flatten_forms(shared)[0])
-            sig = (sparse_on(), rt.device, tuple((tuple(x.shape), x.stride(), x.dtype, x.requires_grad)
-                                                 if isinstance(x, torch.Tensor) else x for x in leaves))
+            sig = (sparse_on(), rt.device, torch.get_default_dtype(),
+                   tuple((tuple(x.shape), x.stride(), x.dtype, x.requires_grad) if isinstance(x, torch.Tensor) else x
+                         for x in leaves))
             self.run_shared = (rt.serial, leaves, sig)
         rows = tuple(RowSpec.of(a) for a in args)
         gm = self.graphs.get((rows, sig))
