@@ -154,6 +154,30 @@ def test_accumulated_gathers_give_the_same_gradient_on_every_backward(dataset, m
     assert_same_grads(p, plain, torch.float32)
 
 
+def test_partial_and_second_order_gradients_through_sinks_equal_eager(monkeypatch):
+    """``torch.autograd.grad`` for one weight runs gathers' backwards but not every source's alias: the
+    rows it leaves in a sink must not reach the next pass (a sink's buffer belongs to one backward pass).
+    With ``create_graph=True`` the sinks' additions are recorded: second-order gradients equal eager's."""
+    monkeypatch.setattr(accumulate, "SINK_MIN_NUMEL", 0)
+    spec = MODELS["treelstm"]
+    trees = synthetic_trees(3, seed=1, vocab_size=40)
+    got = {}
+    for backend in ("eager", "eager-accum"):
+        p = spec.make_params(40, 8, 0).double()
+        loss = weighted_sum(spec.program.run(trees, p, backend=backend))
+        (g,) = torch.autograd.grad(loss, [p.U_iou], create_graph=True)
+        (h,) = torch.autograd.grad((g * g).sum(), [p.W_iou], retain_graph=True)
+        loss.backward()
+        got[backend] = (g.detach(), h, {n: q.grad for n, q in p.named_parameters()})
+    (g0, h0, grads0), (g1, h1, grads1) = got["eager"], got["eager-accum"]
+    torch.testing.assert_close(g1, g0, **TOL[torch.float64])
+    torch.testing.assert_close(h1, h0, **TOL[torch.float64])
+    for n, q in grads0.items():
+        assert (q is None) == (grads1[n] is None), n
+        if q is not None:
+            torch.testing.assert_close(grads1[n], q, **TOL[torch.float64], msg=n)
+
+
 def test_eager_accum_runs_traced_graphs_and_vmap_where_it_must(dataset):
     """``eager-accum`` traces every paper-model block into an aten graph once per signature (reused
     across batch sizes); a launch of one row, and a run without grad, go through ``vmap`` (same results)."""

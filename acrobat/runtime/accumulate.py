@@ -20,6 +20,13 @@ gather that reads it, and hands the source its buffer plus the gradient of
 its direct uses (results, value reads). A source whose gathers all got no
 gradient gets ``None`` as before, so a weight reached only through such a
 value keeps ``grad is None``.
+
+A sink's buffer belongs to one backward pass (the autograd engine's graph
+task): ``torch.autograd.grad`` for some inputs only may run a gather's
+backward but not its source's alias (not on a path to those inputs), and
+rows left in the buffer then must not reach a later pass. Under
+``create_graph=True`` the additions are recorded by autograd like any other
+operator, so higher-order gradients flow through the buffers.
 """
 
 from __future__ import annotations
@@ -40,25 +47,35 @@ class GradSink:
     """The gradient of one source output (``shape``, ``dtype``, ``device``), accumulated rows by rows
     in backward."""
 
-    __slots__ = ("shape", "dtype", "device", "grad")
+    __slots__ = ("shape", "dtype", "device", "grad", "task")
 
     def __init__(self, like: torch.Tensor) -> None:
         self.shape, self.dtype, self.device = like.shape, like.dtype, like.device
         self.grad: torch.Tensor | None = None
+        self.task = -1  # the backward pass (autograd graph task id) ``grad`` was accumulated in
 
     def add(self, rows: slice | torch.Tensor, g: torch.Tensor) -> None:
-        """Add ``g`` (n, ...) into rows ``rows`` (a slice, or an int64 (n,) index that may repeat rows)."""
-        if self.grad is None:
+        """Add ``g`` (n, ...) into rows ``rows`` (a slice, or an int64 (n,) index that may repeat rows),
+        in the running backward pass (rows left from another pass are dropped first)."""
+        task = torch._C._current_graph_task_id()
+        if self.grad is None or self.task != task:
             self.grad = torch.zeros(self.shape, dtype=self.dtype, device=self.device)
+            self.task = task
         if isinstance(rows, slice):
-            self.grad[rows].add_(g)
+            if torch.is_grad_enabled():  # create_graph: out of place, recorded (the slice view is not a leaf)
+                self.grad = self.grad.index_add(0, torch.arange(rows.start, rows.stop, device=self.device), g)
+            else:
+                self.grad[rows].add_(g)
+        elif torch.is_grad_enabled():
+            self.grad = self.grad.index_add(0, rows, g)
         else:
             self.grad.index_add_(0, rows, g)
 
     def take(self) -> torch.Tensor | None:
-        """The accumulated gradient (None if no row got one); the sink is empty again (another backward)."""
+        """The gradient accumulated in the running backward pass (None if no row got one); the sink is
+        empty again (another backward)."""
         g, self.grad = self.grad, None
-        return g
+        return g if self.task == torch._C._current_graph_task_id() else None
 
 
 class _Alias(torch.autograd.Function):
@@ -76,7 +93,7 @@ class _Alias(torch.autograd.Function):
         if acc is None:
             return g, None
         if g is not None:
-            acc.add_(g)
+            acc = acc + g if torch.is_grad_enabled() else acc.add_(g)
         return acc, None
 
 
