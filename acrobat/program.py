@@ -309,10 +309,12 @@ class Program(Function[P, R]):
             instances: the mini-batch, a list (or tuple) of instances: any Python objects the entry takes
                 (trees, token lists, dicts); not empty.
             shared: the model parameters, passed to every instance.
-            backend: kernel backend name: ``"auto"`` (default: ``"eager"`` while autograd records,
+            backend: kernel backend name: ``"auto"`` (default: ``"eager-accum"`` while autograd records,
                 i.e. grad mode is on and a shared parameter or a tensor inside an instance requires
                 grad, else ``"compiled"``),
-                ``"eager"`` (vmap, op by op; supports autograd), ``"compiled"`` (TorchInductor kernels,
+                ``"eager"`` (vmap, op by op; supports autograd), ``"eager-accum"`` (``"eager"`` with
+                gathers whose backward adds gradient rows into one buffer per source output: faster
+                training steps, the same gradients), ``"compiled"`` (TorchInductor kernels,
                 profile-guided gather fusion; inference only; the first run of each process compiles
                 the kernels or loads them from the disk cache, saying so on stderr, and the next runs
                 tune them: time with ``acrobat.benchmark``), ``"compiled-explicit"`` or

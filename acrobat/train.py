@@ -188,7 +188,7 @@ def node_logits_fn(task: Task, system: str, params: nn.Module, sparse_grads: boo
     """
     if system == "acrobat":
         return lambda trees: torch.stack([x for o in task.program.run([task.instance(t) for t in trees], params,
-                                                                      backend="eager", sparse_grads=sparse_grads)
+                                                                      backend="eager-accum", sparse_grads=sparse_grads)
                                           for x in o])
     if system == "pytorch":
         return lambda trees: torch.stack([x for t in trees for x in task.program(task.instance(t), params)])

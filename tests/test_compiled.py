@@ -192,14 +192,14 @@ def test_strided_weights_get_their_own_kernels(dataset):
 
 
 def test_auto_backend_eager_under_grad_compiled_otherwise(dataset, monkeypatch, capsys):
-    """backend="auto" (run's default): eager while autograd records, compiled kernels otherwise."""
+    """backend="auto" (run's default): eager-accum (the traced eager path) while autograd records, compiled kernels otherwise."""
     monkeypatch.delenv(AUTO_ENV, raising=False)  # the suite's conftest makes auto eager
     spec = get_model("treelstm")
     params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
     batch = spec.instances(dataset.trees)[:6]
     grad = ab.RunStats()
     out = spec.program.run(batch, params, stats=grad)  # grad mode on, parameters require grad
-    assert grad.backend == "eager"
+    assert grad.backend == "eager-accum"
     sum(o[0].sum() for o in out).backward()  # autograd works through the batched run
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in params.parameters())
     eager = [tuple(x.detach() for x in o) for o in out]

@@ -89,7 +89,8 @@ def test_paper_models_in_the_dynamic_tier_equal_plain(name):
     assert stats.kernel_launches < stats.dfg_nodes, "operators of different instances batch together"
 
 
-def test_gradients_through_the_dynamic_tier_equal_the_per_instance_loop():
+@pytest.mark.parametrize("backend", ["eager", "eager-accum"])
+def test_gradients_through_the_dynamic_tier_equal_the_per_instance_loop(backend):
     spec = get_model("treelstm")
     params = spec.make_params(50, 8, 0).double()
     batch = spec.instances(synthetic_trees(6, vocab_size=50, seed=4))
@@ -100,7 +101,7 @@ def test_gradients_through_the_dynamic_tier_equal_the_per_instance_loop():
     loss([spec.program(t, params) for t in batch]).backward()
     want = {n: q.grad.clone() for n, q in params.named_parameters() if q.grad is not None}
     params.zero_grad(set_to_none=True)
-    loss(spec.program.run(batch, params, backend="eager", options=DYNAMIC)).backward()
+    loss(spec.program.run(batch, params, backend=backend, options=DYNAMIC)).backward()
     for n, q in params.named_parameters():
         if n in want:
             torch.testing.assert_close(q.grad, want[n], **TOL)

@@ -99,7 +99,7 @@ def test_bench_train_checks_and_times_every_system(dataset):
     spec = MODELS["treelstm"]
     cmp = compare_steps(spec, spec.instances(dataset.trees[:3]), len(dataset.vocab), 8, 0, repeats=1)
     by = {r.system: r for r in cmp.results}
-    for name in ("acrobat (eager)", "acrobat (eager, dense embedding updates)", "hand-batched PyTorch",
+    for name in ("acrobat (eager-accum)", "acrobat (eager)", "acrobat (eager, dense embedding updates)", "hand-batched PyTorch",
                  "PyTorch per instance"):
         assert by[name].status == "ok" and len(by[name].forward_ms) == 1 and by[name].peak_bytes > 0
     assert by["acrobat (compiled)"].status == "not available"

@@ -1,4 +1,10 @@
-"""Training through a batched run: gradients equal the per-instance loop's (eager backend).
+"""Training through a batched run: gradients equal the per-instance loop's (the eager backends).
+
+``eager`` and ``eager-accum`` are both checked; ``eager-accum`` runs each block's
+traced aten graph (``TracedKernel``) and gathers whose backward accumulates rows
+into one buffer per source output (``acrobat.runtime.accumulate``), which it
+uses for large sources only: ``eager-accum/sinks`` gives every source a sink
+(the models here are small), so the sinks are checked on every model too.
 
 The loss is a fixed weighted sum of every result tensor of every instance
 (weights that differ per element, so a transposed or misplaced gradient
@@ -25,6 +31,7 @@ import acrobat as ab
 import examples
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.models import MODELS, get_model
+from acrobat.runtime import accumulate
 from acrobat.runtime.backend import AUTO_ENV
 
 TOL = {
@@ -52,7 +59,18 @@ def assert_same_grads(batched: nn.Module, plain: nn.Module, dtype: torch.dtype) 
     assert any(p.grad is not None for p in plain.parameters())
 
 
-def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch.dtype) -> None:
+BACKENDS = ["eager", "eager-accum", "eager-accum/sinks"]
+
+
+@pytest.fixture(autouse=True)
+def _sinks_for_every_source(request, monkeypatch):
+    """``eager-accum/sinks``: the ``eager-accum`` backend with a sink for every source that requires grad."""
+    if getattr(request.node, "callspec", None) and request.node.callspec.params.get("backend") == "eager-accum/sinks":
+        monkeypatch.setattr(accumulate, "SINK_MIN_NUMEL", 0)
+
+
+def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch.dtype,
+                backend: str = "eager") -> None:
     """``backward`` of the batched run's loss equals that of the per-instance loop's (sum of instances).
 
     ``dtype`` is the parameters' and torch's default dtype (models make constants with ``torch.zeros(H)``).
@@ -62,7 +80,7 @@ def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        out = program.run(batch, params, backend="eager")
+        out = program.run(batch, params, backend=backend.split("/")[0])
         weighted_sum(out).backward()
         sum(weighted_sum(reference(x, plain)) for x in batch).backward()
     finally:
@@ -73,47 +91,109 @@ def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch
 DTYPES = [torch.float32, torch.float64]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_paper_model_gradients(dataset, name, dtype):
+def test_paper_model_gradients(dataset, name, dtype, backend):
     spec = get_model("berxit", seq_len=6, layers=2) if name == "berxit" else MODELS[name]
     hidden = spec.hidden("small") if name == "berxit" else 12
     params = spec.make_params(len(dataset.vocab), hidden, 1)
-    check_grads(spec.program, spec.reference, params, spec.instances(dataset.trees[:6]), dtype)
+    check_grads(spec.program, spec.reference, params, spec.instances(dataset.trees[:6]), dtype, backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", list(examples.EXAMPLES))
-def test_example_gradients(name, dtype):
+def test_example_gradients(name, dtype, backend):
     ex = examples.load(name)
-    check_grads(ex.program, ex.reference, ex.make_params(0), ex.instances(6, 2), dtype)
+    check_grads(ex.program, ex.reference, ex.make_params(0), ex.instances(6, 2), dtype, backend)
 
 
-def test_a_weight_read_only_by_item_keeps_grad_none(dataset):
+@pytest.mark.parametrize("backend", ["eager", "auto", "eager-accum/sinks"])
+def test_a_weight_read_only_by_item_keeps_grad_none(dataset, backend):
     """DRNN reads its child/sibling probabilities with ``.item()`` only: their weights get no gradient,
     as in plain PyTorch (horizontal fusion computes them in one matmul with the label weights)."""
     spec = MODELS["drnn"]
     params = spec.make_params(0, 12, 0)
-    weighted_sum(spec.program.run(spec.instances([None] * 5), params)).backward()
+    weighted_sum(spec.program.run(spec.instances([None] * 5), params, backend=backend.split("/")[0])).backward()
     assert params.w_c.grad is None and params.w_s.grad is None and params.b_c.grad is None
     assert params.W_out.grad is not None and params.W_out.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10_000), batch_size=st.integers(1, 8))
-def test_treelstm_gradients_random_trees(seed, batch_size):
+def test_treelstm_gradients_random_trees(backend, seed, batch_size):
     spec = MODELS["treelstm"]
     trees = synthetic_trees(batch_size, seed=seed, vocab_size=30)
-    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), trees, torch.float64)
+    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), trees, torch.float64, backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=12, deadline=None)
 @given(lengths=st.lists(st.integers(1, 20), min_size=1, max_size=8), seed=st.integers(0, 1000))
-def test_birnn_gradients_random_lengths(lengths, seed):
+def test_birnn_gradients_random_lengths(backend, lengths, seed):
     rng = random.Random(seed)
     spec = MODELS["birnn"]
     batch = [[rng.randrange(30) for _ in range(n)] for n in lengths]
-    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), batch, torch.float64)
+    check_grads(spec.program, spec.reference, spec.make_params(30, 8, seed % 5), batch, torch.float64, backend)
+
+
+def test_accumulated_gathers_give_the_same_gradient_on_every_backward(dataset, monkeypatch):
+    """``eager-accum``: a second ``backward`` through the same run (``retain_graph``) adds the same
+    gradient again (each sink hands its buffer over and starts empty), and a result's direct gradient
+    and its gathered rows' gradients both reach the weights."""
+    monkeypatch.setattr(accumulate, "SINK_MIN_NUMEL", 0)
+    spec = MODELS["treelstm"]
+    trees = dataset.trees[:5]
+    p, plain = spec.make_params(len(dataset.vocab), 8, 0), spec.make_params(len(dataset.vocab), 8, 0)
+    loss = weighted_sum(spec.program.run(trees, p, backend="eager-accum"))
+    loss.backward(retain_graph=True)
+    loss.backward()
+    (2 * sum(weighted_sum(spec.reference(t, plain)) for t in trees)).backward()
+    assert_same_grads(p, plain, torch.float32)
+
+
+def test_partial_and_second_order_gradients_through_sinks_equal_eager(monkeypatch):
+    """``torch.autograd.grad`` for one weight runs gathers' backwards but not every source's alias: the
+    rows it leaves in a sink must not reach the next pass (a sink's buffer belongs to one backward pass).
+    With ``create_graph=True`` the sinks' additions are recorded: second-order gradients equal eager's."""
+    monkeypatch.setattr(accumulate, "SINK_MIN_NUMEL", 0)
+    spec = MODELS["treelstm"]
+    trees = synthetic_trees(3, seed=1, vocab_size=40)
+    got = {}
+    for backend in ("eager", "eager-accum"):
+        p = spec.make_params(40, 8, 0).double()
+        loss = weighted_sum(spec.program.run(trees, p, backend=backend))
+        (g,) = torch.autograd.grad(loss, [p.U_iou], create_graph=True)
+        (h,) = torch.autograd.grad((g * g).sum(), [p.W_iou], retain_graph=True)
+        loss.backward()
+        got[backend] = (g.detach(), h, {n: q.grad for n, q in p.named_parameters()})
+    (g0, h0, grads0), (g1, h1, grads1) = got["eager"], got["eager-accum"]
+    torch.testing.assert_close(g1, g0, **TOL[torch.float64])
+    torch.testing.assert_close(h1, h0, **TOL[torch.float64])
+    for n, q in grads0.items():
+        assert (q is None) == (grads1[n] is None), n
+        if q is not None:
+            torch.testing.assert_close(grads1[n], q, **TOL[torch.float64], msg=n)
+
+
+def test_eager_accum_runs_traced_graphs_and_vmap_where_it_must(dataset):
+    """``eager-accum`` traces every paper-model block into an aten graph once per signature (reused
+    across batch sizes); a launch of one row, and a run without grad, go through ``vmap`` (same results)."""
+    spec = MODELS["treelstm"]
+    p = spec.make_params(len(dataset.vocab), 8, 0)
+    counts = []
+    for n in (3, 6):
+        weighted_sum(spec.program.run(dataset.trees[:n], p, backend="eager-accum")).backward()
+        _, kernels = spec.program.backend("eager-accum")
+        counts.append([len(k.graphs) for k in kernels.values()])
+    assert counts[0] == counts[1] and all(c >= 1 for c in counts[0])  # one graph serves both batch sizes
+    assert not any(k.untraceable for k in kernels.values())
+    with torch.no_grad():
+        want = spec.program.run(dataset.trees[:1], p, backend="eager")
+    got = spec.program.run(dataset.trees[:1], p, backend="eager-accum")
+    torch.testing.assert_close(got, want)
 
 
 # ------------------------------------------------------- tensors inside instances, frozen parameters
@@ -130,14 +210,14 @@ def project(inst, W):
 
 
 def test_auto_trains_instance_tensors_with_frozen_parameters(monkeypatch):
-    """Frozen weights, instance tensors that require grad: ``auto`` runs eager (not its inference
+    """Frozen weights, instance tensors that require grad: ``auto`` runs eager-accum (not its inference
     backend, compiled), gradients reach the instances as in the per-instance loop."""
     monkeypatch.delenv(AUTO_ENV, raising=False)
     W = torch.randn(4, 3)
     xs = [torch.randn(4, requires_grad=True) for _ in range(5)]
     stats = ab.RunStats()
     out = project.run([Point(x) for x in xs], W, stats=stats)
-    assert stats.backend == "eager"
+    assert stats.backend == "eager-accum"
     weighted_sum(out).backward()
     plain = [x.detach().clone().requires_grad_() for x in xs]
     sum(weighted_sum(torch.tanh(x @ W)) for x in plain).backward()
@@ -150,7 +230,7 @@ def test_compiled_under_autograd_is_refused_with_the_fix(requires):
     W = torch.randn(4, 3, requires_grad=requires == "weight")
     batch = [Point(torch.randn(4, requires_grad=requires == "instance")) for _ in range(3)]
     what = "a tensor inside an instance" if requires == "instance" else "a shared parameter"
-    with pytest.raises(ab.AcrobatError, match=f"inference only.*{what} requires grad.*backend='eager'"):
+    with pytest.raises(ab.AcrobatError, match=f"inference only.*{what} requires grad.*backend='eager-accum'"):
         project.run(batch, W, backend="compiled")
 
 

@@ -9,7 +9,9 @@ one larger kernel instead of several small ones.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -53,15 +55,32 @@ def fuse_weights(weights: list[torch.Tensor]) -> tuple[torch.Tensor, list[int], 
     return cat, [m.shape[-1] for m in mats], [w.dim() == 1 for w in weights]
 
 
+_state = threading.local()
+
+
+@contextmanager
+def unfused() -> Iterator[None]:
+    """Within the block, ``fused_matmul`` computes ``x @ w`` weight by weight: for tracing a block into an
+    aten graph that autograd then records through (``acrobat.codegen.kernels.trace_block(store=False)``),
+    where ``FusedMatmul``'s own backward would be traced away (and the weights get no gradient)."""
+    was = getattr(_state, "unfused", False)
+    _state.unfused = True
+    try:
+        yield
+    finally:
+        _state.unfused = was
+
+
 def fused_matmul(x: torch.Tensor, fused: tuple | None, *weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """``x @ w`` for every ``w`` in ``weights``: one matmul against ``fused`` when it exists.
+    """``x @ w`` for every ``w`` in ``weights``: one matmul against ``fused`` when it exists (and not
+    within ``unfused()``).
 
     While autograd records into a weight, the matmul runs as ``FusedMatmul``, whose backward gives each
     weight the gradient its own ``x @ w`` would get: none at all (``grad`` stays ``None``) for a weight
     whose product reaches no loss (say, only a ``.item()`` read), where the backward of a split of the
     concatenation would give it zeros.
     """
-    if fused is None:
+    if fused is None or getattr(_state, "unfused", False):
         return tuple(x @ w for w in weights)
     cat, sizes, vector = fused
     if torch.is_grad_enabled() and any(w.requires_grad for w in weights):

@@ -32,6 +32,7 @@ recompiling or guards (the runtime pads batch size 1 to 2).
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any, Sequence
 
@@ -44,6 +45,7 @@ from torch.func import vmap
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from acrobat.analysis.fusion import unfused
 from acrobat.runtime.plan import BlockCode, KernelGraph, RowSpec, flatten_forms, unflatten_forms
 
 # Marker sizes for tracing: primes no model dimension is a multiple of.
@@ -53,7 +55,8 @@ HINT_BATCH, HINT_ROWS = 64, 4096  # typical sizes the compiler may tune for (any
 
 
 def trace_block(block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[Any],
-                fused: bool, device: torch.device, hints: Sequence[int] | None = None) -> KernelGraph:
+                fused: bool, device: torch.device, hints: Sequence[int] | None = None,
+                store: bool = True) -> KernelGraph:
     """Trace ``block``'s batched form for arguments with per-instance specs ``in_rows`` (§5, App. C).
 
     The kernel JIT that ``acrobat.program`` hands to compiling backends (an
@@ -72,7 +75,16 @@ def trace_block(block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[A
     Raises:
         Exception: whatever ``vmap`` or the operators raise on these shapes
             (the runtime reports it with the block's source line).
+
+    ``store=False`` (with ``fused=False``): the graph returns the outputs, ``gm(*inputs, *shared) ->
+    tuple of (B, ...)``, for autograd to record through when it runs eagerly (the ``eager-accum``
+    backend's traced launches): traced with shared stand-ins that require grad where the real ones do
+    (a lookup's sparse gradient and ``fused_matmul`` depend on it), and horizontally fused matmuls
+    computed weight by weight (``acrobat.analysis.fusion.unfused``: ``FusedMatmul``'s backward cannot be
+    traced into an aten graph).
     """
+    if not store:
+        assert not fused, "a graph that returns its outputs reads its inputs explicitly"
     roles = block.batched_roles
     dims = (0,) * len(roles) + (None,) * len(shared)
     structured = vmap(block.fn, in_dims=dims, randomness="different")
@@ -84,9 +96,20 @@ def trace_block(block: BlockCode, in_rows: Sequence[RowSpec], shared: Sequence[A
 
     mode = FakeTensorMode()
     with mode:
-        shared = _stand_ins(flat_shared)
+        shared = _stand_ins(flat_shared, grads=not store)
         plain = [torch.empty((BATCH_MARK, *r.shape), dtype=r.dtype, device=device) for r in in_rows]
-        out_rows = [RowSpec.of(o) for o in batched(*plain, *shared)]
+        with contextlib.nullcontext() if store else unfused():
+            out_rows = [RowSpec.of(o) for o in batched(*plain, *shared)]
+    if not store:
+        def returning(*args: Any) -> tuple:
+            with unfused():
+                return tuple(batched(*args))
+
+        with mode:
+            gm = make_fx(returning)(*plain, *shared)
+        _symbolize_batch(gm, batch_input=0)
+        gm, example_inputs = _retrace_symbolic(gm, plain, shared, hints)
+        return KernelGraph(gm, out_rows, [], [None] * len(plain), example_inputs)
     fused_in = [fused and role == "tensor" for role in roles]
     storage_rows = list(dict.fromkeys(r for r, f in zip(in_rows, fused_in) if f))
     in_slots = [storage_rows.index(r) if f else None for r, f in zip(in_rows, fused_in)]
@@ -141,8 +164,9 @@ def _retrace_symbolic(gm: GraphModule, inputs: list[torch.Tensor], shared: Seque
     return gm, pytree.tree_leaves(fake)
 
 
-def _stand_ins(values: Sequence[Any]) -> list[Any]:
-    """New tensors (of the active fake mode) with the shapes, strides and dtypes of the tensors in ``values``.
+def _stand_ins(values: Sequence[Any], grads: bool = False) -> list[Any]:
+    """New tensors (of the active fake mode) with the shapes, strides and dtypes of the tensors in ``values``
+    (``grads``: and requiring grad where they do).
 
     The real shared tensors are never handed to a fake mode: converting them
     leaves weak references on them that outlive the mode (and crashed CPython
@@ -150,7 +174,8 @@ def _stand_ins(values: Sequence[Any]) -> list[Any]:
     """
     def stand_in(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+            t = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+            return t.requires_grad_() if grads and x.requires_grad else t
         return x
 
     return [pytree.tree_map(stand_in, v) for v in values]

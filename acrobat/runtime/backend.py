@@ -7,12 +7,14 @@ arguments, runs the batched computation and returns one ``(B, ...)``
 tensor per block output. Two backends exist:
 
 - ``eager``: ``torch.func.vmap`` run op by op by PyTorch, explicit gathers
-  (``acrobat.runtime.eager``);
+  (``acrobat.runtime.eager``); ``eager-accum`` the same with gathers whose
+  backward accumulates gradient rows into one buffer per source output
+  (``acrobat.runtime.accumulate``): faster training steps, same gradients;
 - ``compiled``: one TorchInductor kernel per block with arena memory and
   profile-guided gather fusion (``acrobat.runtime.compiled``).
 
 ``auto`` (the default of ``Program.run``) is no backend of its own: each
-run picks ``eager`` while autograd records (grad mode on and a shared
+run picks ``eager-accum`` while autograd records (grad mode on and a shared
 value or a tensor inside an instance requires grad: training needs the
 out-of-place eager path), else ``compiled`` (``choose_backend``). A backend
 that cannot train (``Backend.trains`` false) refuses a run through which
@@ -49,9 +51,13 @@ BACKENDS: dict[str, Callable[[], Backend]] = {
     "compiled": _compiled("auto"),  # profile-guided gather choice per block
     "compiled-explicit": _compiled("explicit"),
     "compiled-fused": _compiled("fused"),
+    "eager-accum": lambda: EagerBackend(accumulate=True),  # traced graphs, gathers' gradients accumulated
 }
 
 
+TRAINING = "eager-accum"
+"""The backend ``auto`` picks while autograd records (``choose_backend``): 1.05-2.4x ``eager``'s training
+step (``acrobat bench --train``, BENCHMARKS.md "Training"), the same gradients."""
 AUTO = "auto"
 """The backend name that picks one per run (``choose_backend``)."""
 BACKEND_NAMES = (AUTO, *BACKENDS)
@@ -125,14 +131,14 @@ the test suite sets ``eager``, which compiles nothing)."""
 
 
 def choose_backend(name: str, slots: Sequence[Any], instances: Sequence[Any] = ()) -> str:
-    """The backend a run with ``backend=name`` uses: ``name`` itself, or for ``"auto"`` ``"eager"`` when
-    autograd records through the shared values ``slots`` or a tensor in ``instances`` (``records_grad``),
-    else ``"compiled"`` (or the backend named by ``$ACROBAT_AUTO_BACKEND``).
+    """The backend a run with ``backend=name`` uses: ``name`` itself, or for ``"auto"`` ``TRAINING``
+    (``"eager-accum"``) when autograd records through the shared values ``slots`` or a tensor in
+    ``instances`` (``records_grad``), else ``"compiled"`` (or the backend named by ``$ACROBAT_AUTO_BACKEND``).
     """
     if name != AUTO:
         return name
     if records_grad(slots, instances):
-        return "eager"
+        return TRAINING
     fast = os.environ.get(AUTO_ENV) or "compiled"
     if fast not in BACKENDS:
         raise ValueError(f"${AUTO_ENV}={fast!r} names no backend; available: {', '.join(BACKENDS)}")
@@ -143,7 +149,7 @@ def check_trains(be: Backend, slots: Sequence[Any], instances: Sequence[Any]) ->
     """Raise when autograd would record through a run on ``be`` and ``be`` cannot train (``be.trains``).
 
     Raises:
-        AcrobatError: names the backend, what requires grad, and the fix (``backend="eager"``, or run
+        AcrobatError: names the backend, what requires grad, and the fix (``backend="eager-accum"``, or run
             under ``torch.no_grad()``/``torch.inference_mode()`` for inference).
     """
     if be.trains or not torch.is_grad_enabled():
@@ -155,12 +161,14 @@ def check_trains(be: Backend, slots: Sequence[Any], instances: Sequence[Any]) ->
     else:
         return
     raise AcrobatError(f"backend {be.name!r} runs inference only (outputs live in reused arena memory), but grad "
-                       f"mode is on and {what}: use backend='eager' (or 'auto', which picks it) for training, or "
+                       f"mode is on and {what}: use backend='eager-accum' or 'eager' (or 'auto', which picks "
+                       f"{TRAINING!r}) for training, or "
                        "run under torch.no_grad()/torch.inference_mode() for inference")
 
 
 def get_backend(name: str) -> Backend:
-    """A new backend called ``name`` (``"eager"``, ``"compiled"``, ``"compiled-explicit"``, ``"compiled-fused"``).
+    """A new backend called ``name`` (``"eager"``, ``"eager-accum"``, ``"compiled"``, ``"compiled-explicit"``,
+    ``"compiled-fused"``).
 
     Raises:
         ValueError: unknown backend name (the message lists the known ones).

@@ -4,6 +4,13 @@ Explicit gathers (§5.2) and no arena: every output is a fresh tensor, out
 of place, so autograd can run ``backward`` through a batched run
 (training). The compiled backend (``acrobat.runtime.compiled``) runs a
 block through ``EagerKernel`` when TorchInductor cannot compile it.
+
+``eager-accum`` (``EagerBackend(accumulate=True)``, what ``auto`` runs while
+autograd records) is the training path: ``TracedKernel`` runs each block's
+batched aten graph, traced once per argument signature, instead of ``vmap``,
+and gathers go through ``acrobat.runtime.accumulate`` (backward adds gradient
+rows into one buffer per large source output). Issue 19; measured in
+BENCHMARKS.md ("Training").
 """
 
 from __future__ import annotations
@@ -12,11 +19,14 @@ import contextlib
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 import torch
+import torch.utils._pytree as pytree
 from torch.func import vmap
 
+from acrobat.runtime.accumulate import accumulating_gather
 from acrobat.runtime.dfg import Group
 from acrobat.runtime.gather import columns, gather
-from acrobat.runtime.plan import BlockCode, Tracer
+from acrobat.runtime.lookup import sparse_on
+from acrobat.runtime.plan import BlockCode, RowSpec, Tracer, flatten_forms
 from acrobat.runtime.remembered import ChoiceMemory
 from acrobat.runtime.stats import timed
 from acrobat.runtime.threads import ThreadPolicy
@@ -29,11 +39,15 @@ class EagerKernel:
     """A block as ``torch.func.vmap`` over its batched parameters, run op by op; explicit gathers.
 
     Shared parameters get ``in_dims=None``: passed once, not copied per
-    instance (parameter reuse, §5.1).
+    instance (parameter reuse, §5.1). ``accumulate``: gathers through
+    ``acrobat.runtime.accumulate`` (backward adds gradient rows into one
+    buffer per source output instead of a zero-filled copy per gather).
     """
 
-    def __init__(self, block: BlockCode, batched: Callable[..., tuple[torch.Tensor, ...]] | None = None):
+    def __init__(self, block: BlockCode, batched: Callable[..., tuple[torch.Tensor, ...]] | None = None,
+                 accumulate: bool = False):
         self.block = block
+        self.accumulate = accumulate
         dims = (0,) * len(block.params) + (None,) * len(block.shared_slots)
         # the batched call: vmap of the block's function, or one a batching rule gives (acrobat.runtime.batching)
         self.batched = batched or vmap(block.fn, in_dims=dims, randomness="different")
@@ -45,9 +59,60 @@ class EagerKernel:
     def arguments(self, g: Group, rt: Runtime) -> list[torch.Tensor]:
         """The launch's batched arguments, ``(B, ...)`` each, in parameter order (explicit gathers)."""
         handles, hosts = columns(g, rt.device)
-        gathered = iter(timed(rt.stats, "gather_ms", rt.sync, lambda: [] if handles is None else
-                              [gather(rt.table, h, rt.device) for h in handles]))
+        if handles is None:
+            gathered = iter(())
+        elif self.accumulate:
+            gathered = iter(timed(rt.stats, "gather_ms", rt.sync, lambda: [accumulating_gather(rt, h) for h in handles]))
+        else:
+            gathered = iter(timed(rt.stats, "gather_ms", rt.sync, lambda: [gather(rt.table, h, rt.device)
+                                                                           for h in handles]))
         return [next(gathered) if h is None else h for h in hosts]
+
+
+class TracedKernel(EagerKernel):
+    """``EagerKernel`` whose launches under autograd run the block's batched aten graph instead of ``vmap``.
+
+    Per argument signature (per-instance shapes and dtypes of the batched arguments, the shared
+    arguments' shapes, dtypes and which require grad, whether lookups give sparse gradients, and
+    torch's default dtype, which constants made in the block take) the
+    block is traced once through ``vmap`` into an aten graph with a symbolic batch size
+    (``trace(..., store=False)``, ``acrobat.codegen.kernels.trace_block``), which then runs eagerly,
+    op by op, for every batch size: autograd records the same operators as through ``vmap`` (the
+    same gradients), without ``vmap``'s cost per operator and launch (about 0.5 ms a launch of a
+    three-operator block under grad on a loaded 2-core machine, half of its forward and backward).
+    Horizontally fused matmuls run weight by weight in the graph (``acrobat.analysis.fusion.unfused``).
+    A launch of one row, launches without grad mode, and a block that cannot be traced run through
+    ``vmap`` (``EagerKernel``).
+    """
+
+    def __init__(self, block: BlockCode, trace: Tracer):
+        super().__init__(block, accumulate=True)
+        self.trace = trace
+        self.graphs: dict[tuple, Callable[..., tuple[torch.Tensor, ...]]] = {}
+        self.untraceable = False
+        self.run_shared: tuple[int, list, tuple] = (0, [], ())  # run serial, shared leaves, their signature
+
+    def __call__(self, g: Group, rt: Runtime) -> tuple[torch.Tensor, ...]:
+        if self.untraceable or not torch.is_grad_enabled() or g.size() < 2:
+            return super().__call__(g, rt)
+        args = self.arguments(g, rt)
+        shared = rt.shared[self.block.id]
+        serial, leaves, sig = self.run_shared
+        if serial != rt.serial:  # the shared arguments' leaves and signature, once per run
+            leaves = pytree.tree_leaves(flatten_forms(shared)[0])
+            sig = (sparse_on(), rt.device, torch.get_default_dtype(),
+                   tuple((tuple(x.shape), x.stride(), x.dtype, x.requires_grad) if isinstance(x, torch.Tensor) else x
+                         for x in leaves))
+            self.run_shared = (rt.serial, leaves, sig)
+        rows = tuple(RowSpec.of(a) for a in args)
+        gm = self.graphs.get((rows, sig))
+        if gm is None:
+            try:
+                gm = self.graphs[(rows, sig)] = self.trace(self.block, rows, shared, False, rt.device, store=False).gm
+            except Exception:  # noqa: BLE001 - vmap runs it (and reports a real failure with its source line)
+                self.untraceable = True
+                return timed(rt.stats, "kernel_ms", rt.sync, lambda: self.batched(*args, *shared))
+        return timed(rt.stats, "kernel_ms", rt.sync, lambda: tuple(gm(*args, *leaves)))
 
 
 class RowLoopKernel(EagerKernel):
@@ -77,16 +142,23 @@ class RowLoopKernel(EagerKernel):
 
 
 class EagerBackend:
-    """Batched blocks run eagerly by PyTorch through ``torch.func.vmap`` (no arena, explicit gathers)."""
+    """Batched blocks run eagerly by PyTorch through ``torch.func.vmap`` (no arena, explicit gathers).
 
-    name = "eager"
+    ``accumulate`` (the ``eager-accum`` backend): gathers whose backward accumulates gradient rows into
+    one buffer per source output (``acrobat.runtime.accumulate``); the same results and gradients.
+    """
+
     arena = None
     trains = True  # out of place: autograd records through every launch
 
-    def __init__(self) -> None:
+    def __init__(self, accumulate: bool = False) -> None:
+        self.accumulate = accumulate
+        self.name = "eager-accum" if accumulate else "eager"
         self.threads = ThreadPolicy(memory=ChoiceMemory(self.name))  # settled choices kept across processes
 
     def kernel(self, block: BlockCode, trace: Tracer) -> EagerKernel:
+        if self.accumulate:
+            return TracedKernel(block, trace)
         return EagerKernel(block)  # vmap runs the per-instance function: nothing to trace
 
     def report(self) -> str:

@@ -29,6 +29,7 @@ import torch.utils._pytree as pytree
 
 from acrobat.diagnosis import mark_limit
 from acrobat.errors import AcrobatError, BatchError, InstanceError, LimitError, ShapeError
+from acrobat.runtime.accumulate import GradSink
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable,
                                  group_key, handle_matrix, new_dfg)
@@ -133,6 +134,7 @@ class Runtime:
         self.scheduler: FiberScheduler | None = None
         self.exec_ms = 0.0  # time spent executing groups (scheduling, gathers, kernels)
         self.trace: list[tuple[int, str, int, int, int]] | None = None  # (instance, block, phase, stage, depth)
+        self.sinks: dict[int, GradSink] = {}  # gradient buffers by source id (``acrobat.runtime.accumulate``)
 
     # -- called by the generated skeleton ----------------------------------
     def invoke(self, block: BlockCode, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:

@@ -36,6 +36,11 @@ def sparse_grads(on: bool = True) -> Iterator[None]:
         _state.sparse = was
 
 
+def sparse_on() -> bool:
+    """Whether this thread runs within ``sparse_grads()`` (lookups may give sparse gradients)."""
+    return getattr(_state, "sparse", False)
+
+
 def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``table[index]`` for an int64 ``index`` (a per-instance host int as a 0-d tensor, or a tensor of
     them): rows of shape ``(*index.shape, E)`` of a ``(V, E)`` table.
