@@ -15,6 +15,18 @@ from tests.fuzz.oracle import check
 HEAD = "import math\nimport torch\nimport torch.nn.functional as F\nimport acrobat as ab\n\n"
 
 CASES = {
+    # the items of a shared value unpacked (`a, b = torch.chunk(torch.cat([h, h]), 2)` over weights) were each
+    # the whole tuple in the shared-value prologue (a TypeError for `a @ W`; `a[0]` would have read the wrong
+    # tensor); each item is now its own slot (long fuzz run, seed 700003)
+    "items_of_a_shared_tuple": ("seq", '''
+@ab.program
+def main(inst, p):
+    h = p.h0
+    a1, b2 = tuple(torch.chunk(torch.cat([h, h]), 2))
+    c1, c2 = torch.chunk(p.W, 2)
+    d3 = {"h": torch.tanh(a1 @ p.W + p.b), "c": h}
+    return h, d3["h"], c1[0] + c2[1] + p.emb[inst[0]]
+'''),
     # one hoisted block held `p.emb[k]` (static depth 0) and `torch.exp(l)` of a recursion's result (depth 1): the
     # block ran at depth 1, where the parent's block read `p.emb[k]` as of depth 0 (internal scheduling error: a
     # value was needed before it was computed); such statements now get a block each (long fuzz run, seed 600026)

@@ -55,7 +55,7 @@ class SharedSlots:
         if ref[0] == "call":
             d = SlotDef(ref, None, expr=receiver, parent=self.slot(ref[1], spec), method=ref[2], loc=loc,
                         rowwise=ref[3:] == ("rows",))
-        elif ref[0] == "arg" and len(ref) > 2:
+        elif ref[0] == "arg" and len(ref) > 2 or ref[0] == "expr" and len(ref) > 3:  # an item or attribute of one
             parent = self.slot(ref[:-1], spec)
             d = SlotDef(ref, None, parent=parent, step=ref[-1])
         elif ref[0] == "hfuse":
