@@ -12,7 +12,8 @@ from acrobat.cachedir import use_for_inductor
 use_for_inductor()  # before anything imports torch's compiler
 
 from acrobat.errors import (  # noqa: E402
-    AcrobatError, BatchError, CompileError, DataError, InstanceError, InternalError, ParamError, ShapeError,
+    AcrobatError, BatchError, CompileError, DataError, DynamicFallbackWarning, InstanceError, InternalError, ParamError,
+    ShapeError,
 )
 from acrobat.program import Options, Program, concurrent, function, phase, program  # noqa: E402
 from acrobat.runtime.stats import RunStats  # noqa: E402
@@ -24,7 +25,8 @@ except _metadata.PackageNotFoundError:  # a checkout run through PYTHONPATH, nev
     __version__ = "unknown (not installed)"
 
 __all__ = [
-    "AcrobatError", "BatchError", "CompileError", "DataError", "InstanceError", "InternalError", "ParamError",
+    "AcrobatError", "BatchError", "CompileError", "DataError", "DynamicFallbackWarning", "InstanceError",
+    "InternalError", "ParamError",
     "ShapeError",
     "BenchmarkResult", "Options", "Program", "RunStats", "benchmark", "concurrent", "function", "phase", "program",
     "__version__",

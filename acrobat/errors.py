@@ -109,6 +109,13 @@ class InternalError(AcrobatError):
         super().__init__(message)
 
 
+class DynamicFallbackWarning(UserWarning):
+    """The static tier failed on a batch where plain Python runs every instance (an ``InternalError``,
+    acrobat's bug): the batch ran again in the dynamic tier, which gives the plain program's results
+    (``acrobat.Program.run``; ``RunStats.fallback`` holds the failure). ``Options(strict=True)`` raises
+    the ``InternalError`` instead."""
+
+
 class KernelCacheWarning(UserWarning):
     """The kernel cache folder (``$ACROBAT_CACHE_DIR``) cannot be used; compiled kernels go to a temporary
     folder for the process instead (``acrobat.cachedir.inductor_dir``)."""

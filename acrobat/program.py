@@ -16,6 +16,7 @@ import linecache
 import threading
 import types
 import traceback
+import warnings
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, ParamSpec, Sequence, TypeVar, overload
@@ -34,7 +35,8 @@ from acrobat.codegen.kernels import trace_block
 from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
 from acrobat.diagnosis import blame
-from acrobat.errors import AcrobatError, BatchError, CompileError, InstanceError, InternalError, ParamError, ShapeError
+from acrobat.errors import (AcrobatError, BatchError, CompileError, DynamicFallbackWarning, InstanceError, InternalError,
+                            ParamError, ShapeError)
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.frontend.source import SourceSnapshot
@@ -349,7 +351,8 @@ class Program(Function[P, R]):
         """
         check_batch(instances, self.__name__)
         self.check_arity(len(shared))
-        c, be, rt = self._start(instances, shared, backend, options or self.options)
+        options = options or self.options
+        c, be, rt = self._start(instances, shared, backend, options)
         rt.sync = sync
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             try:
@@ -360,10 +363,38 @@ class Program(Function[P, R]):
                 judged = blame(exc, self.__name__, instances, lambda x: self.plain(x, shared), be.name)
                 if judged is exc:
                     raise
-                raise judged from exc
-            rt.stats.probing = be.probing()
+                if not isinstance(judged, InternalError) or c.plan.dynamic is not None or c.effects \
+                        or options.strict:
+                    raise judged from exc
+                failed: InternalError | None = judged
+            else:
+                failed = None
+                rt.stats.probing = be.probing()
+        if failed is not None:
+            return self._run_dynamic(failed, instances, shared, options, stats, sync, sparse_grads)
         if stats is not None:
             stats.add(rt.stats)
+        return out
+
+    def _run_dynamic(self, failed: InternalError, instances: Sequence, shared: tuple, options: Options,
+                     stats: RunStats | None, sync: bool, sparse_grads: bool) -> list[Any]:
+        """The batch again in the dynamic tier (the model's own Python per instance, its operators batched at
+        run time: correct by construction), after the static tier failed on it with ``failed``, acrobat's
+        own bug: said by a ``DynamicFallbackWarning`` and in ``stats.fallback``. Only for programs whose
+        calls change no host state that outlives them (a second run would repeat those changes).
+
+        Raises:
+            InternalError: ``failed``, when the dynamic tier fails as well.
+        """
+        warnings.warn(f"{failed}\n  the batch ran in the dynamic tier instead (slower; Options(strict=True) "
+                      "raises the error)", DynamicFallbackWarning, stacklevel=3)
+        try:
+            out = self.run(instances, *shared, backend="eager", options=dataclasses.replace(options, static=False),
+                           stats=stats, sync=sync, sparse_grads=sparse_grads)
+        except AcrobatError as exc:
+            raise failed from exc
+        if stats is not None:
+            stats.fallback = " ".join(line.strip() for line in str(failed).splitlines()[:2])
         return out
 
     def trace(self, instances: Sequence, *shared: Any,

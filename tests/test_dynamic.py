@@ -109,7 +109,7 @@ def test_gradients_through_the_dynamic_tier_equal_the_per_instance_loop(backend)
 
 def test_auto_under_grad_in_the_dynamic_tier_trains_like_the_per_instance_loop(monkeypatch):
     """The dynamic tier's run sees the parameters as its shared values (their device, whether they require
-    grad): ``auto`` picks the eager backend under grad and the gradients equal the per-instance loop's."""
+    grad): ``auto`` picks an eager backend under grad and the gradients equal the per-instance loop's."""
     monkeypatch.setenv(AUTO_ENV, "compiled")  # what "auto" picks where nothing requires grad (conftest: eager)
     spec = get_model("treelstm")
     params = spec.make_params(50, 8, 0).double()
@@ -119,7 +119,7 @@ def test_auto_under_grad_in_the_dynamic_tier_trains_like_the_per_instance_loop(m
     want = {n: q.grad.clone() for n, q in params.named_parameters() if q.grad is not None}
     params.zero_grad(set_to_none=True)
     rt = spec.program.runtime(params, backend="auto", options=DYNAMIC)
-    assert rt.device == next(params.parameters()).device and rt.stats.backend == "eager"
+    assert rt.device == next(params.parameters()).device and rt.stats.backend.startswith("eager")
     outs = spec.program.run(batch, params, options=DYNAMIC)
     sum((o[0] ** 2).sum() for o in outs).backward()
     assert {n for n, q in params.named_parameters() if q.grad is not None} == set(want)
@@ -179,3 +179,47 @@ def test_recurrent_cells_batch_by_their_rule(recwarn):
     _check(dp.gru_cell_steps, _tokens(6, 15), dp.Params(), options=DYNAMIC, stats=s)
     assert not [w for w in recwarn if "gru_cell" in str(w.message)], "vmap's per-row fallback was not used"
     assert s.dynamic.op("gru_cell").launches < s.dynamic.op("gru_cell").nodes
+
+
+def _failing_static_tier(monkeypatch):
+    """The static tier's runtime fails as acrobat's own bug would (a raw KeyError), the dynamic tier's does not."""
+    from acrobat.runtime.executor import Runtime
+    real = Runtime.run
+
+    def run(self, instances, shared):
+        if self.plan.dynamic is None:
+            raise KeyError(117111)
+        return real(self, instances, shared)
+
+    monkeypatch.setattr(Runtime, "run", run)
+
+
+def test_an_internal_error_of_the_static_tier_reruns_the_batch_dynamically(monkeypatch):
+    """acrobat's own failure in the static tier (plain Python runs every instance) is not the user's problem:
+    the batch runs again in the dynamic tier, with a DynamicFallbackWarning and a line in the report."""
+    spec = get_model("treelstm")
+    params = spec.make_params(50, 8, 0).double()
+    batch = spec.instances(synthetic_trees(6, vocab_size=50, seed=6))
+    _failing_static_tier(monkeypatch)
+    stats = ab.RunStats()
+    with pytest.warns(ab.DynamicFallbackWarning, match="KeyError: 117111"):
+        with torch.no_grad():
+            got = spec.program.run(batch, params, backend="eager", stats=stats)
+            want = [spec.program(t, params) for t in batch]
+    torch.testing.assert_close(got, want, **TOL)
+    assert "KeyError: 117111" in stats.fallback and "ran in the dynamic tier" in stats.report()
+    with pytest.raises(ab.InternalError, match="KeyError: 117111"):
+        with torch.no_grad():
+            spec.program.run(batch, params, backend="eager", options=ab.Options(strict=True))
+
+
+def test_no_rerun_for_a_program_whose_calls_change_host_state(monkeypatch):
+    """A second run would repeat changes that outlive the first (appends to a list the instance holds):
+    the InternalError is raised instead."""
+    from tests import effects_progs as ep
+    from tests.test_effects import _params
+    assert ep.numbered.compile(1).effects, "its calls append to a list that outlives them"
+    _failing_static_tier(monkeypatch)
+    with pytest.raises(ab.InternalError, match="KeyError: 117111"):
+        with torch.no_grad():
+            ep.numbered.run(synthetic_trees(3, seed=1, vocab_size=16), _params(), backend="eager")

@@ -60,6 +60,7 @@ class RunStats:
     blocks: dict[int, BlockStats] = field(default_factory=dict)
     dynamic: Any = None  # the dynamic tier's figures (acrobat.runtime.dynamic.DynamicStats), when it ran
     probing: list[str] = field(default_factory=list)  # after the (last) run: blocks still probing a choice
+    fallback: str | None = None  # the static tier's failure (acrobat's bug) after which the batch ran dynamically
 
     LOW_BATCH = 0.25
     """``report()`` flags a block whose mean batch is below this share of the mean batch size (instances per run)."""
@@ -85,6 +86,7 @@ class RunStats:
             self.dynamic = other.dynamic if self.dynamic is None else self.dynamic.merged(other.dynamic)
         if other.runs:
             self.probing = list(other.probing)
+        self.fallback = other.fallback or self.fallback
         self.phases = max(self.phases, other.phases)
         self.stages = max(self.stages, other.stages)
         for bid, b in other.blocks.items():
@@ -113,6 +115,8 @@ class RunStats:
                  + (f", {low} batching poorly (see --verbose)" if low else "")]
         if self.dynamic is not None:
             lines.append(self.dynamic.report(self.blocks.values()).splitlines()[0])
+        if self.fallback:
+            lines.append(f"the static tier failed (acrobat's bug; the batch ran in the dynamic tier): {self.fallback}")
         return "\n".join(lines)
 
     def report(self) -> str:
@@ -135,6 +139,8 @@ class RunStats:
                          "control flow that ghost operators could not line up)")
         if self.dynamic is not None:
             lines.append(self.dynamic.report(self.blocks.values()))
+        if self.fallback:
+            lines.append(f"the static tier failed (acrobat's bug; the batch ran in the dynamic tier): {self.fallback}")
         if self.probing:
             lines.append(f"still probing after the last run ({len(self.probing)}; runs until then time "
                          f"settings on trial): {'; '.join(self.probing)}")

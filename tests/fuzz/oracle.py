@@ -146,15 +146,19 @@ def check(program: FuzzProgram, backends: tuple[str, ...] = ("eager", "compiled"
         for n in program.batch_sizes:
             runs.append((backend, n))
             batch = instances[:n]
+            stats = ab.RunStats()
             try:
                 with torch.inference_mode() if backend != "eager" else torch.no_grad():
-                    got = module.main.run(batch, p, backend=backend, options=options)
+                    got = module.main.run(batch, p, backend=backend, options=options, stats=stats)
             except Exception as exc:  # noqa: BLE001 - classified
                 text = f"{type(exc).__name__}: {exc}"
                 category = classify(exc)
                 if category == "internal":
                     text += "\n" + "".join(traceback.format_exception(exc)[-6:])
                 return Outcome(category, text, backend, n, runs)
+            if stats.fallback:  # right, but only because the dynamic tier ran it after the static tier's own failure
+                return Outcome("internal", f"the dynamic tier ran it after the static tier failed: {stats.fallback}",
+                               backend, n, runs)
             why = same(got, want[:n], dtype)
             if why is not None:
                 if dtype == torch.float32 and check(program, (backend,), seed, float64=True).category == "ok":
