@@ -68,7 +68,7 @@ def test_runs_take_turns_then_the_pool_is_kept_only_when_clearly_faster():
     assert _choice(_probe(lambda rows: MARGIN + 0.1, tiny), 4) == 1  # near-equal: the pool buys nothing
     chosen = _probe(lambda rows: 0.5, tiny)
     assert _choice(chosen, 4) == 2  # a launch that gains from the pool
-    assert chosen.threads_for(0, "b", 2, 99, 4) == 2 and "2 (measured" in chosen.report()
+    assert chosen.threads_for(0, "b", 2, 99, 4) == 2 and f"{chosen.pool} (measured" in chosen.report()  # the pool: torch's threads
 
 
 def test_each_launch_size_gets_its_own_choice():
