@@ -15,6 +15,25 @@ from tests.fuzz.oracle import check
 HEAD = "import math\nimport torch\nimport torch.nn.functional as F\nimport acrobat as ab\n\n"
 
 CASES = {
+    # the shape of an inline attention over a stacked list (`(softmax(S @ l) @ S).shape[0]` in a tensor
+    # expression) left a value read on the list of rows the contraction sums: `_rt.value(list)`, a TypeError
+    # (InternalError); the rows' list and each row no longer carry the read (long fuzz run, seed 800030)
+    "shape_of_an_inline_contraction": ("nary", '''
+@ab.function
+def rec(node, p):
+    if len(node.children) == 0:
+        return p.emb[node.word % 7]
+    hs = []
+    for c in node.children:
+        hs.append(rec(c, p))
+    l = torch.stack(hs).sum(0)
+    l = ((torch.softmax(torch.stack(hs) @ l, dim=0) @ torch.stack(hs)) + torch.zeros((torch.softmax(torch.stack(hs) @ l, dim=0) @ torch.stack(hs)).shape[0], dtype=(torch.softmax(torch.stack(hs) @ l, dim=0) @ torch.stack(hs)).dtype))
+    return l
+
+@ab.program
+def main(inst, p):
+    return rec(inst, p)
+'''),
     # the items of a shared value unpacked (`a, b = torch.chunk(torch.cat([h, h]), 2)` over weights) were each
     # the whole tuple in the shared-value prologue (a TypeError for `a @ W`; `a[0]` would have read the wrong
     # tensor); each item is now its own slot (long fuzz run, seed 700003)
@@ -329,7 +348,8 @@ def test_regression(name):
 
 
 @pytest.mark.parametrize("name", ["lstm_state_kept_whole", "chunk_item_of_module", "while_test_with_block",
-                                  "shared_parameter_reassigned", "hoisted_value_computed_late"])
+                                  "shared_parameter_reassigned", "hoisted_value_computed_late",
+                                  "shape_of_an_inline_contraction"])
 def test_regression_compiled(name):
     kind, body = CASES[name]
     out = check(FuzzProgram(HEAD + body, kind, "float64", {}, (3, 9), set()), ("compiled",))

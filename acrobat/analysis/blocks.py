@@ -192,6 +192,7 @@ class _Lowerer:
         """``out = [op(row, ...) for row in S]`` as a map loop (§4.1): every row's node batches together."""
         loc = e.loc
         out = self.temp(loc, e, RAGGED)
+        self.spec.reads.discard(out.nid)  # a list of handles has no value to wait for: a read of e is its result's
         pre.append(ir.Assign(loc, ir.Target(name=out.id), ir.ListExpr(loc, [])))
         rows, dense, args = [], [], []
         for x, lx in zip(operands, lowered):
@@ -204,6 +205,7 @@ class _Lowerer:
                 args.append(lx)
         value = self.row_value(e, args, rows, dense)
         elem = self.temp(loc, e, TensorK(None))
+        self.spec.reads.discard(elem.nid)
         append = ir.Call(loc, ir.CallKind.METHOD, "append", [ir.Name(loc, elem.id)], {}, receiver=ir.Name(loc, out.id))
         body: list[ir.Stmt] = [ir.Assign(loc, ir.Target(name=elem.id), value), ir.ExprStmt(loc, append)]
         if len(rows) == 1:
