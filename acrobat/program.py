@@ -254,13 +254,13 @@ class Program(Function[P, R]):
                     return c
             try:
                 if not options.static:
-                    c = _dynamic(self, "Options(static=False)")
+                    c = _dynamic(self, "Options(static=False)", resolve is not None)
                 else:
                     c = _compile(self, n_shared, options, resolve)
             except CompileError as exc:  # the static tier cannot take it: the dynamic tier runs it, and says why
                 if options.strict or not exc.fallback:
                     raise
-                c = _dynamic(self, str(exc))
+                c = _dynamic(self, str(exc), resolve is not None)
             except AcrobatError:
                 raise
             except Exception as exc:  # the compiler's own failure on a program it should take or reject
@@ -269,8 +269,8 @@ class Program(Function[P, R]):
                                         f"{type(exc).__name__}: {exc}\n  this is a bug in acrobat, please report it "
                                         "with the model; without Options(strict=True) it runs in the dynamic tier") \
                         from exc
-                c = _dynamic(self, f"acrobat's compiler failed ({type(exc).__name__}: {exc}): a bug in acrobat, "
-                                   "please report it")
+                reason = f"acrobat's compiler failed ({type(exc).__name__}: {exc}): a bug in acrobat, please report it"
+                c = _dynamic(self, reason, resolve is not None)
             done.append(c)
             return c
 
@@ -586,9 +586,10 @@ def _fact(resolve: Resolver, ref: tuple) -> str:
     return "missing" if value is UNRESOLVED else shared_fact(value)
 
 
-def _dynamic(prog: Program, reason: str) -> Compiled:
+def _dynamic(prog: Program, reason: str, resolved: bool) -> Compiled:
     """``prog`` for the dynamic tier (``acrobat.runtime.dynamic``): its entry runs the user's own function on
-    the instance's fiber, and ``reason`` says why the static tier did not take it."""
+    the instance's fiber, and ``reason`` says why the static tier did not take it; ``resolved``: compiled for a
+    run's shared arguments."""
     k = prog.instance_pos
     fn = prog.fn
 
@@ -599,7 +600,9 @@ def _dynamic(prog: Program, reason: str) -> Compiled:
     site = Site(f"{code.co_filename}:{code.co_firstlineno}" if code else prog.__name__, f"def {prog.__name__}")
     plan = Plan(entry, tensors_of, {}, 0, True, DynamicLayout(), dynamic=reason, site=site)
     note = f"# {prog.__name__} runs in the dynamic tier (acrobat.runtime.dynamic): {reason}\n"
-    return Compiled(plan, note, "", {}, 1, [], None, SharedSlots(), Options(), set(), None)
+    # ``resolved``: made for a run's shared arguments; later runs reuse it whatever their arguments (facts {}),
+    # where a compile without them (``source``, ``explain``) is kept apart (None), as for the static tier
+    return Compiled(plan, note, "", {}, 1, [], None, SharedSlots(), Options(), set(), {} if resolved else None)
 
 
 def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver | None = None) -> Compiled:

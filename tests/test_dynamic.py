@@ -223,3 +223,21 @@ def test_no_rerun_for_a_program_whose_calls_change_host_state(monkeypatch):
     with pytest.raises(ab.InternalError, match="KeyError: 117111"):
         with torch.no_grad():
             ep.numbered.run(synthetic_trees(3, seed=1, vocab_size=16), _params(), backend="eager")
+
+
+def test_a_program_in_the_dynamic_tier_is_compiled_once_for_its_runs():
+    """The dynamic tier's compile is kept for later runs (each run re-ran the static analysis and made a new
+    one), and apart from a compile without shared arguments (``source()``, ``explain()``)."""
+    prog = dp.lambdas_and_sorting
+    p = dp.Params()
+
+    def compiles() -> int:
+        return sum(len(v) for v in prog._compiled.values())
+
+    _check(prog, _tokens(4, 0), p)
+    before = compiles()
+    for seed in range(1, 4):
+        _check(prog, _tokens(4, seed), p)
+    assert compiles() == before
+    blind = prog.compile(1)
+    assert blind.facts is None and prog.compile(1, shared=(p,)).facts == {} and compiles() <= before + 1
