@@ -141,8 +141,9 @@ class Gen:
             if k == "attention":
                 self.feat("attention")
                 return f"(torch.softmax(torch.stack({lst}) @ {sub()}, dim=0) @ torch.stack({lst}))"
-            if k == "softmax_rows":
-                return f"torch.softmax(torch.stack({lst}), dim=0).sum(0)"
+            if k == "softmax_rows":  # not .sum(0): a softmax over the list axis sums to 1 in every column, and a
+                # value read of those ties (argmax, a comparison) breaks them by rounding: no verdict
+                return f"torch.softmax(torch.stack({lst}), dim=0)[-1]"
             return f"{lst}[{self.ch.pick(['0', '-1', f'len({lst}) - 1'])}]"
         dct = self.var(sc, "D")
         if k == "dict_item" and dct:
