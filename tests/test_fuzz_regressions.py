@@ -18,6 +18,23 @@ CASES = {
     # the shape of an inline attention over a stacked list (`(softmax(S @ l) @ S).shape[0]` in a tensor
     # expression) left a value read on the list of rows the contraction sums: `_rt.value(list)`, a TypeError
     # (InternalError); the rows' list and each row no longer carry the read (long fuzz run, seed 800030)
+    # the same read by host code (`k = (softmax(S @ l) @ S).shape[0]`; seeds 800479, 800509)
+    "host_shape_of_an_inline_contraction": ("nary", '''
+@ab.function
+def rec(node, p):
+    if len(node.children) == 0:
+        return p.emb[node.word % 7]
+    hs = []
+    for c in node.children:
+        hs.append(rec(c, p))
+    l = torch.stack(hs).sum(0)
+    k1 = (torch.softmax(torch.stack(hs) @ l, dim=0) @ torch.stack(hs)).shape[0]
+    return l * k1
+
+@ab.program
+def main(inst, p):
+    return rec(inst, p)
+'''),
     "shape_of_an_inline_contraction": ("nary", '''
 @ab.function
 def rec(node, p):
