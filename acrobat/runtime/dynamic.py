@@ -379,7 +379,7 @@ class Recorder:
         block = BlockCode(bid, f"{info.name} (dynamic)", self.site, tuple(params), tuple(range(len(shared))),
                           tuple(f"out{k}" for k in range(len(out_meta))), fn, hoisted=False)
         kernel = RowLoopKernel(block, _direct(func, leaves, sig, struct, batched, shared, template, out_spec,
-                                              out_where))
+                                              out_meta, out_where))
         self.rt.add_block(block, kernel, [leaves[i] for i in shared])
         op = self.ops[key] = _Op(block, out_spec, out_meta, out_where, self.stats.op(info.name))
         return op
@@ -424,10 +424,12 @@ class Recorder:
 
 
 def _direct(func: Any, leaves: list, sig: tuple, struct: Any, batched: list[int], shared: list[int], template: list,
-            out_spec: Any, out_where: tuple[int, ...]) -> Callable[..., tuple[torch.Tensor, ...]] | None:
+            out_spec: Any, out_meta: tuple, out_where: tuple[int, ...]
+            ) -> Callable[..., tuple[torch.Tensor, ...]] | None:
     """The batched call of a new operator signature from its batching rule (``acrobat.runtime.batching``): a
     function of the launch's batched and shared arguments, as ``vmap`` of the block's function takes them;
-    None where no rule applies."""
+    None where no rule applies. ``out_meta``: the per-row outputs' shapes and dtypes (``_infer``), which the
+    rule's outputs must match row for row."""
     infos = []
     for x, part in zip(leaves, sig):
         if type(x) is Lazy:
@@ -444,10 +446,7 @@ def _direct(func: Any, leaves: list, sig: tuple, struct: Any, batched: list[int]
     if rule is None:
         return None
     n = len(batched)
-    metas = _infer(func, leaves, struct)
-    if metas is None:
-        return None
-    expect = [(tuple(m.shape), m.dtype) for m in metas[1]]
+    expect = [(tuple(m.shape), m.dtype) for m in out_meta]
 
     def call(*values: Any) -> tuple[torch.Tensor, ...]:
         filled = list(template)
