@@ -36,6 +36,8 @@ from acrobat.analysis.lowered import BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen import aot
 from acrobat.codegen.aot import target_kind
+from acrobat.codegen.printer import BINOPS as _BINOPS
+from acrobat.codegen.printer import CMPOPS as _CMPOPS
 from acrobat.codegen.printer import INPLACE as _INPLACE
 from acrobat.frontend import ir
 from acrobat.program import Compiled, Options, Program, block_kernels
@@ -62,16 +64,6 @@ def lower_program(prog: Program, n_shared: int, options: Options) -> LoweredProg
     return LoweredProgram(functions, c.entry_key, c.slots, c.plan.base, c.skeleton_options, c)
 
 
-_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
-    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
-    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
-}
-_CMPOPS: dict[str, Callable[[Any, Any], Any]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-    "!=": operator.ne, "is": operator.is_, "is not": operator.is_not,
-    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
-}
 _UNOPS: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "not": operator.not_,
                                            "~": operator.invert}
 

@@ -11,19 +11,17 @@ hands the block to the runtime as an ``acrobat.runtime.plan.BlockCode``.
 from __future__ import annotations
 
 import linecache
-import operator
 
 from acrobat.analysis.host_tensors import number_operand
 from acrobat.analysis.lowered import Block
 from acrobat.analysis.ragged import segment_reference
-from acrobat.codegen.printer import Globals, expr_source, target_source
+from acrobat.codegen.printer import BINOPS, CMPOPS, Globals, expr_source, target_source
 from acrobat.frontend import ir
 from acrobat.runtime.plan import BatchedParam, BlockCode, Site
 
 
-BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
-          "%": operator.mod, "**": operator.pow, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-          ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+BINARY = {op: f for op, f in {**BINOPS, **CMPOPS}.items() if op in ("+", "-", "*", "/", "//", "%", "**", "<", "<=",
+                                                                    ">", ">=", "==", "!=")}
 """The operators whose result dtype a Python number operand promotes (``number_operand``)."""
 
 

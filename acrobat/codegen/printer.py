@@ -8,6 +8,19 @@ from typing import Any, Callable
 
 from acrobat.frontend import ir
 
+#: ``a op b`` and ``a op b`` comparisons as the calls Python makes (the interpreter evaluates with them; blocks
+#: call them where an operand is a host number, ``acrobat.codegen.blocks``).
+BINOPS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
+    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+}
+CMPOPS: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+    "!=": operator.ne, "is": operator.is_, "is not": operator.is_not,
+    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
+}
+
 #: ``a op= b`` as the call Python makes: it updates ``a`` in place where ``a``'s type can (a list), else
 #: returns ``a op b``. The kind analysis rejects it on tensors, where it would write into a tensor.
 INPLACE = {
