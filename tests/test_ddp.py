@@ -83,6 +83,9 @@ def _worker(rank: int, port: int, out: str) -> None:
     torch.save(params.state_dict(), os.path.join(out, f"rank{rank}-final.pt"))
     assert set(trainer.timing()) == {"straggler_ms", "allreduce_ms"}
     trainer.close()
+    # every result is written and the group left: end the process here, before interpreter teardown, where a
+    # gloo thread's destructor sometimes aborts ("terminate called without an active exception", SIGABRT)
+    os._exit(0)
 
 
 def _free_port() -> int:
