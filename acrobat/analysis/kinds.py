@@ -808,15 +808,9 @@ class _Analyzer:
             case ir.Name(id=name):
                 k = self.env.get(name, BOTTOM)
                 var = self.spec.var.get(name)
-                if isinstance(var, OptionalK):
-                    var = var.inner
-                if isinstance(k, SharedK) and isinstance(var, TensorK):
-                    return TensorK(LIFTED_DEPTH)  # stored lifted: the variable is per-instance elsewhere
-                if isinstance(k, OptionalK) and isinstance(k.inner, SharedK) and isinstance(var, TensorK):
-                    return OptionalK(TensorK(LIFTED_DEPTH))
-                if isinstance(self.spec.var.get(name), ListK) and k is not BOTTOM:
-                    return self.spec.var[name]  # one list, wherever it is changed: its kind is the same at every read
-                return k
+                if isinstance(var, ListK) and k is not BOTTOM:
+                    return var  # one list, wherever it is changed: its kind is the same at every read
+                return _stored(k, var) if var is not None else k
             case ir.Attr(obj=o, attr=a):
                 k = self.expr(o)
                 if isinstance(k, TupleK) and len(k.items) == 2 and a in ("values", "indices"):
@@ -1346,6 +1340,31 @@ def _none_test(t: ir.Expr) -> tuple[set[str], set[str]]:
             return set().union(*(h for h, _ in parts)), set()
         return set(), set().union(*(f for _, f in parts))  # or: all fail where it fails
     return set(), set()
+
+
+def _stored(k: Kind, var: Kind) -> Kind:
+    """The kind of a variable's value as the skeleton holds it: ``k`` (what flows here) with every shared value
+    lifted where the variable's joined kind ``var`` is per-instance, at any nesting (a dict item, a tuple item,
+    an optional). An assignment stores the value coerced to ``var`` (``codegen.aot.coerce``), so a use must
+    see that representation, not the shared value assigned: a handle read as a shared value is a wrong answer."""
+    match k, var:
+        case SharedK(), TensorK():
+            return TensorK(LIFTED_DEPTH)  # stored lifted: the variable is per-instance elsewhere
+        case SharedK(ref=ref, host=host), TupleK(items=vitems):  # a shared tuple stored item by item
+            return TupleK(tuple(_stored(SharedK(ref + (("[", i),), host), v) for i, v in enumerate(vitems)))
+        case OptionalK(inner=inner), OptionalK(inner=vinner):
+            return OptionalK(_stored(inner, vinner))
+        case OptionalK(inner=inner), _:
+            return OptionalK(_stored(inner, var))
+        case NoneK(), _:
+            return k
+        case _, OptionalK(inner=vinner):
+            return _stored(k, vinner)
+        case TupleK(items=items), TupleK(items=vitems) if len(items) == len(vitems):
+            return TupleK(tuple(_stored(i, v) for i, v in zip(items, vitems)))
+        case DictK(keys=keys, items=items), DictK(keys=vkeys, items=vitems) if keys == vkeys:
+            return DictK(keys, tuple(_stored(i, v) for i, v in zip(items, vitems)))
+    return k
 
 
 def _lifted(k: Kind) -> Kind:
