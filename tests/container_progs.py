@@ -119,3 +119,54 @@ def two_calls_in_one_expression(tree, p):
 @ab.program
 def two_calls_annotated(tree, p):
     return encode_annotated(tree, p)
+
+
+@ab.function
+def run_rnn(xs, h, p):
+    states = []
+    for x in xs:
+        h = torch.tanh(x @ p.W + h)
+        states.append(h)
+    return states
+
+
+@ab.program
+def returned_list_changed(tokens, p):
+    """Viterbi-style bidirectional states: a list a callee made and returned, reversed and grown by the caller,
+    and a comprehension over `zip` of two callee results."""
+    xs = [p.emb[t] for t in tokens]
+    forward = run_rnn(xs, p.b, p)
+    rev = list(xs)
+    rev.reverse()
+    backward = run_rnn(rev, p.b, p)
+    backward.reverse()
+    backward.append(p.b * 2.0)
+    return torch.stack([torch.cat([f, b]) for f, b in zip(forward, backward)]), len(backward)
+
+
+@ab.function
+def keep(xs, h):
+    xs.append(h)
+    return xs
+
+
+@ab.program
+def returned_argument_changed(tokens, p):
+    """A callee returns the caller's own list: the caller's change through the result is also a change of its
+    argument, which the analysis does not follow: rejected, not wrong."""
+    xs = [p.emb[t] for t in tokens]
+    ys = keep(xs, p.b)
+    ys.append(torch.tanh(p.b))
+    return torch.stack(xs), torch.stack(ys)
+
+
+@ab.program
+def ranked_by_key(tokens, p):
+    """Beam-search and Viterbi host code: `sorted`/`max`/`min` with `key=lambda` over host numbers (with ties)
+    and over tuples that hold tensors and lists."""
+    hyps = [(float(t % 3), [t], torch.tanh(p.emb[t] @ p.W)) for t in tokens]
+    best = max(hyps, key=lambda c: c[0] - 0.1 * len(c[1]))
+    first = min(range(len(tokens)), key=lambda k: tokens[k])
+    beam = sorted(hyps, key=lambda c: c[0], reverse=True)[:2]
+    order = sorted(tokens, key=lambda t: t % 2)
+    return best[2] + p.emb[tokens[first]], torch.stack([c[2] for c in beam]), order, tokens.index(tokens[-1])

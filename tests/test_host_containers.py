@@ -12,6 +12,8 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import acrobat as ab
 from tests import container_progs as cp
@@ -26,7 +28,7 @@ def _tokens(n: int, seed: int = 0) -> list[list[int]]:
 
 
 STATIC = ["chained_assignment", "reversed_in_place", "list_truth", "tuple_of_chunks", "values_and_indices",
-          "comprehension_rebound"]
+          "comprehension_rebound", "returned_list_changed", "ranked_by_key"]
 
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])
@@ -76,3 +78,37 @@ def test_two_calls_in_one_expression_run_concurrently(backend):
         torch.testing.assert_close(got, want, **TOL)
         launches[prog.__name__] = stats.kernel_launches
     assert launches["two_calls_in_one_expression"] == launches["two_calls_annotated"]
+
+
+def test_a_list_returned_from_an_argument_and_changed_is_rejected():
+    """A callee that returns its argument list: the caller's change is a change of its own list under another
+    name; only a list the callee made (``returned_list_changed``) is followed."""
+    with pytest.raises(ab.CompileError, match="the list `ys` is changed in place here"):
+        cp.returned_argument_changed.run(_tokens(3), cp.Params(), options=STRICT)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=7), min_size=1, max_size=6), st.booleans())
+def test_keyed_ranking_equals_python(batch, reverse):
+    """`sorted`/`max`/`min` with `key=lambda` (``acrobat.frontend.keyed``) pick and order exactly as Python does,
+    ties included (keys `t % 3` tie often), with and without `reverse`."""
+    prog = _KEYED_REVERSED if reverse else _KEYED
+    p = cp.Params()
+    with torch.no_grad():
+        want = [prog(x, p) for x in batch]
+        got = prog.run(batch, p, backend="eager", options=STRICT)
+    torch.testing.assert_close(got, want, **TOL)
+
+
+@ab.program
+def _KEYED(tokens, p):
+    hs = [(t % 3, torch.tanh(p.emb[t])) for t in tokens]
+    ranked = sorted(hs, key=lambda c: c[0])
+    return [t for t, _ in ranked], max(hs, key=lambda c: c[0])[1], min(range(len(tokens)), key=lambda k: tokens[k] % 3)
+
+
+@ab.program
+def _KEYED_REVERSED(tokens, p):
+    hs = [(t % 3, torch.tanh(p.emb[t])) for t in tokens]
+    ranked = sorted(hs, key=lambda c: c[0], reverse=True)
+    return [t for t, _ in ranked], torch.stack([h for _, h in ranked])

@@ -74,6 +74,10 @@ def check_lists(specs: dict[SpecKey, Spec]) -> None:
     for spec in specs.values():
         for name, node in spec.lists.untracked.items():
             origins.setdefault(c.find((spec.name, name)), (name, node.loc))
+        for name, calls in spec.lists.returned.items():
+            for nid, node in calls.items():
+                if not _returns_fresh(specs.get(spec.calls.get(nid)), c):  # type: ignore[arg-type]
+                    origins.setdefault(c.find((spec.name, name)), (name, node.loc))
         for (nid, i), path in spec.lists.links.items():
             if path is not None and path[0] == "?":
                 origins.setdefault(c.find(("?", f"{spec.name}:{nid}")), (f"argument {i + 1}", _call_loc(spec, nid)))
@@ -87,6 +91,24 @@ def check_lists(specs: dict[SpecKey, Spec]) -> None:
                     f"follow it (`{what}` at line {loc.line}: from a tuple, a call's result or an expression): "
                     "keep a list that is changed in one variable and pass that variable itself, or build a new "
                     "list (`xs = xs + [x]`)", node.loc.file, node.loc.line, node.loc.col)
+
+
+def _returns_fresh(callee: Spec | None, c: _Classes) -> bool:
+    """Whether every list ``callee`` returns is one it made and holds nowhere else: each ``return`` gives a
+    variable whose alias class has no parameter (a caller's list) and no list the analysis does not follow, so
+    the caller that gets it is its only holder (``states = run_gru(cell, xs, h0); states.reverse()``)."""
+    if callee is None:
+        return False
+    params = {c.find((callee.name, p)) for p in callee.fn.params}
+    untracked = {c.find((callee.name, n)) for n in (*callee.lists.untracked, *callee.lists.returned)}
+    for s in ir.walk_stmts(callee.fn.body):
+        if isinstance(s, ir.Return) and s.value is not None:
+            if not isinstance(s.value, ir.Name):
+                return False
+            cls = c.find((callee.name, s.value.id))
+            if cls in params or cls in untracked or s.value.id in callee.fn.params:
+                return False
+    return True
 
 
 def escaping_effects(specs: dict[SpecKey, Spec]) -> set[SpecKey]:

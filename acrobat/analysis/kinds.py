@@ -305,6 +305,9 @@ class ListFlow:
     untracked: dict[str, ir.Expr | ir.Stmt] = field(default_factory=dict)  # variable -> where it got an untracked list
     mutated: dict[str, ir.Expr | ir.Stmt] = field(default_factory=dict)  # variable -> where a list it holds is changed
     links: dict[tuple[int, int], ListPath | None] = field(default_factory=dict)  # (call nid, arg) -> caller path
+    # variable -> {program-call nid: where}: it got the list a call returned, followed only if that list is
+    # fresh (made in the callee and held by nothing else there: ``aliases.check_lists``)
+    returned: dict[str, dict[int, ir.Expr | ir.Stmt]] = field(default_factory=dict)
     host_effects: dict[int, ir.Expr | ir.Stmt] = field(default_factory=dict)  # calls that may change host state
 
 
@@ -345,7 +348,7 @@ _TENSOR_EXITS = {
     "backward": "call backward on the results, outside the model",
     "__bool__": "truth-testing a tensor makes control flow depend on its value",
 }
-_LIST_METHODS = {"append", "pop", "insert", "__setitem__", "reverse"}
+_LIST_METHODS = {"append", "pop", "insert", "__setitem__", "reverse", "index", "count"}
 #: Operators whose result's shape depends on the values (vmap cannot batch them into one block).
 _DATA_SHAPED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount", "histc",
                 "repeat_interleave", "nonzero_static"}
@@ -620,6 +623,8 @@ class _Analyzer:
             case ir.Subscript(obj=o, index=ir.Slice()) | ir.Call(
                     kind=ir.CallKind.BUILTIN, target="list" | "reversed", args=[o]):
                 self.flow_elems(node, dst, o)  # a new list of o's elements
+            case ir.Call(kind=ir.CallKind.PROGRAM) if dst[1] == 0:  # `states = run(xs)`: the list it returns
+                self.spec.lists.returned.setdefault(dst[0], {})[v.nid] = node
             case _:
                 self.spec.lists.untracked.setdefault(dst[0], node)
 
@@ -1192,6 +1197,9 @@ class _Analyzer:
 
         def elem(k: Kind) -> Kind:
             return k.elem if isinstance(k, ListK) else k
+        if name in ("reversed", "list", "enumerate", "zip") and BOTTOM in kinds[:1 if name != "zip" else None] \
+                and not any(isinstance(k, ListK) for k in kinds):
+            return BOTTOM  # an operand not analysed yet (a callee's result): its kind comes in a later pass
         if name in ("reversed", "list"):
             return ListK(elem(kinds[0])) if kinds and isinstance(kinds[0], ListK) else HOST
         if name == "enumerate":
@@ -1205,8 +1213,13 @@ class _Analyzer:
     def list_method(self, e: ir.Call, name: str, recv: ListK, kinds: list[Kind]) -> Kind:
         if name not in _LIST_METHODS:
             raise self.error(e, f"list method `.{name}()` is not supported: use append, pop, insert, reverse, "
-                                f"indexing and len()")
+                                f"index, count, indexing and len()")
         assert e.receiver is not None
+        if name in ("index", "count"):  # reads: compares the elements with a value (host data only)
+            for x, k in ((e.receiver, recv.elem), *zip(e.args, kinds)):
+                if has_tensor(k):
+                    self.no_tensor(x, k, f"`.{name}()` of a list")
+            return HOST
         if name == "pop":
             self.mutate(e, e.receiver, None)
             return recv.elem

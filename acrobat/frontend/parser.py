@@ -20,6 +20,7 @@ import torch
 
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.frontend.keyed import RANKERS, keyed_call
 from acrobat.frontend.source import SourceSnapshot
 
 #: Builtins allowed on host values (instance data, lists of handles).
@@ -368,6 +369,19 @@ class _Translator:
                 return ast.copy_location(ast.Name(res, ast.Load()), node)
 
             visit_ListComp = visit_GeneratorExp = hoist
+
+            def visit_Call(self, node: ast.Call) -> ast.AST:
+                ranks = isinstance(node.func, ast.Name) and node.func.id in RANKERS and \
+                    any(k.arg == "key" for k in node.keywords)
+                found, func = translator.resolve_global(node.func) if ranks else (False, None)
+                keyed = keyed_call(node, func, translator.fresh_name) if found else None
+                if keyed is None:
+                    return self.generic_visit(node)
+                stmts, value = keyed  # `max(xs, key=lambda x: ...)`: statements and comprehensions (frontend.keyed)
+                for st in stmts:
+                    st.value = self.visit(st.value)  # type: ignore[attr-defined]
+                    pre.append(st)
+                return self.visit(value)
 
             def keep(self, node: ast.AST) -> ast.AST:
                 return node  # evaluated conditionally, or a scope of its own: left as it is (rejected)

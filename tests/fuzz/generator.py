@@ -333,7 +333,7 @@ class Gen:
         options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert", "setitem", "insert", "pop"]
         if nested:
             options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth"]
-        options += ["chained", "reverse", "chunk_tuple", "max_pair"]
+        options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list"]
         if self.ch.coin(15):  # rare: it sends the whole program to the dynamic tier
             options.append("expert")
         if sc.loop:
@@ -465,6 +465,36 @@ class Gen:
             line = f"{a}, {b} = tuple(torch.chunk(torch.cat([{self.tensor(sc)}, {self.tensor(sc)}]), 2))"
             sc.vars[a] = sc.vars[b] = "T"
             return [line]
+        if k == "keyed" and sc.of("L"):
+            self.feat("key=lambda")
+            src = self.ch.pick(sc.of("L"))
+            reverse = self.ch.pick(["", ", reverse=True", ", reverse=False"])
+            form = self.ch.int(0, 2)
+            if form == 0:  # host keys with ties: the first best position, as Python picks it
+                name = self.fresh("k")
+                sc.vars[name] = "I"
+                fn = self.ch.pick(["max", "min"])
+                return [f"{name} = {fn}(range(len({src})), key=lambda j: (j * {self.ch.int(1, 5)}) % 3)"]
+            if form == 1:  # every key equal: the first element, and a sort that keeps the order
+                name = self.fresh("ys")
+                sc.vars[name] = "L"
+                return [f"{name} = sorted({src}, key=lambda x: len(x.shape){reverse})"]
+            order, name = self.fresh("order"), self.fresh("t")
+            sc.vars[name] = "T"
+            return [f"{order} = sorted(range(len({src})), key=lambda j: -(j % 2){reverse})", f"{name} = {src}[{order}[0]]"]
+        if k == "returned_list":
+            self.feat("list returned by a callee, changed")
+            if "collect" not in self.helpers_names:
+                self.helpers_names.add("collect")
+                self.helpers.append("\n".join(["@ab.function", "def collect(x, p, n):", "    out = []",
+                                               "    for i in range(n):", "        x = torch.tanh(p.lin(x))",
+                                               "        out.append(x)", "    return out"]))
+            name = self.fresh("ys")
+            lines = [f"{name} = collect({self.tensor(sc)}, p, {self.ch.int(1, 3)})"]
+            sc.vars[name] = "L"
+            lines.append(self.ch.pick([f"{name}.reverse()", f"{name}.append({self.tensor(sc)})",
+                                       f"{name}.insert(0, {self.tensor(sc)})"]))
+            return lines
         if k == "max_pair":
             name = self.fresh("t")
             if sc.of("L") and self.ch.coin(50):
