@@ -27,6 +27,7 @@ from acrobat.analysis.host_tensors import FROM_HOST
 from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, contains, has_shared,
                                     has_tensor, sdepth_of)
 from acrobat.analysis.ragged import SEGMENT_OPS, row_matmul, row_operands, row_scale, row_squeeze, segment_reference
+from acrobat.analysis.rules import SHAPE_ATTRS, SHAPE_METHODS
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
@@ -488,11 +489,11 @@ class _Lowerer:
         def tensor(x: ir.Expr) -> bool:
             return isinstance(self.kind(x), TensorK)
         match e:
-            case ir.Attr(obj=o, attr="shape" | "ndim" | "dtype" | "device"):
+            case ir.Attr(obj=o, attr=a) if a in SHAPE_ATTRS:
                 return tensor(o)
             case ir.Subscript(obj=o, index=ir.Const()):
                 return self.shape_query(o) and isinstance(o, ir.Attr) and o.attr == "shape"
-            case ir.Call(kind=ir.CallKind.METHOD, target="size" | "dim" | "numel", receiver=r, args=args, kwargs=kw):
+            case ir.Call(kind=ir.CallKind.METHOD, target=t, receiver=r, args=args, kwargs=kw) if t in SHAPE_METHODS:
                 return r is not None and tensor(r) and all(isinstance(a, ir.Const) for a in [*args, *kw.values()])
             case ir.Call(kind=ir.CallKind.BUILTIN, target="len", args=[a]):
                 return tensor(a)

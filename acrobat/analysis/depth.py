@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from acrobat.analysis.kinds import Spec, has_tensor
 from acrobat.analysis.lowered import BlockCall, ProgramCall
+from acrobat.analysis.rules import LIST_METHODS
 from acrobat.frontend import ir
 
 
@@ -48,8 +49,7 @@ def stmt_writes(s: ir.Stmt) -> set[str]:
             names |= set(t.target.names())
         for e in ir.stmt_exprs(t):
             for sub in ir.walk(e):
-                if isinstance(sub, ir.Call) and sub.kind is ir.CallKind.METHOD and sub.target in (
-                        "append", "pop", "insert", "__setitem__", "reverse") \
+                if isinstance(sub, ir.Call) and sub.kind is ir.CallKind.METHOD and sub.target in LIST_METHODS \
                         and isinstance(sub.receiver, ir.Name):
                     names.add(sub.receiver.id)
     return names

@@ -39,7 +39,6 @@ from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
 from acrobat.frontend.parser import is_comprehension_list
-from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.plan import SegmentOp
 
 #: Static depths above this are treated as dynamic, so specialization terminates.
@@ -341,24 +340,7 @@ class KindTable:
     facts: dict[tuple, str] = field(default_factory=dict)
 
 
-_VALUE_METHODS = {"item", "tolist"}  # host code reads a tensor's value: a sync point (§4.2)
-_VALUE_BUILTINS = {"bool", "int", "float"}
-_TENSOR_EXITS = {
-    "numpy": "`.numpy()` leaves PyTorch",
-    "backward": "call backward on the results, outside the model",
-    "__bool__": "truth-testing a tensor makes control flow depend on its value",
-}
-_LIST_METHODS = {"append", "pop", "insert", "__setitem__", "reverse", "index", "count"}
-#: Operators whose result's shape depends on the values (vmap cannot batch them into one block).
-_DATA_SHAPED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount", "histc",
-                "repeat_interleave", "nonzero_static"}
-#: Shape queries: host code reading them reads the (per-instance) tensor, like ``.item()`` (§4.2).
-_SHAPE_ATTRS = {"shape", "ndim", "dtype", "device"}
-_SHAPE_METHODS = {"size", "dim", "numel"}
 _VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}  # tensor attributes that are operators
-#: Methods of Python's containers that change them in place.
-_MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
-                               "add", "discard", "setdefault", "popitem", "__setitem__", "__delitem__"})
 
 
 #: ``resolve(ref)``: the object a shared reference names in the run being compiled, or ``UNRESOLVED``.
@@ -824,7 +806,7 @@ class _Analyzer:
                     return self.shared_path(k.ref + ((".", a),))
                 if isinstance(k, SharedK):
                     return self.op_kind(e, [o], [k], host_result=False)
-                if isinstance(k, TensorK) and a in _SHAPE_ATTRS:
+                if isinstance(k, TensorK) and a in rules.SHAPE_ATTRS:
                     self.spec.reads.add(o.nid)  # host code reads the per-instance shape: wait for the tensor (§4.2)
                     return HOST
                 if isinstance(k, TensorK) and a in _VIEW_ATTRS:
@@ -1047,130 +1029,59 @@ class _Analyzer:
         return HOST if ko is not BOTTOM else BOTTOM
 
     def call(self, e: ir.Call) -> Kind:
-        kind, what = e.kind, e.target
-        if kind is CallKind.PROGRAM:
-            arg_kinds = tuple(self.expr(a) for a in e.args)
-            fn = self.functions[what]
-            if len(arg_kinds) != len(fn.params):
-                raise self.error(e, f"`{fn.name}` takes {len(fn.params)} arguments, {len(arg_kinds)} given")
-            if BOTTOM in arg_kinds:
-                return BOTTOM  # an argument's kind is not known yet; the fixpoint comes back
-            flags = self.tensor_params.setdefault(what, [False] * len(arg_kinds))
-            for i, k in enumerate(arg_kinds):
-                if has_tensor(k) and not flags[i]:
-                    flags[i] = True
-                    self.changed = True
-            key: SpecKey = (what, tuple(_key_kind(k, f) for k, f in zip(arg_kinds, flags)))
-            if self.spec.calls.get(e.nid) != key:
-                self.spec.calls[e.nid] = key
+        """The kind of a call (§4): a program function's is what its specialization returns (``program_call``);
+        any other call goes through the rules of ``acrobat.analysis.rules`` (those of a stacked list first,
+        ``ragged_call``), and a call that no rule decides is an operator (``operator``)."""
+        if e.kind is CallKind.PROGRAM:
+            return self.program_call(e)
+        site = rules.Site(e, self.expr(e.receiver) if e.receiver is not None else None,
+                          [self.expr(a) for a in e.args], [self.expr(v) for v in e.kwargs.values()])
+        found = self.ragged_call(e, site.recv, site.args, site.kws)
+        if found is not None:
+            return found
+        for rule in rules.rules_for(site):
+            found = rule(self, site)
+            if found is not None:
+                return found
+        return self.operator(site)
+
+    def program_call(self, e: ir.Call) -> Kind:
+        """A call of a program function: the return kind of its specialization on the kinds of the arguments
+        (context sensitivity, App. B.1), analysed on request."""
+        what = e.target
+        arg_kinds = tuple(self.expr(a) for a in e.args)
+        fn = self.functions[what]
+        if len(arg_kinds) != len(fn.params):
+            raise self.error(e, f"`{fn.name}` takes {len(fn.params)} arguments, {len(arg_kinds)} given")
+        if BOTTOM in arg_kinds:
+            return BOTTOM  # an argument's kind is not known yet; the fixpoint comes back
+        flags = self.tensor_params.setdefault(what, [False] * len(arg_kinds))
+        for i, k in enumerate(arg_kinds):
+            if has_tensor(k) and not flags[i]:
+                flags[i] = True
                 self.changed = True
-            callee = self.request(key)
-            self.link_list_args(e, callee, arg_kinds)
-            return callee.ret
-        recv = self.expr(e.receiver) if e.receiver is not None else None
-        arg_kinds = [self.expr(a) for a in e.args]
-        kw_kinds = [self.expr(v) for v in e.kwargs.values()]
-        operands = list(e.args) + list(e.kwargs.values())
-        ragged_kind = self.ragged_call(e, recv, arg_kinds, kw_kinds)
-        if ragged_kind is not None:
-            return ragged_kind
-        if (kind is CallKind.BUILTIN and what in _VALUE_BUILTINS and len(e.args) == 1 and isinstance(arg_kinds[0], SharedK)
-                or kind is CallKind.METHOD and what in _VALUE_METHODS and isinstance(recv, SharedK)):
-            return HOST  # the value of a shared tensor (`p.h0.argmax().item()`): a Python number, the same for all
-        if kind is CallKind.BUILTIN and what in _VALUE_BUILTINS | {"len"} and len(e.args) == 1 and isinstance(
-                arg_kinds[0], TensorK):
-            self.spec.reads.add(e.args[0].nid)
-            return HOST
-        if kind is CallKind.METHOD and what in _SHAPE_METHODS and isinstance(recv, TensorK):
-            if any(has_tensor(k) for k in arg_kinds + kw_kinds):
-                self.no_tensor(e, TensorK(None), f"`.{what}()`")
-            self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]  # a shape read, like `.item()` (§4.2)
-            return HOST
-        if kind is CallKind.HOST:
-            for x, k in zip(operands, arg_kinds + kw_kinds):
-                if has_tensor(k) or has_shared(k):
-                    fname = getattr(what, "__name__", "this function")
-                    if getattr(what, "__module__", None) == "builtins":
-                        raise self.error(x, f"`{fname}()` is plain Python run on host values; it cannot take the "
-                                            f"{k} passed here: use torch operators on tensors, or read "
-                                            "its value first (`x.item()`, `x.tolist()`)")
-                    raise self.error(x, f"`{fname}` is not an @acrobat.function, so it runs as plain host Python and "
-                                        f"cannot take the {k} passed here: decorate it with @acrobat.function")
-            return HOST
-        if kind is CallKind.METHOD and what in _VALUE_METHODS and isinstance(recv, TensorK):
-            self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]
-            return HOST
-        if kind is CallKind.BUILTIN:
-            for x, k in zip(operands, arg_kinds + kw_kinds):
-                if has_tensor(k) and what not in {"reversed", "list", "enumerate", "zip", "len"}:
-                    self.no_tensor(x, k, f"`{what}()`")
-            return self.builtin(e, what, arg_kinds)
-        if kind is CallKind.METHOD and isinstance(recv, ListK):
-            return self.list_method(e, what, recv, arg_kinds)
-        if kind is CallKind.METHOD and what in _MUTATING_METHODS and isinstance(recv, SharedK):
-            raise self.error(e, f"`.{what}()` changes a model parameter, which every instance shares: keep "
-                                "per-instance state in variables of the model function")
-        if kind in (CallKind.METHOD, CallKind.VALUE) and recv is HOST and (
-                kind is CallKind.VALUE or what in _MUTATING_METHODS):
-            self.spec.lists.host_effects[e.nid] = e  # may change host state: keeps Python's order on fibers
-        if kind is CallKind.METHOD and isinstance(recv, DictK):
-            raise self.error(e, f"dict method `.{what}()` is not supported: dicts in models are records with "
-                                "constant keys; read them with `d[\"key\"]`")
-        if kind is CallKind.METHOD and what == "__setitem__" and recv is not None and not isinstance(recv, HostK):
-            if isinstance(recv, DictK):
-                raise self.error(e, "assigning a dict item changes the dict: build a new one, "
-                                    "e.g. `d = {\"h\": h, \"c\": d[\"c\"]}`")
-            raise self.error(e, f"item assignment on a {recv} writes into it in place: build a new tensor "
-                                "instead (e.g. `torch.where(mask, v, x)` or `torch.cat`)")
-        if kind is CallKind.METHOD and what in _TENSOR_EXITS and recv is not None and (
-                has_tensor(recv) or has_shared(recv)):
-            raise self.error(e, f"{_TENSOR_EXITS[what]}: read tensor values with `.item()`, `.tolist()`, "
-                                "`bool()`, `int()` or `float()`")
-        name = what if isinstance(what, str) else getattr(what, "__name__", "")
-        if name in _DATA_SHAPED and any(has_tensor(k) for k in [recv, *arg_kinds, *kw_kinds] if k is not None):
-            raise self.error(e, f"`{name}` gives a result whose shape depends on the tensor's values, which a "
-                                "static block cannot batch: compute a fixed-shape result (e.g. a mask with "
-                                "torch.where), or run without Options(strict=True) (the dynamic tier runs it)")
-        if "out" in e.kwargs:
-            raise self.error(e, "`out=` writes into an existing tensor: assign the result to a new variable instead")
-        if kind is CallKind.METHOD and what.endswith("_") and not what.startswith("__") and recv is not None and (
-                has_tensor(recv) or has_shared(recv)):
-            raise self.error(e, f"in-place operator `.{what}()`: write the out-of-place `.{what[:-1]}()` "
-                                "(tensors in acrobat models are immutable)")
-        if kind is CallKind.METHOD and isinstance(recv, SharedK):
-            self.program_method(e, recv, e.args, arg_kinds + kw_kinds)
-        if kind in (CallKind.METHOD, CallKind.VALUE) and recv is not None:
-            host = not (has_tensor(recv) or has_shared(recv))
-            if host and any(has_tensor(k) for k in arg_kinds + kw_kinds):
+        key: SpecKey = (what, tuple(_key_kind(k, f) for k, f in zip(arg_kinds, flags)))
+        if self.spec.calls.get(e.nid) != key:
+            self.spec.calls[e.nid] = key
+            self.changed = True
+        callee = self.request(key)
+        self.link_list_args(e, callee, arg_kinds)
+        return callee.ret
+
+    def operator(self, s: rules.Site) -> Kind:
+        """The call rules' fallback: an operator (a torch function, a method of a tensor, module or host value,
+        a called module) applied to its receiver and arguments (``op_kind``)."""
+        e = s.e
+        if e.kind in (CallKind.METHOD, CallKind.VALUE) and s.recv is not None:
+            host = not (has_tensor(s.recv) or has_shared(s.recv))
+            if host and any(has_tensor(k) for k in s.kinds):
                 raise self.error(e, "a tensor is passed to a host method: only torch operators and "
                                     "@acrobat.function functions take tensors")
-            k = self.op_kind(e, [e.receiver, *operands], [recv, *arg_kinds, *kw_kinds], host_result=host,
+            k = self.op_kind(e, [e.receiver, *s.operands], [s.recv, *s.kinds], host_result=host,
                              host_receiver=host, random=not host and is_random(e))
-            return self.tuple_result(e, recv, k)
-        return self.tuple_result(e, None, self.op_kind(e, operands, arg_kinds + kw_kinds, host_result=False,
+            return self.tuple_result(e, s.recv, k)
+        return self.tuple_result(e, None, self.op_kind(e, s.operands, s.kinds, host_result=False,
                                                        random=is_random(e)))
-
-    def program_method(self, e: ir.Call, recv: SharedK, args: list[ir.Expr], kinds: list[Kind]) -> None:
-        """Reject ``self.encode(tree)``: an ``@acrobat.function`` method of a shared module called with host data
-        (the instance, a node of it). Such a call runs as one operator of its static block, the method as plain
-        Python under vmap, where host data that is not a number cannot go (and recursion or control flow in
-        the method is not analysed). Constants pass; without the run's arguments (``resolve``) nothing is known.
-
-        Raises:
-            CompileError: naming the method and the fix (a module-level function taking the module).
-        """
-        if self.resolve is None or not any(isinstance(k, HostK) and not isinstance(a, ir.Const)
-                                           for a, k in zip(args, kinds)):
-            return
-        module = self.resolve(recv.ref)
-        method = getattr(type(module), str(e.target), None) if module is not UNRESOLVED else None
-        if not isinstance(getattr(method, "snapshot", None), SourceSnapshot):
-            return
-        raise self.error(e, f"`.{e.target}()` is an @acrobat.function method of the module, called with host data "
-                            f"(the instance or a part of it): a method call runs as one operator of its static "
-                            f"block, so recursion and control flow on instance data inside it are not analysed. "
-                            f"Write `{e.target}` as a module-level @acrobat.function that takes the module as a "
-                            f"parameter (`def {e.target}(node, m): ...`, called as `{e.target}(node, self)`)")
 
     def tuple_result(self, e: ir.Call, recv: Kind | None, k: Kind) -> Kind:
         """The kind of an operator whose result is a tuple of tensors of a size known here: ``k`` for each of
@@ -1191,49 +1102,6 @@ class _Analyzer:
         if _values_indices(e):
             return TupleK((k, k))  # torch.return_types: (values, indices), `.values`/`.indices` or unpacked
         return k
-
-    def builtin(self, e: ir.Call, name: str, kinds: list[Kind]) -> Kind:
-        kinds = [ListK(k.rows) if isinstance(k, RaggedK) else k for k in kinds]  # a stacked list's rows
-
-        def elem(k: Kind) -> Kind:
-            return k.elem if isinstance(k, ListK) else k
-        if name in ("reversed", "list", "enumerate", "zip") and BOTTOM in kinds[:1 if name != "zip" else None] \
-                and not any(isinstance(k, ListK) for k in kinds):
-            return BOTTOM  # an operand not analysed yet (a callee's result): its kind comes in a later pass
-        if name in ("reversed", "list"):
-            return ListK(elem(kinds[0])) if kinds and isinstance(kinds[0], ListK) else HOST
-        if name == "enumerate":
-            return ListK(TupleK((HOST, elem(kinds[0])))) if isinstance(kinds[0], ListK) else HOST
-        if name == "zip":
-            if any(isinstance(k, ListK) for k in kinds):
-                return ListK(TupleK(tuple(elem(k) for k in kinds)))
-            return HOST
-        return HOST
-
-    def list_method(self, e: ir.Call, name: str, recv: ListK, kinds: list[Kind]) -> Kind:
-        if name not in _LIST_METHODS:
-            raise self.error(e, f"list method `.{name}()` is not supported: use append, pop, insert, reverse, "
-                                f"index, count, indexing and len()")
-        assert e.receiver is not None
-        if name in ("index", "count"):  # reads: compares the elements with a value (host data only)
-            for x, k in ((e.receiver, recv.elem), *zip(e.args, kinds)):
-                if has_tensor(k):
-                    self.no_tensor(x, k, f"`.{name}()` of a list")
-            return HOST
-        if name == "pop":
-            self.mutate(e, e.receiver, None)
-            return recv.elem
-        if name == "reverse":  # reorders the list in place: a change, nothing put in
-            self.mutate(e, e.receiver, None)
-            return HOST
-        value = kinds[0] if name == "append" else kinds[1]  # insert(i, v) / xs[i] = v: like append (an element)
-        if name != "append" and has_tensor(kinds[0]):
-            self.no_tensor(e.args[0], kinds[0], "a list index")
-        path = self.mutate(e, e.receiver, value)
-        if contains(value, ListK):
-            self.flow(e, (path[0], path[1] + 1), e.args[0 if name == "append" else 1])
-        return HOST
-
 
 _PAIRS = {"topk", "sort", "kthvalue", "mode"}
 """Operators whose result is always a (values, indices) pair."""
@@ -1260,9 +1128,9 @@ def _shape_reads(e: ir.Expr) -> list[ir.Expr]:
     """The expressions whose shape ``e`` reads (``x.shape``, ``x.size(0)``, ``x.ndim``, ``len(x)``)."""
     out = []
     for x in ir.walk(e):
-        if isinstance(x, ir.Attr) and x.attr in _SHAPE_ATTRS:
+        if isinstance(x, ir.Attr) and x.attr in rules.SHAPE_ATTRS:
             out.append(x.obj)
-        elif isinstance(x, ir.Call) and x.kind is CallKind.METHOD and x.target in _SHAPE_METHODS and x.receiver:
+        elif isinstance(x, ir.Call) and x.kind is CallKind.METHOD and x.target in rules.SHAPE_METHODS and x.receiver:
             out.append(x.receiver)
         elif isinstance(x, ir.Call) and x.kind is CallKind.BUILTIN and x.target == "len" and len(x.args) == 1:
             out.append(x.args[0])
@@ -1466,3 +1334,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
         # what was a shared op and became a tuple of tensors is no op at all)
         spec.shared_ops = {n for n in spec.shared_ops - spec.ops if isinstance(spec.kinds.get(n), SharedK)}
     return KindTable(reachable, key, an.facts)
+
+
+# The call rules build on the lattice above; imported last, as they import it (until the analyzer has a module
+# of its own, ``kinds`` holds both).
+from acrobat.analysis import rules  # noqa: E402

@@ -16,7 +16,8 @@ whatever the lists' lengths:
   ``max``/``amax``, ``min``/``amin``, ``logsumexp``) and **normalizations**
   over it (``softmax``/``log_softmax`` with ``dim=0``) are *segment*
   operators: one DFG node per instance holding all its rows, run as one
-  segment reduction over the rows of the launch (``acrobat.runtime.segments``).
+  segment reduction over the rows of the launch (``acrobat.runtime.segments``,
+  whose ``defsegment`` table names them, their torch functions and kernels).
   ``a @ S`` of two ragged tensors is a row-wise product and a segment sum.
 
 The per-instance functions below are what a row or a segment computes for
@@ -34,22 +35,9 @@ import torch.nn.functional as F
 from acrobat.errors import LimitError
 from acrobat.frontend.ir import known
 from acrobat.runtime.plan import SegmentOp
+from acrobat.runtime.segments import FLAT_OK, SEGMENT_FUNCTIONS, SEGMENT_OPS
 
 
-#: Segment operators by method / function name (dim 0 only).
-SEGMENT_OPS = {
-    "sum": SegmentOp("sum"), "mean": SegmentOp("mean"), "amax": SegmentOp("amax"), "amin": SegmentOp("amin"),
-    "max": SegmentOp("max", 2), "min": SegmentOp("min", 2), "logsumexp": SegmentOp("logsumexp"),
-    "softmax": SegmentOp("softmax", ragged_out=True), "log_softmax": SegmentOp("log_softmax", ragged_out=True),
-    "argmax": SegmentOp("argmax"), "argmin": SegmentOp("argmin"),
-}
-#: Segment operators that may also be written without ``dim`` (of a 1-D stacked list, they are the same).
-FLAT_OK = frozenset({"argmax", "argmin"})
-_SEGMENT_FUNCTIONS: dict[Callable, str] = {
-    torch.sum: "sum", torch.mean: "mean", torch.amax: "amax", torch.amin: "amin", torch.max: "max",
-    torch.min: "min", torch.logsumexp: "logsumexp", torch.softmax: "softmax", F.softmax: "softmax",
-    torch.log_softmax: "log_softmax", F.log_softmax: "log_softmax", torch.argmax: "argmax", torch.argmin: "argmin",
-}
 #: Pointwise operators applied to a ragged tensor alone: one row at a time gives the same rows.
 _ROWWISE_FUNCTIONS = dict.fromkeys((
     torch.tanh, torch.sigmoid, torch.relu, torch.exp, torch.log, torch.abs, torch.neg, torch.sqrt, torch.sin,
@@ -62,7 +50,7 @@ _ROWWISE_WITH_OPERANDS = dict.fromkeys((F.linear, torch.matmul, torch.mul, torch
 
 def segment_function(fn: Any) -> str | None:
     """The segment operator name of a torch function (``torch.sum`` -> ``"sum"``), else None."""
-    return known(_SEGMENT_FUNCTIONS, fn)
+    return known(SEGMENT_FUNCTIONS, fn)
 
 
 def is_rowwise_function(fn: Any, only_operand: bool) -> bool:

@@ -15,6 +15,7 @@ import builtins
 from acrobat.analysis.kinds import (BOTTOM, HOST, DictK, Kind, ListK, NoneK, OptionalK, RaggedK, SharedK, Spec, TensorK,
                                     TupleK)
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
+from acrobat.analysis.rules import LIST_PUTS, VALUE_BUILTINS
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
 from acrobat.errors import CompileError
@@ -200,7 +201,7 @@ class SkeletonWriter:
                 self.emit(depth, f"{target_source(t)} = {coerce(self.expr(v), self.kind(v), target_kind(self.spec, t))}")
             case ir.ExprStmt(value=v):
                 if isinstance(v, ir.Call) and v.kind is ir.CallKind.METHOD \
-                        and v.target in ("append", "insert", "__setitem__") \
+                        and v.target in LIST_PUTS \
                         and isinstance(v.receiver, ir.Name) and v.args:
                     lst = self.spec.var.get(v.receiver.id)
                     elem = lst.elem if isinstance(lst, ListK) else HOST
@@ -377,7 +378,7 @@ def _scalar_read(e: ir.Expr) -> ir.Expr | None:
     if isinstance(e, ir.Call) and not e.args and not e.kwargs and e.kind is ir.CallKind.METHOD and e.target == "item":
         return e.receiver
     if isinstance(e, ir.Call) and len(e.args) == 1 and not e.kwargs and e.kind is ir.CallKind.BUILTIN \
-            and e.target in ("int", "float", "bool"):
+            and e.target in VALUE_BUILTINS:
         return e.args[0]
     return None
 

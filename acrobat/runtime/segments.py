@@ -12,16 +12,17 @@ consumers gather them explicitly).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from acrobat.diagnosis import mark_limit
 from acrobat.errors import ShapeError
 from acrobat.runtime.dfg import Group
 from acrobat.runtime.gather import gather
-from acrobat.runtime.plan import BlockCode
+from acrobat.runtime.plan import BlockCode, SegmentOp
 from acrobat.runtime.stats import timed
 
 if TYPE_CHECKING:
@@ -65,34 +66,78 @@ class SegmentKernel:
                           f"{self.block.where()}", instance=inst)
 
 
+#: ``kernel(op, x, seg, lengths)``: the batched ``op`` (see ``segment_op``), ``seg`` the ``(N,)`` segment ids.
+Kernel = Callable[[str, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
+
+#: The segment operators (dim 0 of a stacked list), by name: what the compiler knows of each. With
+#: ``SEGMENT_FUNCTIONS``, ``FLAT_OK`` and the batched kernels, one table, filled by ``defsegment``;
+#: ``acrobat.analysis.ragged`` imports it.
+SEGMENT_OPS: dict[str, SegmentOp] = {}
+#: The torch functions of the segment operators (``torch.sum`` -> ``"sum"``).
+SEGMENT_FUNCTIONS: dict[Callable, str] = {}
+#: Segment operators that may also be written without ``dim`` (of a 1-D stacked list, they are the same).
+FLAT_OK: set[str] = set()
+_KERNELS: dict[str, Kernel] = {}
+
+
+def defsegment(op: str, *fns: Callable, n_outputs: int = 1, ragged_out: bool = False,
+               flat_ok: bool = False) -> Callable[[Kernel], Kernel]:
+    """Install the decorated batched kernel as segment operator ``op``, the method of that name and the torch
+    functions ``fns`` (``SegmentOp``: ``n_outputs``, ``ragged_out``; ``flat_ok``: see ``FLAT_OK``)."""
+    def install(kernel: Kernel) -> Kernel:
+        SEGMENT_OPS[op] = SegmentOp(op, n_outputs, ragged_out=ragged_out)
+        SEGMENT_FUNCTIONS.update(dict.fromkeys(fns, op))
+        if flat_ok:
+            FLAT_OK.add(op)
+        _KERNELS[op] = kernel
+        return kernel
+    return install
+
+
 def segment_op(op: str, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """``op`` over dim 0 of each segment of ``x``: ``x`` is ``(N, ...)``, ``lengths`` ``(B,)`` sums to N.
 
     Returns ``(B, ...)`` outputs (values and int64 indices for ``max``/``min``),
     or ``(N, ...)`` for ``softmax``/``log_softmax``; out of place (autograd works).
     """
-    b = lengths.shape[0]
-    seg = torch.repeat_interleave(torch.arange(b, device=x.device), lengths)
-    if op in ("sum", "mean"):
-        total = _segment_sum(x, seg, b)
-        return (total if op == "sum" else total / _per_row(lengths.to(x.dtype), x),)
-    if op in ("amax", "amin", "max", "min", "argmax", "argmin"):
-        values = _extreme(x, seg, b, "amax" if op in ("amax", "max", "argmax") else "amin")
-        if op in ("amax", "amin"):
-            return (values,)
-        index = _first_index(x, seg, values, lengths)
-        return (index,) if op in ("argmax", "argmin") else (values, index)
-    top = _extreme(x, seg, b, "amax").detach()  # the log-sum-exp shift, as PyTorch's softmax takes it
+    seg = torch.repeat_interleave(torch.arange(lengths.shape[0], device=x.device), lengths)
+    return _KERNELS[op](op, x, seg, lengths)
+
+
+@defsegment("sum", torch.sum)
+@defsegment("mean", torch.mean)
+def _sums(op: str, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    total = _segment_sum(x, seg, lengths.shape[0])
+    return (total if op == "sum" else total / _per_row(lengths.to(x.dtype), x),)
+
+
+@defsegment("amax", torch.amax)
+@defsegment("amin", torch.amin)
+@defsegment("max", torch.max, n_outputs=2)
+@defsegment("min", torch.min, n_outputs=2)
+@defsegment("argmax", torch.argmax, flat_ok=True)
+@defsegment("argmin", torch.argmin, flat_ok=True)
+def _extremes(op: str, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    values = _extreme(x, seg, lengths.shape[0], "amax" if op in ("amax", "max", "argmax") else "amin")
+    if op in ("amax", "amin"):
+        return (values,)
+    index = _first_index(x, seg, values, lengths)
+    return (index,) if op in ("argmax", "argmin") else (values, index)
+
+
+@defsegment("logsumexp", torch.logsumexp)
+@defsegment("softmax", torch.softmax, F.softmax, ragged_out=True)
+@defsegment("log_softmax", torch.log_softmax, F.log_softmax, ragged_out=True)
+def _normalized(op: str, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    top = _extreme(x, seg, lengths.shape[0], "amax").detach()  # the log-sum-exp shift, as PyTorch's softmax takes it
     shifted = x - top[seg]
     exp = shifted.exp()
-    total = _segment_sum(exp, seg, b)
+    total = _segment_sum(exp, seg, lengths.shape[0])
     if op == "logsumexp":
         return (total.log() + top,)
     if op == "softmax":
         return (exp / total[seg],)
-    if op == "log_softmax":
-        return (shifted - total.log()[seg],)
-    raise ValueError(f"unknown segment operator {op!r}")
+    return (shifted - total.log()[seg],)
 
 
 def _segment_sum(v: torch.Tensor, seg: torch.Tensor, b: int) -> torch.Tensor:

@@ -1,0 +1,341 @@
+"""Call rules of the kind analysis (§4): what a call makes of its operands' kinds, one table for all callees.
+
+In the style of JAX's ``primitive_batchers``, ``CALL_RULES[(CallKind, target)]``
+holds the rules of one callee (``(METHOD, "item")``: host code reads a
+tensor's value, a sync point, §4.2) and ``CALL_RULES[(CallKind, ANY)]`` the
+rules of every callee of a kind (a host function takes host data only).
+Rules are installed by the ``def*`` helpers below, so the name sets that
+key them (value reads, shape reads, list mutators, tensor exits) are the
+ones the rest of the compiler imports instead of spelling them again.
+
+``_Analyzer.call`` (``acrobat.analysis.kinds``) tries a call's rules in the
+order ``rules_for`` gives: a list's or dict's own methods (``RECEIVER_RULES``:
+the receiver's type decides, as in Python), then the callee's rules in the
+order they were installed, then its kind's. A rule returns the call's kind,
+raises ``CompileError`` for what acrobat cannot batch, or returns None where
+it does not apply (or only checks or records). A call that no rule decides
+is an operator: ``_Analyzer.operator`` and its ``op_kind`` (the fallback).
+Calls of program functions (``CallKind.PROGRAM``) are the analysis' own
+(``_Analyzer.program_call``: specialization), not rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from acrobat.analysis.kinds import (BOTTOM, HOST, UNRESOLVED, DictK, HostK, Kind, ListK, RaggedK, SharedK, TensorK,
+                                    TupleK, contains, has_shared, has_tensor)
+from acrobat.frontend import ir
+from acrobat.frontend.ir import CallKind, known
+from acrobat.frontend.source import SourceSnapshot
+
+if TYPE_CHECKING:
+    from acrobat.analysis.kinds import _Analyzer
+
+#: Methods by which host code reads a tensor's value: a sync point (§4.2).
+VALUE_METHODS = frozenset({"item", "tolist"})
+#: Builtins that turn a tensor into a Python number (a value read, like ``.item()``).
+VALUE_BUILTINS = frozenset({"bool", "int", "float"})
+#: Shape queries: host code reading them reads the (per-instance) tensor, like ``.item()`` (§4.2).
+SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "device"})
+SHAPE_METHODS = frozenset({"size", "dim", "numel"})
+#: The list methods a model may call (on a list of host data or of tensors); each changes the list in place.
+LIST_METHODS = frozenset({"append", "pop", "insert", "__setitem__", "reverse"})
+#: The list methods that put one element in, given as their last argument (``xs.insert(i, v)``, ``xs[i] = v``).
+LIST_PUTS = frozenset({"append", "insert", "__setitem__"})
+#: The list methods that read it: they compare its elements with a value (host data only).
+LIST_READS = frozenset({"index", "count"})
+#: Methods of Python's containers that change them in place.
+MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
+                              "add", "discard", "setdefault", "popitem", "__setitem__", "__delitem__"})
+#: Tensor methods that leave the model, with why.
+TENSOR_EXITS = {
+    "numpy": "`.numpy()` leaves PyTorch",
+    "backward": "call backward on the results, outside the model",
+    "__bool__": "truth-testing a tensor makes control flow depend on its value",
+}
+#: Operators whose result's shape depends on the values (vmap cannot batch them into one block).
+DATA_SHAPED = frozenset({"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount", "histc",
+                         "repeat_interleave", "nonzero_static"})
+#: Builtins over host containers that may hold tensors (their items pass through untouched).
+_CONTAINER_BUILTINS = ("reversed", "list", "enumerate", "zip")
+
+#: The target of the rules that apply to every callee of a kind (no method or builtin has this name).
+ANY = "<any>"
+
+
+@dataclass(frozen=True)
+class Site:
+    """A call under analysis: the node and the kinds of its receiver (None without one), positional arguments
+    and keyword arguments."""
+
+    e: ir.Call
+    recv: Kind | None
+    args: list[Kind]
+    kws: list[Kind]
+
+    @property
+    def operands(self) -> list[ir.Expr]:
+        """The argument expressions, positional then keyword (the order of ``kinds``)."""
+        return list(self.e.args) + list(self.e.kwargs.values())
+
+    @property
+    def kinds(self) -> list[Kind]:
+        """The argument kinds, positional then keyword."""
+        return self.args + self.kws
+
+
+#: ``rule(analyzer, site)``: the call's kind; None where the rule does not decide it.
+Rule = Callable[["_Analyzer", Site], "Kind | None"]
+
+CALL_RULES: dict[tuple[CallKind, object], tuple[Rule, ...]] = {}
+RECEIVER_RULES: dict[type[Kind], Rule] = {}
+
+
+def defcall(kind: CallKind, *targets: object) -> Callable[[Rule], Rule]:
+    """Install the decorated rule for calls of ``kind`` to each of ``targets`` (``ANY``: every callee of the
+    kind), after the rules already installed there."""
+    def install(rule: Rule) -> Rule:
+        for target in targets:
+            CALL_RULES[(kind, target)] = CALL_RULES.get((kind, target), ()) + (rule,)
+        return rule
+    return install
+
+
+def defreceiver(receiver: type[Kind]) -> Callable[[Rule], Rule]:
+    """Install the decorated rule for every method of a ``receiver`` (a container kind with methods of its own)."""
+    def install(rule: Rule) -> Rule:
+        RECEIVER_RULES[receiver] = rule
+        return rule
+    return install
+
+
+def rules_for(site: Site) -> tuple[Rule, ...]:
+    """The rules ``site`` goes through, in order: its receiver's, its callee's, its kind's."""
+    e = site.e
+    own = tuple(rule for receiver, rule in RECEIVER_RULES.items()
+                if e.kind is CallKind.METHOD and isinstance(site.recv, receiver))
+    return own + (known(CALL_RULES, (e.kind, e.target)) or ()) + CALL_RULES.get((e.kind, ANY), ())
+
+
+def _read_arg(a: _Analyzer, s: Site) -> Kind | None:
+    """The one argument is a per-instance tensor whose value or shape host code reads: a sync point (§4.2)."""
+    if len(s.e.args) == 1 and isinstance(s.args[0], TensorK):
+        a.spec.reads.add(s.e.args[0].nid)
+        return HOST
+    return None
+
+
+# -- value and shape reads -------------------------------------------------------------------------------------
+
+
+@defcall(CallKind.BUILTIN, *VALUE_BUILTINS)
+def _value_builtin(a: _Analyzer, s: Site) -> Kind | None:
+    # `int(p.h0[0])`: a shared tensor's value, the same Python number for every instance; `int(x)`: a read
+    if len(s.e.args) == 1 and isinstance(s.args[0], SharedK):
+        return HOST
+    return _read_arg(a, s)
+
+
+@defcall(CallKind.BUILTIN, "len")
+def _len(a: _Analyzer, s: Site) -> Kind:
+    # `len(x)` of a tensor reads its shape; of a list (of tensors too), host data
+    _read_arg(a, s)
+    return HOST
+
+
+@defcall(CallKind.METHOD, *VALUE_METHODS)
+def _value_method(a: _Analyzer, s: Site) -> Kind | None:
+    # `p.h0.argmax().item()`: the same number for every instance; `x.item()`: host code waits for the tensor
+    if isinstance(s.recv, SharedK):
+        return HOST
+    if isinstance(s.recv, TensorK):
+        a.spec.reads.add(s.e.receiver.nid)  # type: ignore[union-attr]
+        return HOST
+    return None
+
+
+@defcall(CallKind.METHOD, *SHAPE_METHODS)
+def _shape_method(a: _Analyzer, s: Site) -> Kind | None:
+    # `x.size(0)`: a shape read, like `.item()` (§4.2); its arguments are host numbers
+    if not isinstance(s.recv, TensorK):
+        return None
+    if any(has_tensor(k) for k in s.kinds):
+        a.no_tensor(s.e, TensorK(None), f"`.{s.e.target}()`")
+    a.spec.reads.add(s.e.receiver.nid)  # type: ignore[union-attr]
+    return HOST
+
+
+# -- host calls ------------------------------------------------------------------------------------------------
+
+
+@defcall(CallKind.HOST, ANY)
+def _host_function(a: _Analyzer, s: Site) -> Kind:
+    # an undecorated function (or `math.floor`) runs as plain Python on host data
+    for x, k in zip(s.operands, s.kinds):
+        if has_tensor(k) or has_shared(k):
+            fname = getattr(s.e.target, "__name__", "this function")
+            if getattr(s.e.target, "__module__", None) == "builtins":
+                raise a.error(x, f"`{fname}()` is plain Python run on host values; it cannot take the "
+                                 f"{k} passed here: use torch operators on tensors, or read "
+                                 "its value first (`x.item()`, `x.tolist()`)")
+            raise a.error(x, f"`{fname}` is not an @acrobat.function, so it runs as plain host Python and "
+                             f"cannot take the {k} passed here: decorate it with @acrobat.function")
+    return HOST
+
+
+@defcall(CallKind.BUILTIN, *_CONTAINER_BUILTINS)
+def _container_builtin(a: _Analyzer, s: Site) -> Kind:
+    # `reversed(xs)`, `list(xs)`, `enumerate(xs)`, `zip(xs, ys)`: host lists whose items (tensors too) pass through
+    kinds = [ListK(k.rows) if isinstance(k, RaggedK) else k for k in s.args]  # a stacked list's rows
+
+    def elem(k: Kind) -> Kind:
+        return k.elem if isinstance(k, ListK) else k
+    name = s.e.target
+    if not any(isinstance(k, ListK) for k in kinds) and BOTTOM in (kinds if name == "zip" else kinds[:1]):
+        return BOTTOM  # an operand not analysed yet (a callee's result): its kind comes in a later pass
+    if name in ("reversed", "list"):
+        return ListK(elem(kinds[0])) if kinds and isinstance(kinds[0], ListK) else HOST
+    if name == "enumerate":
+        return ListK(TupleK((HOST, elem(kinds[0])))) if isinstance(kinds[0], ListK) else HOST
+    if any(isinstance(k, ListK) for k in kinds):  # zip
+        return ListK(TupleK(tuple(elem(k) for k in kinds)))
+    return HOST
+
+
+@defcall(CallKind.BUILTIN, ANY)
+def _builtin(a: _Analyzer, s: Site) -> Kind:
+    # any other builtin (`abs`, `max`, `range`) computes on host values
+    for x, k in zip(s.operands, s.kinds):
+        if has_tensor(k):
+            a.no_tensor(x, k, f"`{s.e.target}()`")
+    return HOST
+
+
+@defcall(CallKind.METHOD, *MUTATING_METHODS)
+@defcall(CallKind.VALUE, ANY)
+def _host_effect(a: _Analyzer, s: Site) -> None:
+    # `seen.add(x)`, `log(x)` of host data: may change host state, so the call keeps Python's order on fibers
+    if s.recv is HOST:
+        a.spec.lists.host_effects[s.e.nid] = s.e
+
+
+# -- list mutators ---------------------------------------------------------------------------------------------
+
+
+@defreceiver(ListK)
+def _list_method(a: _Analyzer, s: Site) -> Kind:
+    # `xs.append(h)`: the list changes in place; what is put in joins the kind of its elements
+    name, e, recv = s.e.target, s.e, s.recv
+    assert isinstance(recv, ListK) and e.receiver is not None
+    if name in LIST_READS:
+        for x, k in ((e.receiver, recv.elem), *zip(e.args, s.args)):
+            a.no_tensor(x, k, f"`.{name}()` of a list")
+        return HOST
+    if name not in LIST_METHODS:
+        raise a.error(e, f"list method `.{name}()` is not supported: use append, pop, insert, reverse, "
+                         f"index, count, indexing and len()")
+    if name == "pop":
+        a.mutate(e, e.receiver, None)
+        return recv.elem
+    if name == "reverse":  # reorders the list in place: a change, nothing put in
+        a.mutate(e, e.receiver, None)
+        return HOST
+    value = s.args[0] if name == "append" else s.args[1]  # insert(i, v) / xs[i] = v: like append (an element)
+    if name != "append" and has_tensor(s.args[0]):
+        a.no_tensor(e.args[0], s.args[0], "a list index")
+    path = a.mutate(e, e.receiver, value)
+    if contains(value, ListK):
+        a.flow(e, (path[0], path[1] + 1), e.args[0 if name == "append" else 1])
+    return HOST
+
+
+@defreceiver(DictK)
+def _dict_method(a: _Analyzer, s: Site) -> Kind:
+    # dicts are records with constant keys: read, never changed
+    raise a.error(s.e, f"dict method `.{s.e.target}()` is not supported: dicts in models are records with "
+                       "constant keys; read them with `d[\"key\"]`")
+
+
+# -- tensor exits and in-place rejection -----------------------------------------------------------------------
+
+
+@defcall(CallKind.METHOD, *MUTATING_METHODS)
+def _shared_mutation(a: _Analyzer, s: Site) -> None:
+    # `p.items.append(x)`: a model parameter is the same for every instance, so no instance may change it
+    if isinstance(s.recv, SharedK):
+        raise a.error(s.e, f"`.{s.e.target}()` changes a model parameter, which every instance shares: keep "
+                           "per-instance state in variables of the model function")
+
+
+@defcall(CallKind.METHOD, "__setitem__")
+def _item_assignment(a: _Analyzer, s: Site) -> None:
+    # `x[0] = v` of a tensor (a list's is a list method, a host value's plain Python)
+    if s.recv is not None and not isinstance(s.recv, HostK):
+        raise a.error(s.e, f"item assignment on a {s.recv} writes into it in place: build a new tensor "
+                           "instead (e.g. `torch.where(mask, v, x)` or `torch.cat`)")
+
+
+@defcall(CallKind.METHOD, *TENSOR_EXITS)
+def _tensor_exit(a: _Analyzer, s: Site) -> None:
+    # `x.numpy()`, `x.backward()`: the tensor leaves the model
+    if s.recv is not None and (has_tensor(s.recv) or has_shared(s.recv)):
+        raise a.error(s.e, f"{TENSOR_EXITS[s.e.target]}: read tensor values with `.item()`, `.tolist()`, "
+                           "`bool()`, `int()` or `float()`")
+
+
+@defcall(CallKind.METHOD, ANY)
+@defcall(CallKind.TORCH, ANY)
+def _data_shaped(a: _Analyzer, s: Site) -> None:
+    # `torch.nonzero(x)`: a result shaped by the values, which one static block cannot batch
+    what = s.e.target
+    name = what if isinstance(what, str) else getattr(what, "__name__", "")
+    if name in DATA_SHAPED and any(has_tensor(k) for k in [s.recv, *s.kinds] if k is not None):
+        raise a.error(s.e, f"`{name}` gives a result whose shape depends on the tensor's values, which a "
+                           "static block cannot batch: compute a fixed-shape result (e.g. a mask with "
+                           "torch.where), or run without Options(strict=True) (the dynamic tier runs it)")
+
+
+@defcall(CallKind.METHOD, ANY)
+@defcall(CallKind.TORCH, ANY)
+@defcall(CallKind.VALUE, ANY)
+def _out_keyword(a: _Analyzer, s: Site) -> None:
+    # `torch.add(h, 1, out=h)` writes into an existing tensor
+    if "out" in s.e.kwargs:
+        raise a.error(s.e, "`out=` writes into an existing tensor: assign the result to a new variable instead")
+
+
+@defcall(CallKind.METHOD, ANY)
+def _inplace_method(a: _Analyzer, s: Site) -> None:
+    # `x.add_(1)`: an in-place operator of a tensor (tensors in acrobat models are immutable)
+    what = s.e.target
+    if what.endswith("_") and not what.startswith("__") and s.recv is not None and (
+            has_tensor(s.recv) or has_shared(s.recv)):
+        raise a.error(s.e, f"in-place operator `.{what}()`: write the out-of-place `.{what[:-1]}()` "
+                           "(tensors in acrobat models are immutable)")
+
+
+@defcall(CallKind.METHOD, ANY)
+def _program_method(a: _Analyzer, s: Site) -> None:
+    """Reject ``self.encode(tree)``: an ``@acrobat.function`` method of a shared module called with host data
+    (the instance, a node of it). Such a call runs as one operator of its static block, the method as plain
+    Python under vmap, where host data that is not a number cannot go (and recursion or control flow in
+    the method is not analysed). Constants pass; without the run's arguments (``resolve``) nothing is known.
+
+    Raises:
+        CompileError: naming the method and the fix (a module-level function taking the module).
+    """
+    e = s.e
+    if not isinstance(s.recv, SharedK) or a.resolve is None or not any(
+            isinstance(k, HostK) and not isinstance(x, ir.Const) for x, k in zip(e.args, s.kinds)):
+        return
+    module = a.resolve(s.recv.ref)
+    method = getattr(type(module), str(e.target), None) if module is not UNRESOLVED else None
+    if not isinstance(getattr(method, "snapshot", None), SourceSnapshot):
+        return
+    raise a.error(e, f"`.{e.target}()` is an @acrobat.function method of the module, called with host data "
+                     f"(the instance or a part of it): a method call runs as one operator of its static "
+                     f"block, so recursion and control flow on instance data inside it are not analysed. "
+                     f"Write `{e.target}` as a module-level @acrobat.function that takes the module as a "
+                     f"parameter (`def {e.target}(node, m): ...`, called as `{e.target}(node, self)`)")
