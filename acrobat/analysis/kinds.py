@@ -28,6 +28,10 @@ fixpoint rather than run as a separate pass.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import sys
+import sysconfig
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -38,7 +42,7 @@ from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
-from acrobat.frontend.parser import is_comprehension_list
+from acrobat.frontend.parser import is_comprehension_list, shown_name
 from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.plan import SegmentOp
 
@@ -390,8 +394,9 @@ def is_host_data(v: Any) -> bool:
 
 
 class _Analyzer:
-    def __init__(self, functions: dict[Any, ir.Function], resolve: Resolver | None = None):
+    def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None):
         self.functions = functions
+        self.entry_params = entry_params  # what messages call a shared reference ``("arg", i)``
         self.resolve = resolve
         self.facts: dict[tuple, str] = {}  # shared reference -> ``shared_fact`` of its value (see shared_path)
         self.specs: dict[SpecKey, Spec] = {}
@@ -404,7 +409,15 @@ class _Analyzer:
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
-        return CompileError(message, node.loc.file, node.loc.line, node.loc.col)
+        return CompileError(self.as_written(message), node.loc.file, node.loc.line, node.loc.col)
+
+    def as_written(self, message: str) -> str:
+        """``message`` with the shared values in the kinds it names (``describe_ref``: ``shared arg1.W``,
+        ``shared <expr 5 of f_0>``) as the model writes them: ``shared `p.W```, or ``shared value`` for one
+        computed from shared values."""
+        def show(m: re.Match) -> str:
+            return f"shared `{self.entry_params[int(m[1])]}{m[2]}`" if m[1] else "shared value"
+        return re.sub(r"shared (?:arg(\d+)((?:\.\w+|\[[^\]]*\])*)|<expr \d+ of [^>]+>)", show, message)
 
     def request(self, key: SpecKey) -> Spec:
         if key not in self.specs:
@@ -435,7 +448,8 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
-            raise self.error(node, f"`{name}` holds host data in one place and a tensor in another ({old} vs {k}): "
+            raise self.error(node, f"{shown_name(name)} holds host data in one place and a tensor in another "
+                                   f"({old} vs {k}): "
                                    "use separate variables") from None
         if new != old:
             self.spec.var[name] = new
@@ -673,8 +687,8 @@ class _Analyzer:
             try:
                 k = join(ka, kb)
             except KindConflict:
-                raise self.error(self.spec.fn, f"`{a[0]}` and `{b[0]}` may hold the same list, once with host data "
-                                               f"and once with tensors ({ka} vs {kb}): keep them in separate "
+                raise self.error(self.spec.fn, f"{shown_name(a[0])} and {shown_name(b[0])} may hold the same list, "
+                                               f"once with host data and once with tensors ({ka} vs {kb}): keep them in separate "
                                                "lists") from None
             for name, steps in (a, b):
                 self.set_var(self.spec.fn, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k))
@@ -694,7 +708,7 @@ class _Analyzer:
             try:
                 k2 = join(cur, inner)
             except KindConflict:
-                raise self.error(e, f"`{callee.fn.name}` puts {inner.elem} into this list, which holds {cur}: keep "
+                raise self.error(e, f"`{e.target.__name__}` puts {inner.elem} into this list, which holds {cur}: keep "
                                     "host data and tensors in separate lists") from None
             if k2 != cur:
                 self.set_var(e, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k2))
@@ -826,10 +840,11 @@ class _Analyzer:
                     return self.op_kind(e, [o], [k], host_result=False)  # `x.T`: an operator on the tensor
                 if isinstance(k, OptionalK):
                     self.op_kind(e, [o], [k], host_result=False)  # raises: test `is None` first
+                if isinstance(k, RaggedK) and a in _SHAPE_ATTRS | _VIEW_ATTRS:
+                    self.no_ragged(e, k, f"read with `.{a}`" if a in _SHAPE_ATTRS else f"transposed with `.{a}`")
                 if has_tensor(k):
-                    raise self.error(e, f"attribute `.{a}` of a {k} is not supported inside a model: read shapes "
-                                        "with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute "
-                                        "other tensor properties with torch operators")
+                    raise self.error(e, f"attribute `.{a}` of a {k} is not supported inside a model: "
+                                        f"{_ATTR_FIXES.get(a, _ATTR_FIX)}")
                 return HOST if k is not BOTTOM else BOTTOM
             case ir.Subscript(obj=o, index=i):
                 return self.subscript(e, o, i)
@@ -1047,7 +1062,9 @@ class _Analyzer:
             arg_kinds = tuple(self.expr(a) for a in e.args)
             fn = self.functions[what]
             if len(arg_kinds) != len(fn.params):
-                raise self.error(e, f"`{fn.name}` takes {len(fn.params)} arguments, {len(arg_kinds)} given")
+                captured = len(getattr(what, "captured", ()))  # a nested def's captures: not the user's arguments
+                raise self.error(e, f"`{what.__name__}` takes {len(fn.params) - captured} arguments, "
+                                    f"{len(arg_kinds) - captured} given")
             if BOTTOM in arg_kinds:
                 return BOTTOM  # an argument's kind is not known yet; the fixpoint comes back
             flags = self.tensor_params.setdefault(what, [False] * len(arg_kinds))
@@ -1084,13 +1101,7 @@ class _Analyzer:
         if kind is CallKind.HOST:
             for x, k in zip(operands, arg_kinds + kw_kinds):
                 if has_tensor(k) or has_shared(k):
-                    fname = getattr(what, "__name__", "this function")
-                    if getattr(what, "__module__", None) == "builtins":
-                        raise self.error(x, f"`{fname}()` is plain Python run on host values; it cannot take the "
-                                            f"{k} passed here: use torch operators on tensors, or read "
-                                            "its value first (`x.item()`, `x.tolist()`)")
-                    raise self.error(x, f"`{fname}` is not an @acrobat.function, so it runs as plain host Python and "
-                                        f"cannot take the {k} passed here: decorate it with @acrobat.function")
+                    raise self.error(x, _host_call_message(what, k))
             return HOST
         if kind is CallKind.METHOD and what in _VALUE_METHODS and isinstance(recv, TensorK):
             self.spec.reads.add(e.receiver.nid)  # type: ignore[union-attr]
@@ -1130,7 +1141,7 @@ class _Analyzer:
             raise self.error(e, "`out=` writes into an existing tensor: assign the result to a new variable instead")
         if kind is CallKind.METHOD and what.endswith("_") and not what.startswith("__") and recv is not None and (
                 has_tensor(recv) or has_shared(recv)):
-            raise self.error(e, f"in-place operator `.{what}()`: write the out-of-place `.{what[:-1]}()` "
+            raise self.error(e, f"in-place operator `.{what}()`: {_out_of_place(what)} "
                                 "(tensors in acrobat models are immutable)")
         if kind is CallKind.METHOD and isinstance(recv, SharedK):
             self.program_method(e, recv, e.args, arg_kinds + kw_kinds)
@@ -1313,6 +1324,60 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
     return k
 
 
+#: What to write instead of a tensor attribute that is not a shape or an operator (``_ATTR_FIX`` for the rest).
+_ATTR_FIXES = {
+    "data": "write `x.detach()`",
+    "grad": "gradients exist once the batched run's results are backpropagated: read `.grad` of the "
+            "parameters after `loss.backward()`, outside the model",
+}
+_ATTR_FIX = ("read shapes with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute other tensor "
+             "properties with torch operators")
+#: What to write instead of an in-place method that has no out-of-place twin (``x.fill_(v)`` but no ``x.fill``).
+_IN_PLACE_FIXES = {
+    "fill_": "build a new tensor: `torch.full_like(x, value)`",
+    "zero_": "build a new tensor: `torch.zeros_like(x)`",
+    "copy_": "use the source tensor itself (`x = y`, or `y.clone()`)",
+    "normal_": "draw a new tensor: `torch.randn_like(x)`",
+    "uniform_": "draw a new tensor: `torch.rand_like(x)`",
+    "requires_grad_": "drop it: gradients flow through a model's operators to the parameters and inputs that "
+                      "require them (set `requires_grad` on those, outside the model)",
+}
+#: Where the standard library and installed packages live: their functions are not the model's to decorate.
+_LIBRARY_DIRS = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib", "purelib",
+                                                                            "platlib")})
+
+
+def _out_of_place(method: str) -> str:
+    """What to write instead of the in-place tensor method ``method`` (``add_``: ``.add()``)."""
+    if callable(getattr(torch.Tensor, method[:-1], None)):
+        return f"write the out-of-place `.{method[:-1]}()`"
+    return _IN_PLACE_FIXES.get(method, "build a new tensor with out-of-place torch operators instead")
+
+
+def _is_library(obj: Any) -> bool:
+    """Whether ``obj`` (a function or class) comes from the standard library, an installed package or C code."""
+    file = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None)
+    return file is None or os.path.abspath(file).startswith(_LIBRARY_DIRS)
+
+
+def _host_call_message(fn: Any, k: Kind) -> str:
+    """Why ``fn``, plain Python that is not an ``@acrobat.function``, cannot take a value of kind ``k``, and what
+    to write instead: decorate the model's own function; use a torch operator for library code."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    runs = f"runs as plain host Python and cannot take the {k} passed here"
+    library = _is_library(fn)
+    shown = f"{fn.__module__}.{name}" if library and getattr(fn, "__module__", None) not in (None, "builtins") else name
+    if isinstance(fn, type):
+        return f"`{shown}` is a class, whose constructor {runs}: build a tuple (or a dict with constant keys) instead"
+    if library:
+        torch_op = f"the torch operator `torch.{name}`" if callable(getattr(torch, name, None)) else "torch operators"
+        return (f"`{shown}` is library code, which {runs}: use {torch_op} on tensors, or read the value first "
+                "(`x.item()`, `x.tolist()`)")
+    if name == "<lambda>":
+        return f"a lambda {runs}: define it with `def` and decorate it with @acrobat.function"
+    return f"`{name}` is not an @acrobat.function, so it {runs}: decorate it with @acrobat.function"
+
+
 _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0 (sum, mean, max, min, amax, amin, "
                 "logsumexp, softmax, log_softmax; or sum(xs)), by `alpha @ torch.stack(xs)` with a stacked 1-D "
                 "`alpha`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
@@ -1427,7 +1492,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
                            fallback=False)
-    an = _Analyzer(functions, resolve)
+    an = _Analyzer(functions, fn.params, resolve)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.request(key)
     an.changed = True
