@@ -163,7 +163,7 @@ REJECTED = [
     (up.optional_unchecked, "optional_unchecked", "test it first", up.optional_checked),
     (up.dict_variable_key, "dict_key", "constant keys", up.dict_variable_key_fixed),
     (up.nested_def_mutates, "nested_mutates", "changes the captured `hs`", up.nested_def_mutates_fixed),
-    (up.nested_def_as_value, "nested_value", "only calls of them are supported", up.nested_def_fixed),
+    (up.nested_def_as_value, "nested_value", "only calls of it are supported", up.nested_def_fixed),
     (up.dict_method, "dict_method", "read them with `d[\"key\"]`", up.dict_variable_key_fixed),
     (up.tensor_item_assign, "tensor_setitem", "build a new tensor", up.tensor_item_assign_fixed),
 ]

@@ -27,6 +27,7 @@ from typing import Iterable
 from acrobat.analysis.kinds import Spec, SpecKey
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.frontend.parser import shown_name
 
 _Node = tuple[str, str]  # (specialization name, variable name); ("?", loc) for a list from nowhere followed
 
@@ -73,22 +74,23 @@ def check_lists(specs: dict[SpecKey, Spec]) -> None:
     origins: dict[_Node, tuple[str, ir.Loc]] = {}
     for spec in specs.values():
         for name, node in spec.lists.untracked.items():
-            origins.setdefault(c.find((spec.name, name)), (name, node.loc))
+            origins.setdefault(c.find((spec.name, name)), (shown_name(name), node.loc))
         for name, calls in spec.lists.returned.items():
             for nid, node in calls.items():
                 if not _returns_fresh(specs.get(spec.calls.get(nid)), c):  # type: ignore[arg-type]
-                    origins.setdefault(c.find((spec.name, name)), (name, node.loc))
+                    origins.setdefault(c.find((spec.name, name)), (shown_name(name), node.loc))
         for (nid, i), path in spec.lists.links.items():
             if path is not None and path[0] == "?":
-                origins.setdefault(c.find(("?", f"{spec.name}:{nid}")), (f"argument {i + 1}", _call_loc(spec, nid)))
+                origins.setdefault(c.find(("?", f"{spec.name}:{nid}")), (f"argument {i + 1} of a call",
+                                                                          _call_loc(spec, nid)))
     for spec in specs.values():
         for name, node in spec.lists.mutated.items():
             origin = origins.get(c.find((spec.name, name)))
             if origin is not None:
                 what, loc = origin
                 raise CompileError(
-                    f"the list `{name}` is changed in place here, but it may also be held where acrobat cannot "
-                    f"follow it (`{what}` at line {loc.line}: from a tuple, a call's result or an expression): "
+                    f"the list {shown_name(name)} is changed in place here, but it may also be held where acrobat "
+                    f"cannot follow it ({what} at line {loc.line}: from a tuple, a call's result or an expression): "
                     "keep a list that is changed in one variable and pass that variable itself, or build a new "
                     "list (`xs = xs + [x]`)", node.loc.file, node.loc.line, node.loc.col)
 

@@ -28,6 +28,7 @@ fixpoint rather than run as a separate pass.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -38,7 +39,7 @@ from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
-from acrobat.frontend.parser import is_comprehension_list
+from acrobat.frontend.parser import is_comprehension_list, shown_name
 from acrobat.runtime.plan import SegmentOp
 
 #: Static depths above this are treated as dynamic, so specialization terminates.
@@ -375,8 +376,9 @@ def is_host_data(v: Any) -> bool:
 
 
 class _Analyzer:
-    def __init__(self, functions: dict[Any, ir.Function], resolve: Resolver | None = None):
+    def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None):
         self.functions = functions
+        self.entry_params = entry_params  # what messages call a shared reference ``("arg", i)``
         self.resolve = resolve
         self.facts: dict[tuple, str] = {}  # shared reference -> ``shared_fact`` of its value (see shared_path)
         self.specs: dict[SpecKey, Spec] = {}
@@ -389,7 +391,15 @@ class _Analyzer:
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
-        return CompileError(message, node.loc.file, node.loc.line, node.loc.col)
+        return CompileError(self.as_written(message), node.loc.file, node.loc.line, node.loc.col)
+
+    def as_written(self, message: str) -> str:
+        """``message`` with the shared values in the kinds it names (``describe_ref``: ``shared arg1.W``,
+        ``shared <expr 5 of f_0>``) as the model writes them: ``shared `p.W```, or ``shared value`` for one
+        computed from shared values."""
+        def show(m: re.Match) -> str:
+            return f"shared `{self.entry_params[int(m[1])]}{m[2]}`" if m[1] else "shared value"
+        return re.sub(r"shared (?:arg(\d+)((?:\.\w+|\[[^\]]*\])*)|<expr \d+ of [^>]+>)", show, message)
 
     def request(self, key: SpecKey) -> Spec:
         if key not in self.specs:
@@ -420,7 +430,8 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
-            raise self.error(node, f"`{name}` holds host data in one place and a tensor in another ({old} vs {k}): "
+            raise self.error(node, f"{shown_name(name)} holds host data in one place and a tensor in another "
+                                   f"({old} vs {k}): "
                                    "use separate variables") from None
         if new != old:
             self.spec.var[name] = new
@@ -660,8 +671,8 @@ class _Analyzer:
             try:
                 k = join(ka, kb)
             except KindConflict:
-                raise self.error(self.spec.fn, f"`{a[0]}` and `{b[0]}` may hold the same list, once with host data "
-                                               f"and once with tensors ({ka} vs {kb}): keep them in separate "
+                raise self.error(self.spec.fn, f"{shown_name(a[0])} and {shown_name(b[0])} may hold the same list, "
+                                               f"once with host data and once with tensors ({ka} vs {kb}): keep them in separate "
                                                "lists") from None
             for name, steps in (a, b):
                 self.set_var(self.spec.fn, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k))
@@ -681,7 +692,7 @@ class _Analyzer:
             try:
                 k2 = join(cur, inner)
             except KindConflict:
-                raise self.error(e, f"`{callee.fn.name}` puts {inner.elem} into this list, which holds {cur}: keep "
+                raise self.error(e, f"`{e.target.__name__}` puts {inner.elem} into this list, which holds {cur}: keep "
                                     "host data and tensors in separate lists") from None
             if k2 != cur:
                 self.set_var(e, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k2))
@@ -813,10 +824,11 @@ class _Analyzer:
                     return self.op_kind(e, [o], [k], host_result=False)  # `x.T`: an operator on the tensor
                 if isinstance(k, OptionalK):
                     self.op_kind(e, [o], [k], host_result=False)  # raises: test `is None` first
+                if isinstance(k, RaggedK) and a in rules.SHAPE_ATTRS | _VIEW_ATTRS:
+                    self.no_ragged(e, k, f"read with `.{a}`" if a in rules.SHAPE_ATTRS else f"transposed with `.{a}`")
                 if has_tensor(k):
-                    raise self.error(e, f"attribute `.{a}` of a {k} is not supported inside a model: read shapes "
-                                        "with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute "
-                                        "other tensor properties with torch operators")
+                    raise self.error(e, f"attribute `.{a}` of a {k} is not supported inside a model: "
+                                        f"{_ATTR_FIXES.get(a, _ATTR_FIX)}")
                 return HOST if k is not BOTTOM else BOTTOM
             case ir.Subscript(obj=o, index=i):
                 return self.subscript(e, o, i)
@@ -1052,7 +1064,9 @@ class _Analyzer:
         arg_kinds = tuple(self.expr(a) for a in e.args)
         fn = self.functions[what]
         if len(arg_kinds) != len(fn.params):
-            raise self.error(e, f"`{fn.name}` takes {len(fn.params)} arguments, {len(arg_kinds)} given")
+            captured = len(getattr(what, "captured", ()))  # a nested def's captures: not the user's arguments
+            raise self.error(e, f"`{what.__name__}` takes {len(fn.params) - captured} arguments, "
+                                f"{len(arg_kinds) - captured} given")
         if BOTTOM in arg_kinds:
             return BOTTOM  # an argument's kind is not known yet; the fixpoint comes back
         flags = self.tensor_params.setdefault(what, [False] * len(arg_kinds))
@@ -1194,6 +1208,14 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
     return k
 
 
+#: What to write instead of a tensor attribute that is not a shape or an operator (``_ATTR_FIX`` for the rest).
+_ATTR_FIXES = {
+    "data": "write `x.detach()`",
+    "grad": "gradients exist once the batched run's results are backpropagated: read `.grad` of the "
+            "parameters after `loss.backward()`, outside the model",
+}
+_ATTR_FIX = ("read shapes with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute other tensor "
+             "properties with torch operators")
 _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0 (sum, mean, max, min, amax, amin, "
                 "logsumexp, softmax, log_softmax; or sum(xs)), by `alpha @ torch.stack(xs)` with a stacked 1-D "
                 "`alpha`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
@@ -1308,7 +1330,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
                            fallback=False)
-    an = _Analyzer(functions, resolve)
+    an = _Analyzer(functions, fn.params, resolve)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.request(key)
     an.changed = True

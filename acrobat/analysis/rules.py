@@ -21,8 +21,13 @@ Calls of program functions (``CallKind.PROGRAM``) are the analysis' own
 
 from __future__ import annotations
 
+import os
+import sys
+import sysconfig
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
 
 from acrobat.analysis.kinds import (BOTTOM, HOST, UNRESOLVED, DictK, HostK, Kind, ListK, RaggedK, SharedK, TensorK,
                                     TupleK, contains, has_shared, has_tensor)
@@ -169,19 +174,59 @@ def _shape_method(a: _Analyzer, s: Site) -> Kind | None:
 
 # -- host calls ------------------------------------------------------------------------------------------------
 
+#: What to write instead of an in-place method that has no out-of-place twin (``x.fill_(v)`` but no ``x.fill``).
+_IN_PLACE_FIXES = {
+    "fill_": "build a new tensor: `torch.full_like(x, value)`",
+    "zero_": "build a new tensor: `torch.zeros_like(x)`",
+    "copy_": "use the source tensor itself (`x = y`, or `y.clone()`)",
+    "normal_": "draw a new tensor: `torch.randn_like(x)`",
+    "uniform_": "draw a new tensor: `torch.rand_like(x)`",
+    "requires_grad_": "drop it: gradients flow through a model's operators to the parameters and inputs that "
+                      "require them (set `requires_grad` on those, outside the model)",
+}
+#: Where the standard library and installed packages live: their functions are not the model's to decorate.
+_LIBRARY_DIRS = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib", "purelib",
+                                                                            "platlib")})
+
+
+def _out_of_place(method: str) -> str:
+    """What to write instead of the in-place tensor method ``method`` (``add_``: ``.add()``)."""
+    if callable(getattr(torch.Tensor, method[:-1], None)):
+        return f"write the out-of-place `.{method[:-1]}()`"
+    return _IN_PLACE_FIXES.get(method, "build a new tensor with out-of-place torch operators instead")
+
+
+def _is_library(obj: Any) -> bool:
+    """Whether ``obj`` (a function or class) comes from the standard library, an installed package or C code."""
+    file = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None)
+    return file is None or os.path.abspath(file).startswith(_LIBRARY_DIRS)
+
+
+def _host_call_message(fn: Any, k: Kind) -> str:
+    """Why ``fn``, plain Python that is not an ``@acrobat.function``, cannot take a value of kind ``k``, and what
+    to write instead: decorate the model's own function; use a torch operator for library code."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    runs = f"runs as plain host Python and cannot take the {k} passed here"
+    library = _is_library(fn)
+    shown = f"{fn.__module__}.{name}" if library and getattr(fn, "__module__", None) not in (None, "builtins") else name
+    if isinstance(fn, type):
+        return f"`{shown}` is a class, whose constructor {runs}: build a tuple (or a dict with constant keys) instead"
+    if library:
+        torch_op = f"the torch operator `torch.{name}`" if callable(getattr(torch, name, None)) else "torch operators"
+        return (f"`{shown}` is library code, which {runs}: use {torch_op} on tensors, or read the value first "
+                "(`x.item()`, `x.tolist()`)")
+    if name == "<lambda>":
+        return f"a lambda {runs}: define it with `def` and decorate it with @acrobat.function"
+    return f"`{name}` is not an @acrobat.function, so it {runs}: decorate it with @acrobat.function"
+
+
 
 @defcall(CallKind.HOST, ANY)
 def _host_function(a: _Analyzer, s: Site) -> Kind:
     # an undecorated function (or `math.floor`) runs as plain Python on host data
     for x, k in zip(s.operands, s.kinds):
         if has_tensor(k) or has_shared(k):
-            fname = getattr(s.e.target, "__name__", "this function")
-            if getattr(s.e.target, "__module__", None) == "builtins":
-                raise a.error(x, f"`{fname}()` is plain Python run on host values; it cannot take the "
-                                 f"{k} passed here: use torch operators on tensors, or read "
-                                 "its value first (`x.item()`, `x.tolist()`)")
-            raise a.error(x, f"`{fname}` is not an @acrobat.function, so it runs as plain host Python and "
-                             f"cannot take the {k} passed here: decorate it with @acrobat.function")
+            raise a.error(x, _host_call_message(s.e.target, k))
     return HOST
 
 
@@ -312,7 +357,7 @@ def _inplace_method(a: _Analyzer, s: Site) -> None:
     what = s.e.target
     if what.endswith("_") and not what.startswith("__") and s.recv is not None and (
             has_tensor(s.recv) or has_shared(s.recv)):
-        raise a.error(s.e, f"in-place operator `.{what}()`: write the out-of-place `.{what[:-1]}()` "
+        raise a.error(s.e, f"in-place operator `.{what}()`: {_out_of_place(what)} "
                            "(tensors in acrobat models are immutable)")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import re
 import textwrap
 import types
 from typing import Any, Callable
@@ -32,6 +33,16 @@ their own loop before the statement reads them (``is_comprehension_list``)."""
 def is_comprehension_list(name: str) -> bool:
     """Whether ``name`` is the list a hoisted comprehension builds (``hoist_comprehensions``)."""
     return name.startswith("_" + COMPREHENSION) and name[len(COMPREHENSION) + 1:].isdigit()
+
+
+def shown_name(name: str) -> str:
+    """A variable as a message names it: the name the model wrote for a comprehension's variable (the
+    parser renames ``x`` to ``_c_x_3``, ``comprehension``), the words "a comprehension's list" for the list
+    one builds; else the name, in backticks."""
+    if is_comprehension_list(name):
+        return "a comprehension's list"
+    written = re.fullmatch(r"_c_(\w+)_\d+", name)
+    return f"`{written[1] if written else name}`"
 
 
 _TUPLE_SPLITS = frozenset({"chunk", "split", "unbind", "tensor_split"})
@@ -73,8 +84,10 @@ _UNSUPPORTED_STMT = {
     ast.AsyncWith: "move the block out of the model function",
     ast.AnnAssign: "annotate plain names only: write `x = value`",
 }
+_FUNCTION_VALUE = ("a function passed as a value runs only in the dynamic tier, except a one-parameter `key=lambda` "
+                   "of sorted/max/min, which is static")
 _UNSUPPORTED_EXPR = {
-    ast.Lambda: "define a module-level @acrobat.function instead of a lambda",
+    ast.Lambda: f"define a module-level @acrobat.function and call it instead of a lambda ({_FUNCTION_VALUE})",
     ast.ListComp: "comprehensions are accepted where they always run; assign the comprehension to a variable "
                   "first (`xs = [f(x) for x in items]`), or write a for loop that appends to a list",
     ast.SetComp: "write a for loop",
@@ -272,7 +285,7 @@ class _Translator:
                 raise self.error(comp, "async comprehensions are not supported")
             for n in ast.walk(gen.target):
                 if isinstance(n, ast.Name):
-                    mapping[n.id] = self.fresh_name(f"c_{n.id}_")
+                    mapping[n.id] = self.fresh_name(f"c_{n.id}_")  # shown as written (`shown_name`)
         ren = _Rename(mapping)
         inner: list[ast.stmt] = [ast.Expr(ast.Call(ast.Attribute(ast.Name(result, ast.Load()), "append", ast.Load()),
                                                    [ren.visit(comp.elt)], []))]
@@ -474,9 +487,8 @@ class _Translator:
             case ast.Name(id=name) if name in self.locals:
                 return ir.Name(loc, name)
             case ast.Name(id=name) if name in self.nested:
-                raise self.error(e, f"nested function `{name}` used as a value: nested defs are hoisted, so only "
-                                    "calls of them are supported; define it at module level with @acrobat.function "
-                                    "to pass it around")
+                raise self.error(e, f"nested function `{name}` used as a value: only calls of it are supported "
+                                    f"({_FUNCTION_VALUE})")
             case ast.Name() | ast.Attribute() if self.resolve_global(e)[0]:
                 return self.global_value(e)
             case ast.Attribute(value=obj, attr=attr):
@@ -519,6 +531,9 @@ class _Translator:
         if isinstance(obj, (torch.dtype, torch.device, torch.layout, torch.memory_format, type)) and not (
                 isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
             return ir.Const(self.loc(e), obj)  # `dtype=torch.float32`, a class for isinstance: a constant of generated code
+        if callable(obj) and not isinstance(obj, torch.nn.Module):
+            raise self.error(e, f"global `{ast.unparse(e)}` used as a value: only calls of it are supported "
+                                f"({_FUNCTION_VALUE})")
         raise self.error(e, f"global `{ast.unparse(e)}` of type {type(obj).__name__} used as a value: "
                             "pass tensors and modules in as model parameters (arguments of the program)")
 
@@ -557,8 +572,7 @@ class _Translator:
                 # plain Python (an undecorated helper, math.*, print, a class): host code, run as written; the
                 # kind analysis rejects it when it is given a tensor (it could not be batched)
                 return ir.Call(loc, ir.CallKind.HOST, obj, args, kwargs)
-            raise self.error(e, f"`{ast.unparse(func)}` is neither a torch operator nor an @acrobat.function: "
-                                "decorate it with @acrobat.function, or compute its result before the model runs")
+            raise self.error(e, f"`{ast.unparse(func)}` is a {type(obj).__name__}, which cannot be called")
         if isinstance(func, ast.Attribute):
             return ir.Call(loc, ir.CallKind.METHOD, func.attr, args, kwargs, receiver=self.expr(func.value))
         return ir.Call(loc, ir.CallKind.VALUE, None, args, kwargs, receiver=self.expr(func))

@@ -482,9 +482,9 @@ class Runtime:
                 first = shapes[0]
                 odd = next(r for r, s in enumerate(shapes) if s != first)
                 return ShapeError(
-                    f"instances {g.insts[0]} and {g.insts[odd]} give `{p.name}` different shapes {first} vs "
-                    f"{shapes[odd]} in static block {block.name} ({block.site.loc}): instances batched together must "
-                    f"agree on tensor shapes", instance=g.insts[odd])
+                    f"instances {g.insts[0]} and {g.insts[odd]} give `{p.source}` different shapes {first} vs "
+                    f"{shapes[odd]} in static block {block.name}: instances batched together must agree on tensor "
+                    f"shapes\n{p.site.where()}", instance=g.insts[odd])
         why = ("an operator there has no batching rule, or reads a tensor's value inside the block"
                if self.arena is None else "an operator there has no batching rule or is rejected by the kernel "
                "compiler; backend='eager' runs the block without compiling it")
