@@ -1,17 +1,16 @@
 """The user API: ``@acrobat.function``, ``@acrobat.program``, and the compile driver (Fig. 3).
 
-Compilation runs the pipeline once per program and options: frontend
+Compilation runs the pipeline (``acrobat.pipeline``: named passes, frontend
 (parse) -> analyses (kinds/parameter reuse, static blocks + hoisting, map
-loops, phases) -> code generation (skeleton and blocks). ``run`` then
-executes a batch of instances through the runtime.
+loops, phases) -> code generation (blocks, skeleton, prologue)) once per
+program and options, then loads the generated code as a ``Plan``. ``run``
+then executes a batch of instances through the runtime.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
-import itertools
 import linecache
 import threading
 import types
@@ -21,19 +20,12 @@ from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, ParamSpec, Sequence, TypeVar, overload
 
-from acrobat.analysis.aliases import check_lists, escaping_effects
-from acrobat.analysis.blocks import lower_function
-from acrobat.analysis.fusion import fuse_weights
-from acrobat.analysis.depth import base_depth, parallel_loops
-from acrobat.analysis.kinds import UNRESOLVED, Resolver, SharedK, analyze_kinds, describe_ref, shared_fact
-from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
-from acrobat.analysis.phases import insert_phases
+from acrobat import pipeline
+from acrobat.analysis.kinds import UNRESOLVED, Resolver, SharedK, shared_fact
+from acrobat.analysis.lowered import Block, LoweredFunction
 from acrobat.analysis.shared import SharedSlots
-from acrobat.codegen.aot import result_layout, write_skeleton
-from acrobat.codegen.blocks import block_code
+from acrobat.codegen.aot import result_layout
 from acrobat.codegen.kernels import trace_block
-from acrobat.codegen.modules import call_form
-from acrobat.codegen.printer import Globals, expr_source
 from acrobat.diagnosis import blame
 from acrobat.errors import (AcrobatError, BatchError, CompileError, DynamicFallbackWarning, InstanceError, InternalError,
                             ParamError, ShapeError)
@@ -156,7 +148,7 @@ class Compiled:
     entry_key: Any
     slots: SharedSlots
     skeleton_options: Options  # as the skeleton was written (fibers off where no value is read)
-    effects: set  # spec keys whose calls change host state that outlives them (their concurrent calls don't fork)
+    effects: frozenset  # spec keys whose calls change host state that outlives them (their concurrent calls don't fork)
     facts: dict[tuple, str] | None  # shared refs -> ``shared_fact`` of their values ("missing"); None: compiled blind
 
 
@@ -232,6 +224,37 @@ class Program(Function[P, R]):
         k = self.instance_pos
         return (*shared[:k], None, *shared[k:])
 
+    def functions(self) -> dict[Any, ir.Function]:
+        """The entry and every program function reachable from it, parsed (§3), by function object.
+
+        Raises:
+            CompileError: a function outside the supported Python, or a call of a program entry.
+        """
+        markers = {"concurrent": concurrent, "phase": phase}
+
+        def is_program_fn(obj: Any) -> str | None:
+            return obj.__name__ if isinstance(obj, Function) else None
+
+        functions: dict[Any, ir.Function] = {}
+        todo: list[Any] = [self]
+        while todo:
+            f = todo.pop()
+            if f in functions:
+                continue
+            functions[f] = (f.ir if isinstance(f, NestedFunction)
+                            else parse_function(f.fn, f.snapshot, is_program_fn, markers))
+            for s in ir.walk_stmts(functions[f].body):
+                for root in ir.stmt_exprs(s):
+                    for e in ir.walk(root):
+                        if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM:
+                            if isinstance(e.target, Program):
+                                raise CompileError(
+                                    f"`{e.target.__name__}` is a program entry (@acrobat.program): a model cannot call "
+                                    "an entry, itself included; put the part to call in an @acrobat.function and call "
+                                    "that from the entry", e.loc.file, e.loc.line, e.loc.col)
+                            todo.append(e.target)
+        return functions
+
     def compile(self, n_shared: int, options: Options | None = None, shared: tuple | None = None) -> Compiled:
         """Compile for ``n_shared`` shared arguments (cached).
 
@@ -261,6 +284,10 @@ class Program(Function[P, R]):
                 if options.strict or not exc.fallback:
                     raise
                 c = _dynamic(self, str(exc), resolve is not None)
+            except InternalError as exc:  # a pass broke an invariant of the IR (acrobat.pipeline): the compiler's bug
+                if options.strict:
+                    raise
+                c = _dynamic(self, "; ".join(line.strip() for line in str(exc).splitlines()), resolve is not None)
             except AcrobatError:
                 raise
             except Exception as exc:  # the compiler's own failure on a program it should take or reject
@@ -535,34 +562,6 @@ def program(fn: Callable[P, R] | None = None, *,
 # ------------------------------------------------------------------ compile driver
 
 
-def _parse_all(entry: Function) -> dict[Any, ir.Function]:
-    """Parse the entry and every program function reachable from it."""
-    markers = {"concurrent": concurrent, "phase": phase}
-
-    def is_program_fn(obj: Any) -> str | None:
-        return obj.__name__ if isinstance(obj, Function) else None
-
-    functions: dict[Any, ir.Function] = {}
-    todo = [entry]
-    while todo:
-        f = todo.pop()
-        if f in functions:
-            continue
-        functions[f] = (f.ir if isinstance(f, NestedFunction)
-                        else parse_function(f.fn, f.snapshot, is_program_fn, markers))
-        for s in ir.walk_stmts(functions[f].body):
-            for root in ir.stmt_exprs(s):
-                for e in ir.walk(root):
-                    if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM:
-                        if isinstance(e.target, Program):
-                            raise CompileError(
-                                f"`{e.target.__name__}` is a program entry (@acrobat.program): a model cannot call "
-                                "an entry, itself included; put the part to call in an @acrobat.function and call "
-                                "that from the entry", e.loc.file, e.loc.line, e.loc.col)
-                        todo.append(e.target)
-    return functions
-
-
 def _resolver(args: tuple) -> Resolver:
     """``resolve(ref)``: the object shared reference ``ref`` (``("arg", pos, (".", attr) | ("[", key), ...)``)
     names among the entry's arguments ``args``, or ``UNRESOLVED`` (the prologue reports what is missing)."""
@@ -602,49 +601,38 @@ def _dynamic(prog: Program, reason: str, resolved: bool) -> Compiled:
     note = f"# {prog.__name__} runs in the dynamic tier (acrobat.runtime.dynamic): {reason}\n"
     # ``resolved``: made for a run's shared arguments; later runs reuse it whatever their arguments (facts {}),
     # where a compile without them (``source``, ``explain``) is kept apart (None), as for the static tier
-    return Compiled(plan, note, "", {}, 1, [], None, SharedSlots(), Options(), set(), {} if resolved else None)
+    return Compiled(plan, note, "", {}, 1, [], None, SharedSlots(), Options(), frozenset(), {} if resolved else None)
 
 
 def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver | None = None) -> Compiled:
-    functions = _parse_all(prog)
-    table = analyze_kinds(functions, prog, n_shared, instance=prog.instance_pos, resolve=resolve)
-    check_lists(table.specs)
-    effects = escaping_effects(table.specs)
-    slots = SharedSlots(owners={s.name: s for s in table.specs.values()})
-    block_ids = itertools.count()
-    bodies = {key: lower_function(spec, copy.deepcopy(spec.fn.body), slots, block_ids, options, effects)
-              for key, spec in table.specs.items()}
-    maps = {key: parallel_loops(spec, bodies[key]) if options.concurrency else set()
-            for key, spec in table.specs.items()}
-    entry_spec = table.specs[table.entry]
-    bodies[table.entry] = insert_phases(bodies[table.entry], entry_spec, bodies, set().union(*maps.values()),
-                                        options.phases, options.stages)
-    lowered = [LoweredFunction(spec, bodies[key], maps[key]) for key, spec in table.specs.items()]
-    blocks = {s.block.id: s.block for f in lowered for s in ir.walk_stmts(f.body) if isinstance(s, BlockCall)}
-    base = base_depth([f.body for f in lowered])
-    g = Globals()
-    codes = {bid: block_code(b, g) for bid, b in blocks.items()}
-    needs_fibers = any(spec.reads for spec in table.specs.values())
-    skeleton_options = dataclasses.replace(options, fibers=options.fibers and needs_fibers)
-    skeleton, line_map, entry_name = write_skeleton(lowered, table.entry, g, slots, table.specs, base,
-                                                    skeleton_options, effects)
-    prologue, prologue_lines = _write_prologue(slots, g)
-    namespace: dict[str, Any] = dict(g.values)
+    """``prog`` through the compile pipeline (``acrobat.pipeline``), its generated code loaded as a ``Plan``.
+
+    Raises:
+        CompileError: a pass rejects the program.
+        InternalError: a pass broke an invariant of the IR (acrobat's bug).
+    """
+    s = pipeline.run(pipeline.Request(prog, n_shared, options, resolve))
+    table, kernels, skeleton, prologue = s.table, s.kernels, s.skeleton, s.prologue
+    codes = dict(kernels.codes)
+    namespace: dict[str, Any] = dict(prologue.globals.values)
     namespace["_B"] = codes
     skeleton_file = f"<acrobat skeleton {prog.__name__}>"
-    linecache.cache[skeleton_file] = (len(skeleton), None, skeleton.splitlines(True), skeleton_file)
-    exec(compile(skeleton, skeleton_file, "exec"), namespace)
+    linecache.cache[skeleton_file] = (len(skeleton.source), None, skeleton.source.splitlines(True), skeleton_file)
+    exec(compile(skeleton.source, skeleton_file, "exec"), namespace)
     prologue_file = f"<acrobat prologue {prog.__name__}>"
-    linecache.cache[prologue_file] = (len(prologue), None, prologue.splitlines(True), prologue_file)
-    exec(compile(prologue, prologue_file, "exec"), namespace)
-    n_phases = 1 + sum(isinstance(s, ir.PhaseMark) for s in bodies[table.entry])
-    entry = _located(namespace[entry_name], skeleton_file, line_map, prog.instance_pos)
-    located_prologue = _located_prologue(namespace["_prologue"], prologue_file, prologue_lines, slots,
-                                         entry_spec.fn, prog.__name__, prog.instance_pos)
-    plan = Plan(entry, located_prologue, codes, base, needs_fibers, result_layout(entry_spec.ret))
+    linecache.cache[prologue_file] = (len(prologue.source), None, prologue.source.splitlines(True), prologue_file)
+    exec(compile(prologue.source, prologue_file, "exec"), namespace)
+    lowered = list(s.lowered)
+    entry_fn = next(f for f in lowered if f.spec.key == table.entry)
+    n_phases = 1 + sum(isinstance(st, ir.PhaseMark) for st in entry_fn.body)
+    entry = _located(namespace[skeleton.entry_name], skeleton_file, dict(skeleton.line_map), prog.instance_pos)
+    located_prologue = _located_prologue(namespace["_prologue"], prologue_file, dict(prologue.line_slots),
+                                         prologue.slots, entry_fn.spec.fn, prog.__name__, prog.instance_pos)
+    plan = Plan(entry, located_prologue, codes, skeleton.base, skeleton.needs_fibers,
+                result_layout(entry_fn.spec.ret))
     facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
-    return Compiled(plan, skeleton, prologue, blocks, n_phases, lowered, table.entry, slots, skeleton_options, effects,
-                    facts)
+    return Compiled(plan, skeleton.source, prologue.source, dict(kernels.blocks), n_phases, lowered, table.entry,
+                    prologue.slots, skeleton.options, s.effects, facts)
 
 
 def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:
@@ -740,64 +728,3 @@ def _slot_site(slots: SharedSlots, i: int) -> tuple[ir.Loc | None, str]:
         return None, ""
     file, line, _, text = min(sites)
     return ir.Loc(file, line), text
-
-
-def _write_prologue(slots: SharedSlots, g: Globals) -> tuple[str, dict[int, int]]:
-    """Source of ``_prologue(_A) -> list``: computes every shared slot once per run;
-    and its map from generated line numbers to the slot each line computes.
-
-    A module called in a block becomes its batchable form here, where the
-    parameters' values are known (``acrobat.codegen.modules.call_form``);
-    it raises ``CompileError`` for a module with no batchable form.
-    """
-    lines: list[str] = []
-    line_slots: dict[int, int] = {}
-    HEAD_LINES = 3  # def, comment, _S = [...]
-    done: set[int] = set()
-
-    def emit(i: int) -> None:
-        if i in done:
-            return
-        d = slots.defs[i]
-        deps: list[int] = []
-        if d.parts:
-            for j in d.parts:
-                emit(j)
-            code = f"{g.alias(fuse_weights, 'fuse_weights')}([{', '.join(f'_S[{j}]' for j in d.parts)}])"
-        elif d.ref[0] == "call":
-            emit(d.parent)
-            loc = d.loc or ir.Loc("<unknown>", 0)
-            path = expr_source(d.expr, g, lambda e: None) if d.expr is not None else describe_ref(d.ref[1])
-            code = (f"{g.alias(call_form, 'call_form')}(_S[{d.parent}], {d.method!r}, {path!r}, {loc.file!r}, "
-                    f"{loc.line}, {loc.col}{', rowwise=True' if d.rowwise else ''})")
-        elif d.parent is not None:
-            emit(d.parent)
-            step = f".{d.step[1]}" if d.step[0] == "." else f"[{d.step[1]!r}]"  # type: ignore[index]
-            code = f"_S[{d.parent}]{step}"
-        elif d.ref[0] == "arg":
-            code = f"_A[{d.ref[1]}]"
-        else:
-            spec = d.spec
-
-            def sub(e: ir.Expr) -> str | None:
-                k = spec.kinds.get(e.nid)  # type: ignore[union-attr]
-                if e is not d.expr and isinstance(k, SharedK):
-                    j = slots.slot(k.ref, spec)
-                    deps.append(j)
-                    return f"_S[{j}]"
-                return None
-
-            code = expr_source(d.expr, g, sub)  # type: ignore[arg-type]
-            for j in deps:
-                emit(j)
-        done.add(i)
-        lines.append(f"    _S[{i}] = {code}  # {describe_ref(d.ref)}")
-        line_slots[HEAD_LINES + len(lines)] = i
-
-    i = 0
-    while i < len(slots.defs):  # emitting a slot may add slots (operands of shared expressions)
-        emit(i)
-        i += 1
-    head = ["def _prologue(_A):", "    # shared values (weights, ops over weights): computed once per run, passed unbatched",
-            f"    _S = [None] * {len(slots.defs)}"]
-    return "\n".join(head + lines + ["    return _S", ""]), line_slots

@@ -41,6 +41,11 @@ class SharedSlots:
     index: dict[tuple, int] = field(default_factory=dict)
     owners: dict[str, Spec] = field(default_factory=dict)  # spec name -> spec
 
+    def extended(self) -> "SharedSlots":
+        """A copy to add slots to, leaving this table as it is (slots are only ever added, so the copy's
+        numbers agree with this table's)."""
+        return SharedSlots(list(self.defs), dict(self.index), self.owners)
+
     def slot(self, ref: tuple, spec: Spec | None, loc: ir.Loc | None = None, receiver: ir.Expr | None = None) -> int:
         """The slot of ``ref``, creating it (and its parents) on first use.
 

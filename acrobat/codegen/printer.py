@@ -1,11 +1,17 @@
-"""Print IR expressions back to Python source, for generated code."""
+"""Print IR back to Python source: expressions for generated code (``expr_source``), and statement lists,
+the lowered ones included, as readable text for the ``ACROBAT_DEBUG`` dumps of ``acrobat.pipeline``
+(``body_lines``)."""
 
 from __future__ import annotations
 
 import operator
 import re
+import sys
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Callable
 
+from acrobat.analysis.lowered import Block, BlockCall, ProgramCall
 from acrobat.frontend import ir
 
 #: ``a op b`` and ``a op b`` comparisons as the calls Python makes (the interpreter evaluates with them; blocks
@@ -57,6 +63,13 @@ class Globals:
             self._by_id[id(obj)] = name
             self.values[name] = obj
         return self._by_id[id(obj)]
+
+    def extended(self) -> "Globals":
+        """A copy to add names to, leaving this one as it is (each code-writing pass of ``acrobat.pipeline``
+        extends the globals of the pass before it)."""
+        g = Globals()
+        g.values, g._by_id, g._count = dict(self.values), dict(self._by_id), self._count
+        return g
 
 
 def target_source(t: ir.Target) -> str:
@@ -123,3 +136,96 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
                 case ir.CallKind.VALUE:
                     return f"{p(r)}({arg_src})"  # type: ignore[arg-type]
     raise TypeError(f"cannot print {type(e).__name__} here")
+
+
+class ReadableNames(Globals):
+    """Globals for reading, not running: an object is printed as its Python name (``torch.tanh``,
+    ``F.linear`` as ``torch.nn.functional.linear``), else as its ``repr`` (``torch.float32``)."""
+
+    def alias(self, obj: Any, hint: str) -> str:
+        name = getattr(obj, "__name__", None)
+        if name is None:
+            return repr(obj)
+        module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", None)
+        if module in (None, "builtins"):
+            return name
+        if getattr(sys.modules.get(module), name, None) is not obj:  # not reached by its module's name: a method
+            name = getattr(obj, "__qualname__", name)
+        return f"{module}.{name}"
+
+
+def readable_source(e: ir.Expr, names: Mapping[int, str] = MappingProxyType({})) -> str:
+    """``e`` as readable Python: operators by their Python names, program calls and ``acrobat.concurrent``
+    (which ``expr_source`` leaves to the skeleton writer) as written, and an expression whose id ``names``
+    maps as that code (a block's parameters, ``Block.subst``)."""
+    g = ReadableNames()
+
+    def subst(x: ir.Expr) -> str | None:
+        if x.nid in names:
+            return names[x.nid]
+
+        if isinstance(x, ir.Concurrent):
+            return "acrobat.concurrent(" + ", ".join(expr_source(c, g, subst) for c in x.calls) + ")"
+        if isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM:
+            args = [expr_source(a, g, subst) for a in x.args] + [f"{k}={expr_source(v, g, subst)}"
+                                                                  for k, v in x.kwargs.items()]
+            return f"{getattr(x.target, '__name__', None) or x.target.name}({', '.join(args)})"
+        return None
+
+    return expr_source(e, g, subst)
+
+
+def body_lines(body: list[ir.Stmt], depth: int = 0) -> list[str]:
+    """The statements of ``body`` as readable lines indented by ``depth`` levels (4 spaces each), nested bodies
+    included: parsed statements as Python; a ``BlockCall`` as the block's header (``block_header``) with its
+    tensor statements under it, each prefixed ``|``; a ``ProgramCall`` as its call(s); phase and stage marks
+    as comments."""
+    pad = "    " * depth
+    out: list[str] = []
+
+    def nested(b: list[ir.Stmt]) -> list[str]:
+        return body_lines(b, depth + 1) or [pad + "    pass"]
+
+    for s in body:
+        match s:
+            case BlockCall(block=b):
+                out.append(pad + block_header(b))
+                out += [f"{pad}  | {target_source(t.target)} = {readable_source(t.value, b.subst)}" for t in b.stmts]
+            case ProgramCall(target=t, calls=calls, concurrent=conc):
+                texts = [f"{getattr(key[0], '__name__', None) or key[0].name}"
+                         f"({', '.join(readable_source(a) for a in args)})" for key, args in calls]
+                call = f"acrobat.concurrent({', '.join(texts)})" if conc else ", ".join(texts)
+                out.append(f"{pad}{target_source(t) + ' = ' if t is not None else ''}{call}  # program call")
+            case ir.Assign(target=t, value=v):
+                out.append(f"{pad}{target_source(t)} = {readable_source(v)}")
+            case ir.ExprStmt(value=v):
+                out.append(pad + readable_source(v))
+            case ir.Return(value=v):
+                out.append(pad + "return" + ("" if v is None else " " + readable_source(v)))
+            case ir.If(test=t, body=b, orelse=o):
+                out += [f"{pad}if {readable_source(t)}:", *nested(b)]
+                if o:
+                    out += [pad + "else:", *nested(o)]
+            case ir.For(target=t, iter=i, body=b):
+                out += [f"{pad}for {target_source(t)} in {readable_source(i)}:  # loop {s.nid}", *nested(b)]
+            case ir.While(test=t, body=b):
+                out += [f"{pad}while {readable_source(t)}:  # loop {s.nid}", *nested(b)]
+            case ir.PhaseMark():
+                out.append(pad + "# ---- program phase boundary (§4.1)")
+            case ir.StageMark(index=i, stages=n):
+                out.append(f"{pad}# ---- loop stage {i} of {n}")
+            case _:  # Break, Continue, Pass
+                out.append(pad + type(s).__name__.lower())
+    return out
+
+
+def block_header(b: Block) -> str:
+    """One line naming static block ``b``: id, name, depth (static when hoisted, App. A.1; else inline, §4.1),
+    outputs and parameters with their roles (a shared one with its slot, §5.1)."""
+    where = f"static depth {b.sdepth}" if b.sdepth is not None else "inline depth"
+    kind = f"segment {b.segment.op}" if b.segment is not None else "block"
+    params = ", ".join(f"{p.name}: shared _S[{p.slot}]" if p.role == "shared" else
+                       f"{p.name}: {p.role}" + ("" if p.expr is None else f" = {readable_source(p.expr)}")
+                       for p in b.params)
+    outs = ", ".join(b.outputs)
+    return f"[{kind} {b.id} `{b.name}`, {where}] ({outs}) <- ({params})"

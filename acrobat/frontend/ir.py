@@ -9,6 +9,7 @@ table keyed by ``nid``, per function specialization.
 
 from __future__ import annotations
 
+import copy
 import enum
 import itertools
 from dataclasses import dataclass, field
@@ -407,6 +408,21 @@ def walk_stmts(body: list[Stmt]):
         yield s
         for sub in sub_bodies(s):
             yield from walk_stmts(sub)
+
+
+def copy_lists(body: list[Stmt]) -> list[Stmt]:
+    """A copy of ``body`` and of the statements holding nested bodies (``if``, ``for``, ``while``), their
+    nested lists copied the same way; the other statements and all expressions are shared, and every copy
+    keeps its node id. A pass that inserts or removes statements in a copy leaves ``body`` as it was."""
+    out: list[Stmt] = []
+    for s in body:
+        if isinstance(s, (If, For, While)):
+            s = copy.copy(s)
+            s.body = copy_lists(s.body)
+            if isinstance(s, If):
+                s.orelse = copy_lists(s.orelse)
+        out.append(s)
+    return out
 
 
 def find_expr(body: list[Stmt], nid: int) -> Expr:
