@@ -150,6 +150,7 @@ class Compiled:
     skeleton_options: Options  # as the skeleton was written (fibers off where no value is read)
     effects: frozenset  # spec keys whose calls change host state that outlives them (their concurrent calls don't fork)
     facts: dict[tuple, str] | None  # shared refs -> ``shared_fact`` of their values ("missing"); None: compiled blind
+    bug: str | None = None  # the compiler's own failure after which the program runs in the dynamic tier
 
 
 class Program(Function[P, R]):
@@ -287,7 +288,7 @@ class Program(Function[P, R]):
             except InternalError as exc:  # a pass broke an invariant of the IR (acrobat.pipeline): the compiler's bug
                 if options.strict:
                     raise
-                c = _dynamic(self, "; ".join(line.strip() for line in str(exc).splitlines()), resolve is not None)
+                c = self._after_bug("; ".join(line.strip() for line in str(exc).splitlines()), resolve is not None)
             except AcrobatError:
                 raise
             except Exception as exc:  # the compiler's own failure on a program it should take or reject
@@ -296,8 +297,8 @@ class Program(Function[P, R]):
                                         f"{type(exc).__name__}: {exc}\n  this is a bug in acrobat, please report it "
                                         "with the model; without Options(strict=True) it runs in the dynamic tier") \
                         from exc
-                reason = f"acrobat's compiler failed ({type(exc).__name__}: {exc}): a bug in acrobat, please report it"
-                c = _dynamic(self, reason, resolve is not None)
+                c = self._after_bug(f"acrobat's compiler failed ({type(exc).__name__}: {exc}): a bug in acrobat, "
+                                    "please report it", resolve is not None)
             done.append(c)
             return c
 
@@ -397,11 +398,19 @@ class Program(Function[P, R]):
             else:
                 failed = None
                 rt.stats.probing = be.probing()
+                rt.stats.fallback = c.bug
         if failed is not None:
             return self._run_dynamic(failed, instances, shared, options, stats, sync, sparse_grads)
         if stats is not None:
             stats.add(rt.stats)
         return out
+
+    def _after_bug(self, reason: str, resolved: bool) -> Compiled:
+        """The program for the dynamic tier after the compiler's own failure ``reason`` (acrobat's bug): said by a
+        ``DynamicFallbackWarning`` now and in ``stats.fallback`` of every run, as for a failure at run time."""
+        warnings.warn(f"{reason}\n  {self.__name__} runs in the dynamic tier instead (slower; Options(strict=True) "
+                      "raises the error)", DynamicFallbackWarning, stacklevel=4)
+        return dataclasses.replace(_dynamic(self, reason, resolved), bug=reason)
 
     def _run_dynamic(self, failed: InternalError, instances: Sequence, shared: tuple, options: Options,
                      stats: RunStats | None, sync: bool, sparse_grads: bool) -> list[Any]:

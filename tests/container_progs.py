@@ -170,3 +170,11 @@ def ranked_by_key(tokens, p):
     beam = sorted(hyps, key=lambda c: c[0], reverse=True)[:2]
     order = sorted(tokens, key=lambda t: t % 2)
     return best[2] + p.emb[tokens[first]], torch.stack([c[2] for c in beam]), order, tokens.index(tokens[-1])
+
+
+@ab.program
+def sorted_by_value(tokens, p):
+    """A value-dependent sort: the key reads each tensor's value (a value read per element, §4.2)."""
+    hs = [torch.tanh(p.emb[t] @ p.W) for t in tokens]
+    hs = sorted(hs, key=lambda h: float(h.sum()))
+    return hs[0] - hs[-1]

@@ -42,9 +42,10 @@ def try_except(tokens, p):
 
 @ab.program
 def lambdas_and_sorting(tokens, p):
-    """A lambda with `key=` and a value-dependent sort: host Python over tensors."""
+    """A lambda passed to `map` and a value-dependent sort: host Python over tensors (a `key=lambda` of
+    sorted/max/min alone is static: tests/test_host_containers.py)."""
     hs = [torch.tanh(p.emb[t] @ p.W) for t in tokens]
-    hs = sorted(hs, key=lambda h: float(h.sum()))
+    hs = list(map(lambda h: h * 2.0, sorted(hs, key=lambda h: float(h.sum()))))
     return hs[0] - hs[-1]
 
 

@@ -28,7 +28,7 @@ def _tokens(n: int, seed: int = 0) -> list[list[int]]:
 
 
 STATIC = ["chained_assignment", "reversed_in_place", "list_truth", "tuple_of_chunks", "values_and_indices",
-          "comprehension_rebound", "returned_list_changed", "ranked_by_key"]
+          "comprehension_rebound", "returned_list_changed", "ranked_by_key", "sorted_by_value"]
 
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])

@@ -162,10 +162,13 @@ def test_the_check_between_passes_names_the_pass(monkeypatch, name, corrupt, say
 def test_a_broken_invariant_runs_in_the_dynamic_tier_without_strict(monkeypatch):
     monkeypatch.setattr(pipeline, "PASSES", replaced("blocks", _drop_a_body))
     prog = fresh()
-    assert "why: acrobat's compiler pass `blocks` broke an invariant" in prog.explain(params())
+    with pytest.warns(acrobat.DynamicFallbackWarning, match="pass `blocks` broke an invariant"):
+        assert "why: acrobat's compiler pass `blocks` broke an invariant" in prog.explain(params())
     xs = [torch.randn(4), torch.randn(4)]
     p = params()
-    assert torch.allclose(prog.run([xs], p, backend="eager")[0], rnn(xs, p))
+    stats = acrobat.RunStats()
+    assert torch.allclose(prog.run([xs], p, backend="eager", stats=stats)[0], rnn(xs, p))
+    assert "pass `blocks` broke an invariant" in (stats.fallback or "")  # said in every run's report
 
 
 def test_a_pass_reading_a_result_not_made_yet():
