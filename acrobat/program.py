@@ -634,7 +634,7 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
     lowered = list(s.lowered)
     entry_fn = next(f for f in lowered if f.spec.key == table.entry)
     n_phases = 1 + sum(isinstance(st, ir.PhaseMark) for st in entry_fn.body)
-    entry = _located(namespace[skeleton.entry_name], skeleton_file, dict(skeleton.line_map), prog.instance_pos)
+    entry = located(namespace[skeleton.entry_name], skeleton_file, dict(skeleton.line_map), prog.instance_pos)
     located_prologue = _located_prologue(namespace["_prologue"], prologue_file, dict(prologue.line_slots),
                                          prologue.slots, entry_fn.spec.fn, prog.__name__, prog.instance_pos)
     plan = Plan(entry, located_prologue, codes, skeleton.base, skeleton.needs_fibers,
@@ -644,7 +644,7 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
                     prologue.slots, skeleton.options, s.effects, facts)
 
 
-def _located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:
+def located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:
     """Wrap the skeleton entry: an exception in the model's host code names the instance and source line.
 
     The wrapper takes ``(rt, d, inst, *shared)`` and passes the instance at
