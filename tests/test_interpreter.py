@@ -36,8 +36,9 @@ from tests.progs import Small
 from tests.test_tdc import P as TdcParams
 
 TOL = {"rtol": 1e-5, "atol": 1e-6}
-FUZZ_SEEDS = [*range(7), *range(8, 16)]  # seed 7: a slow program
+FUZZ_SEEDS = [0, 1, 2, 3, 4, 5, 8, 9]  # seed 7: a slow program (the suite stays under 10 minutes)
 SWITCHED = ab.Options(concurrency=False, ghosts=False, fibers=False, stages=False)
+SWITCHED_MODELS = ("treelstm", "stackrnn", "drnn")  # concurrency, fibers and ghosts each matter in one of them
 
 
 def differ(prog: Program, instances: list, shared: tuple, options: ab.Options | None = None) -> str | None:
@@ -136,7 +137,7 @@ def test_paper_models(dataset, model):
     _, hidden = min(spec.sizes, key=lambda kv: kv[1])
     params = spec.make_params(len(dataset.vocab), hidden, 0)
     instances = spec.instances(dataset.trees[:3])[:3]
-    for options in (None, SWITCHED):
+    for options in (None, SWITCHED) if model in SWITCHED_MODELS else (None,):
         assert differ(spec.program, instances, (params,), options) is None
 
 

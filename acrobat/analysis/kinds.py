@@ -1248,7 +1248,7 @@ def _none_test(t: ir.Expr) -> tuple[set[str], set[str]]:
 def _stored(k: Kind, var: Kind) -> Kind:
     """The kind of a variable's value as the skeleton holds it: ``k`` (what flows here) with every shared value
     lifted where the variable's joined kind ``var`` is per-instance, at any nesting (a dict item, a tuple item,
-    an optional). An assignment stores the value coerced to ``var`` (``codegen.aot.coerce``), so a use must
+    an optional). An assignment stores the value coerced to ``var`` (``codegen.visitor.coercion``), so a use must
     see that representation, not the shared value assigned: a handle read as a shared value is a wrong answer."""
     match k, var:
         case SharedK(), TensorK():
