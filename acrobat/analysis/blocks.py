@@ -18,7 +18,7 @@ import copy
 import dataclasses
 import itertools
 import operator
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -734,7 +734,7 @@ class _Lowerer:
 SEGMENT_SUM = SEGMENT_OPS["sum"]
 
 
-def chosen_position(index: object, keys: range | tuple) -> int:
+def chosen_position(index: Any, keys: range | tuple) -> int:
     """Where ``index`` is in ``keys``, the keys of a container of modules (``p.experts[index]``; ``module_keys``):
     host code of the dispatch ``lower_choice`` writes. A sequence's index (``keys`` a range) may be negative, as
     in Python.
