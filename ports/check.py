@@ -4,7 +4,8 @@ For each port: its ``model.py`` as ported (the author's code plus acrobat decora
 the decorator lines taken out (the original, as its author runs it) build the same seeded model; the batched
 ``program.run`` on both backends must equal the original's per-instance calls (``assert_close``, in float64,
 where reordered float32 sums cannot hide a wrong answer, and in float32 with the error printed), then both are
-timed at the batch size given, and the run's report says what ran in the dynamic tier and why.
+timed at the batch size given, and the run's report says what ran in the dynamic tier and why; last, the weights'
+gradients through the batched run must equal the original's.
 
     python -m ports.check [NAME ...] [--batch 64] [--rounds 3] [--sst] [--threads 1]
 """
@@ -106,6 +107,33 @@ def check_exact(name: str, n: int, seed: int, backend: str, sst: bool = False) -
     return stats, err
 
 
+def check_gradients(name: str, n: int, seed: int) -> int:
+    """Assert that the weights' gradients of a loss over port ``name``'s batched run (``n`` instances, float64,
+    the backend autograd picks) equal those through the original's per-instance calls, to 1e-9; returns how many
+    weights got a gradient."""
+    entry, reference, instances, shared, plain_shared = ported_and_original(name, n, seed, False)
+    shared, plain_shared = in_float64(shared), in_float64(plain_shared)
+    with default_dtype(torch.float64):
+        square_sum(entry.run(instances, *shared, options=OPTIONS.get(name))).backward()
+        square_sum([reference(x, *plain_shared) for x in instances]).backward()
+    got, want = gradients(shared), gradients(plain_shared)
+    assert got.keys() == want.keys(), f"{name}: gradients of {sorted(got.keys() ^ want.keys())} on one side only"
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+    return len(want)
+
+
+def square_sum(outs: Any) -> torch.Tensor:
+    """The sum of squares of every floating-point tensor in ``outs`` (a loss)."""
+    return sum(t.square().sum() for t in torch.utils._pytree.tree_leaves(outs)
+               if isinstance(t, torch.Tensor) and t.is_floating_point())
+
+
+def gradients(shared: tuple) -> dict[str, torch.Tensor]:
+    """The gradients held by the parameters of the modules in ``shared``, by module position and name."""
+    return {f"{k}.{n}": q.grad for k, p in enumerate(shared) if isinstance(p, torch.nn.Module)
+            for n, q in p.named_parameters() if q.grad is not None}
+
+
 def max_error(got: Any, want: Any) -> float:
     """The greatest absolute difference between the floating-point tensors of two results of the same structure."""
     pairs = zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(want))
@@ -145,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{backend}: equal to the original (float64 to 1e-9; float32 greatest error {err:.2g})\n  "
                   + stats.summary().replace("\n", "\n  "))
             print(f"  {time_port(name, args.batch, 0, backend, args.rounds, args.sst)}")
+        print(f"gradients of {check_gradients(name, 8, 0)} weights equal the original's (8 instances, float64)")
 
 
 if __name__ == "__main__":
