@@ -593,8 +593,11 @@ class _Lowerer:
                 return
             if isinstance(e, ir.Slice) and any(not isinstance(x, ir.Const) for x in ir.children(e)):
                 raise self.error(e, "slice bounds inside a tensor operator must be constants")
-            if isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH and e.args and self.kind(e.args[0]) is HOST:
-                form = ir.known(FROM_HOST, e.target)  # torch.tensor(node.word_id): a batched number under vmap
+            if isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH and e.args and (
+                    self.kind(e.args[0]) is HOST or isinstance(e.args[0], (ir.ListExpr, ir.TupleExpr))
+                    and all(self.kind(x) is HOST for x in e.args[0].items)):  # type: ignore[union-attr]
+                # torch.tensor(node.word_id), torch.tensor([node.word]): batched numbers under vmap
+                form = ir.known(FROM_HOST, e.target)
                 if form is not None:
                     e.target = form
             for c in ir.children(e):
