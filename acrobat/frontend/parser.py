@@ -13,7 +13,6 @@ import ast
 import builtins
 import inspect
 import re
-import textwrap
 import types
 from typing import Any, Callable
 
@@ -745,6 +744,14 @@ def _literal_default(node: ast.expr) -> bool:
         isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant))
 
 
+def _dedented(lines: list[str]) -> list[str]:
+    """A method's lines moved to column 0 by its first line's indentation (``textwrap.dedent`` would keep them
+    where a comment at column 0 sits among them, as notebook code often has)."""
+    indent = lines[0][:len(lines[0]) - len(lines[0].lstrip())] if lines else ""
+    return [line[len(indent):] if line.startswith(indent) else
+            line.lstrip() if not line.strip() or line.lstrip().startswith("#") else line for line in lines]
+
+
 def parse_function(fn: Callable, source: SourceSnapshot, is_program_fn: Callable[[Any], str | None],
                    markers: dict[str, Any]) -> ir.Function:
     """Parse a Python function into an ``ir.Function``.
@@ -763,7 +770,7 @@ def parse_function(fn: Callable, source: SourceSnapshot, is_program_fn: Callable
     """
     src_lines, first = source.function_lines()
     filename = source.filename
-    tree = ast.parse(textwrap.dedent("".join(src_lines)))
+    tree = ast.parse("".join(_dedented(src_lines)))
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise CompileError("expected a function definition", filename, first, 0)
