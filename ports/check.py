@@ -34,11 +34,6 @@ PORTS = {
 }
 """Each port's folder name and the name of its per-instance entry in ``model.py``."""
 
-OPTIONS = {name: acrobat.Options(static=False) for name in ("nmt_attention", "dmn")}
-"""The ports run with options other than the default: with the default, ``run`` raises a CompileError for their
-``nn.GRU`` (called as ``model(...)`` from the entry, which ``explain()`` calls static) instead of running the
-program in the dynamic tier (acrobat's bug, ports/README.md), so they ask for the dynamic tier."""
-
 DECORATORS = ("@acrobat.function", "@acrobat.program")
 
 
@@ -95,12 +90,12 @@ def check_exact(name: str, n: int, seed: int, backend: str, sst: bool = False) -
     entry, reference, instances, shared, plain_shared = ported_and_original(name, n, seed, sst)
     with default_dtype(torch.float64), torch.no_grad():
         want64 = [reference(x, *in_float64(plain_shared)) for x in instances]
-        got64 = entry.run(instances, *in_float64(shared), backend=backend, options=OPTIONS.get(name))
+        got64 = entry.run(instances, *in_float64(shared), backend=backend)
     torch.testing.assert_close(got64, want64, rtol=1e-9, atol=1e-9)
     stats = acrobat.RunStats()
     with torch.no_grad():
         want = [reference(x, *plain_shared) for x in instances]
-        got = entry.run(instances, *shared, backend=backend, options=OPTIONS.get(name), stats=stats)
+        got = entry.run(instances, *shared, backend=backend, stats=stats)
     own = max_error(want, want64)
     err = max_error(got, want)
     torch.testing.assert_close(got, want, rtol=0, atol=max(4 * own, 1e-5))
@@ -114,7 +109,7 @@ def check_gradients(name: str, n: int, seed: int) -> int:
     entry, reference, instances, shared, plain_shared = ported_and_original(name, n, seed, False)
     shared, plain_shared = in_float64(shared), in_float64(plain_shared)
     with default_dtype(torch.float64):
-        square_sum(entry.run(instances, *shared, options=OPTIONS.get(name))).backward()
+        square_sum(entry.run(instances, *shared)).backward()
         square_sum([reference(x, *plain_shared) for x in instances]).backward()
     got, want = gradients(shared), gradients(plain_shared)
     assert got.keys() == want.keys(), f"{name}: gradients of {sorted(got.keys() ^ want.keys())} on one side only"
@@ -145,7 +140,7 @@ def time_port(name: str, n: int, seed: int, backend: str, rounds: int, sst: bool
     """``acrobat.benchmark`` of the port's program on ``n`` instances against the original's per-instance loop (its
     own check of the results is loose, 1e-3: ``check_exact`` is the exactness check)."""
     entry, reference, instances, shared, plain_shared = ported_and_original(name, n, seed, sst)
-    return acrobat.benchmark(entry, instances, *shared, backend=backend, options=OPTIONS.get(name), rounds=rounds,
+    return acrobat.benchmark(entry, instances, *shared, backend=backend, rounds=rounds,
                              max_warmup=5, reference=lambda x, *_: reference(x, *plain_shared), atol=1e-3)
 
 
@@ -167,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.names:
         ported = load(name)
         _, shared = setup(name, ported, 1, 0)
-        print(f"== {name}\n{getattr(ported, PORTS[name]).explain(*shared, options=OPTIONS.get(name))}")
+        print(f"== {name}\n{getattr(ported, PORTS[name]).explain(*shared)}")
         for backend in ("eager", "compiled"):
             stats, err = check_exact(name, args.batch, 0, backend, args.sst)
             print(f"{backend}: equal to the original (float64 to 1e-9; float32 greatest error {err:.2g})\n  "
