@@ -296,6 +296,27 @@ def _list_method(a: _Analyzer, s: Site) -> Kind:
     return HOST
 
 
+# -- fields: attributes stored on the instance's own objects -----------------------------------------------------
+
+
+@defcall(CallKind.BUILTIN, "setattr")
+def _field_store(a: _Analyzer, s: Site) -> Kind:
+    # `node.state = cell(...)` (parsed as `setattr(node, "state", ...)`): a field of the instance's object
+    e = s.e
+    obj, attr = s.args[0], e.args[1].value  # type: ignore[attr-defined]
+    written = f"{e.args[0].id}.{attr}" if isinstance(e.args[0], ir.Name) else f".{attr}"
+    if isinstance(obj, SharedK):
+        raise a.error(e, f"`{written} = ...` changes a model parameter, which every instance shares: keep "
+                         "per-instance state in variables of the model function or on the instance's own objects")
+    if obj is BOTTOM:
+        return BOTTOM  # the object's kind comes in a later pass
+    if type(obj) is not HostK:
+        raise a.error(e, f"cannot set `{written}` of a {obj}: attributes are stored on the instance's "
+                         "own objects (its tree nodes)")
+    a.store_field(e, attr, s.args[2])
+    return HOST
+
+
 @defreceiver(DictK)
 def _dict_method(a: _Analyzer, s: Site) -> Kind:
     # dicts are records with constant keys: read, never changed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 
 from acrobat.analysis.kinds import (BOTTOM, HOST, DictK, Kind, ListK, NoneK, OptionalK, RaggedK, SharedK, Spec, TensorK,
-                                    TupleK)
+                                    TupleK, has_tensor)
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.rules import LIST_PUTS, VALUE_BUILTINS
 from acrobat.analysis.shared import SharedSlots
@@ -78,9 +78,11 @@ def target_kind(spec: Spec, t: ir.Target) -> Kind:
 class SkeletonWriter:
     """Writes the skeleton functions of all specializations into one module."""
 
-    def __init__(self, g: Globals, slots: SharedSlots, specs: dict, names: dict[object, str], base: int):
+    def __init__(self, g: Globals, slots: SharedSlots, specs: dict, names: dict[object, str], base: int,
+                 fields: dict[str, Kind]):
         self.g = g
         self.specs = specs
+        self.fields = fields  # attribute name -> kind of the field (``acrobat.analysis.kinds``, "fields")
         self.slots = slots
         self.names = names  # spec key -> generated function name
         self.base = base
@@ -197,8 +199,16 @@ class SkeletonWriter:
                 self.emit(depth, f"{target_source(t)} = {self.expr(v)}")
                 for line in self.starred_coercions(t, self.kind(v)):
                     self.emit(depth, line)
+            case ir.Assign(target=t, value=ir.Attr(obj=o, attr=a) as v) if v.nid in self.spec.loads:
+                self.emit(depth, f"{target_source(t)}, _d = _rt.load({self.expr(o)}, {a!r}, _d)  # a field's "
+                                 "handles, and the depth they were stored at")
             case ir.Assign(target=t, value=v):
                 self.emit(depth, f"{target_source(t)} = {coerce(self.expr(v), self.kind(v), target_kind(self.spec, t))}")
+            case ir.ExprStmt(value=ir.Call(kind=ir.CallKind.BUILTIN, target="setattr", args=[o, ir.Const(value=a), x])) \
+                    if has_tensor(self.fields.get(a, HOST)):
+                value = coerce(self.expr(x), self.kind(x), self.fields[a])
+                self.emit(depth, f"_rt.store({self.expr(o)}, {a!r}, {value}, _d)  # a field of the instance's object, "
+                                 "ready at depth _d")
             case ir.ExprStmt(value=v):
                 if isinstance(v, ir.Call) and v.kind is ir.CallKind.METHOD \
                         and v.target in LIST_PUTS \
@@ -421,7 +431,8 @@ def _returns(body: list[ir.Stmt]) -> bool:
 
 
 def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globals, slots: SharedSlots,
-                   specs: dict, base: int, options, effects: set) -> tuple[str, dict[int, tuple[ir.Loc, str]], str]:
+                   specs: dict, base: int, options, effects: set,
+                   fields: dict[str, Kind]) -> tuple[str, dict[int, tuple[ir.Loc, str]], str]:
     """The Python source of the whole skeleton module (function names made from the spec names by ``g``),
     its map from generated lines to model source lines (for error messages), and the entry's function name.
 
@@ -429,10 +440,12 @@ def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globa
     ``fibers`` (run concurrent calls on child fibers; set only for programs
     with tensor-dependent control flow). ``effects``: the spec keys whose
     calls change host state that outlives them; concurrent calls of those
-    run one after the other even on fibers, so host effects keep Python's order (§4.2).
+    run one after the other even on fibers, so host effects keep Python's order (§4.2). ``fields``: the kind
+    of each attribute the program stores on the instance's objects; a field holding tensors is stored and
+    loaded through the runtime (``Runtime.store``/``load``), with its depth.
     """
     names = {key: g.fresh(spec.name) for key, spec in specs.items()}
-    w = SkeletonWriter(g, slots, specs, names, base)
+    w = SkeletonWriter(g, slots, specs, names, base, fields)
     w.effects = effects
     w.concurrency = options.concurrency
     w.ghosts = options.ghosts
