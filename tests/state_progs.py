@@ -152,3 +152,16 @@ def stores_host_and_tensor(tree, p):
         child.h = 0
     tree.h = torch.tanh(p.emb[tree.word])
     return tree.h
+
+
+@ab.program
+def walk_down(tree, p):
+    """Down the first children while a test reads a stored field's value (a load in a ``while`` test, run again
+    every iteration, and a value read: fibers, §4.2)."""
+    node = tree
+    node.h = p.emb[node.word]
+    while len(node.children) > 0 and node.h.sum() > -1.0:
+        child = node.children[0]
+        child.h = torch.tanh(node.h @ p.W + p.emb[child.word])
+        node = child
+    return node.h

@@ -23,7 +23,7 @@ STRICT = ab.Options(strict=True)
 
 #: program name -> (binary trees?, the attributes it stores on every node)
 PROGRAMS = {"childsum_bottom_up": (False, ("state",)), "recursive_h": (True, ("h",)),
-            "concurrent_h": (True, ("h",)), "depths_and_optional": (True, ("best",))}
+            "concurrent_h": (True, ("h",)), "depths_and_optional": (True, ("best",)), "walk_down": (False, ())}
 
 
 def _stored(trees: list[sp.Node], attrs: tuple[str, ...]) -> list:

@@ -434,8 +434,8 @@ class _Translator:
                 return self.assignment(loc, tgt, self.expr(value))
             case ast.Assign(targets=[ast.Name(id=first) as head, *rest], value=value):
                 # `h = c = zeros`: the value once, bound to each target left to right (Python's order)
-                return [ir.Assign(loc, self.target(head), self.expr(value))] + [
-                    self.assignment(loc, t, ir.Name(loc, first)) for t in rest]
+                bound: list[ir.Stmt] = [ir.Assign(loc, self.target(head), self.expr(value))]
+                return bound + [self.assignment(loc, t, ir.Name(loc, first)) for t in rest]
             case ast.Assign():
                 raise self.error(s, "chained assignment `a = b = ...` whose first target is not a name: "
                                     "write one assignment per target")
