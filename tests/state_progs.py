@@ -165,3 +165,17 @@ def walk_down(tree, p):
         child.h = torch.tanh(node.h @ p.W + p.emb[child.word])
         node = child
     return node.h
+
+
+def ready(node: Node) -> bool:
+    """A plain helper that reads the stored field (plain host Python, not a model function)."""
+    return node.state is not None
+
+
+@ab.program
+def helper_reads_a_field(tree, p):
+    """An undecorated helper reading ``node.state`` during the run: rejected (it would see handles)."""
+    tree.state = torch.tanh(p.emb[tree.word])
+    if ready(tree):
+        return tree.state
+    return p.b

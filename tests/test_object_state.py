@@ -115,6 +115,7 @@ def test_a_field_read_before_it_is_stored_is_refused():
 @pytest.mark.parametrize("name,message", [
     ("stores_a_list", "a list that holds tensors .* stored as `.hs`"),
     ("stores_host_and_tensor", "`.h` holds host data in one place and tensors in another"),
+    ("helper_reads_a_field", "`ready` runs as plain host Python and reads `.state`"),
 ])
 def test_fields_the_static_tier_does_not_take(name, message):
     with pytest.raises(ab.CompileError, match=message):

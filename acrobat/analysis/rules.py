@@ -220,6 +220,24 @@ def _host_call_message(fn: Any, k: Kind) -> str:
     return f"`{name}` is not an @acrobat.function, so it {runs}: decorate it with @acrobat.function"
 
 
+@defcall(CallKind.HOST, ANY)
+def _host_reads_a_field(a: _Analyzer, s: Site) -> None:
+    # `ready(node)`, a plain helper given the instance's objects, reading `.state` that the model stores tensors in:
+    # during a batched run it would find the run's handles, not tensors
+    read = sorted(n for n in _code_names(getattr(s.e.target, "__code__", None)) if has_tensor(a.fields.get(n, HOST)))
+    if read and any(type(k) is HostK for k in s.kinds):
+        name = getattr(s.e.target, "__name__", "this helper")
+        raise a.error(s.e, f"`{name}` runs as plain host Python and reads `.{read[0]}`, which the model stores "
+                           f"tensors in (not computed yet while the batch runs): decorate `{name}` with "
+                           "@acrobat.function")
+
+
+def _code_names(code: Any) -> set[str]:
+    """The global and attribute names a function's code (``code``, None for none) and its nested code use."""
+    if code is None:
+        return set()
+    return set(code.co_names).union(*(_code_names(c) for c in code.co_consts if hasattr(c, "co_names")))
+
 
 @defcall(CallKind.HOST, ANY)
 def _host_function(a: _Analyzer, s: Site) -> Kind:
