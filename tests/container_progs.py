@@ -96,6 +96,118 @@ def expert_by_token(tokens, p):
     return h
 
 
+@ab.program
+def expert_held(tokens, p):
+    h = p.b
+    for t in tokens:
+        m = p.experts[t % 3]
+        h = torch.tanh(m(h) + p.emb[t])
+    return h
+
+
+class Routed(Params):
+    """``Params`` with a gate over ``n_experts`` experts (``nn.ModuleList``) and modules by name (``nn.ModuleDict``)."""
+
+    def __init__(self, seed: int = 0, n_experts: int = 3):
+        super().__init__(seed)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            self.experts = nn.ModuleList(nn.Linear(4, 4) for _ in range(n_experts))
+            self.gate = nn.Linear(4, n_experts)
+            self.mods = nn.ModuleDict({"lin": nn.Linear(4, 4), "act": nn.Sequential(nn.Linear(4, 4), nn.Tanh()),
+                                       "skip": nn.Identity()})
+        self.names = ["lin", "act", "skip"]
+
+
+@ab.program
+def expert_by_len(tokens, p):
+    h = p.b
+    for t in tokens:
+        h = torch.tanh(p.experts[t % len(p.experts)](h) + p.emb[t])
+    return h
+
+
+@ab.program
+def expert_by_argmax(tokens, p):
+    h = p.b
+    for t in tokens:
+        k = int(torch.argmax(p.gate(h)))
+        h = torch.tanh(p.experts[k](h) + p.emb[t])
+    return h
+
+
+@ab.function
+def pick_expert(h, p):
+    return int(torch.argmax(p.gate(h)))
+
+
+@ab.program
+def expert_by_callee(tokens, p):
+    h = p.b
+    for t in tokens:
+        h = torch.tanh(p.experts[pick_expert(h, p)](h) + p.emb[t])
+    return h
+
+
+@ab.program
+def experts_by_topk(tokens, p):
+    h = p.b
+    for t in tokens:
+        x = torch.tanh(p.emb[t] + h)
+        y = x
+        scores, idx = torch.topk(p.gate(x), 2)
+        w = torch.softmax(scores, dim=-1)
+        for i, e in enumerate(idx.tolist()):
+            y = y + w[i] * torch.relu(p.experts[e](x))
+        h = y
+    return h
+
+
+@ab.program
+def module_by_name(tokens, p):
+    h = p.b
+    for t in tokens:
+        h = p.mods[p.names[t % 3]](h + p.emb[t])
+    return h
+
+
+@ab.program
+def expert_negative(tokens, p):
+    h = p.b
+    for t in tokens:
+        h = torch.tanh(p.experts[t % 3 - 3](h) + p.experts[-1 - t % 2](p.emb[t]))
+    return h
+
+
+@ab.function
+def expert_tree_encode(node, p):
+    if node.is_leaf:
+        return torch.tanh(p.experts[node.word_id % 3](p.emb[node.word_id % 10]))
+    h = torch.tanh(torch.cat([expert_tree_encode(node.left, p), expert_tree_encode(node.right, p)]) @ p.W2)
+    return p.experts[int(torch.argmax(p.gate(h)))](h)
+
+
+@ab.program
+def expert_tree(tree, p):
+    return expert_tree_encode(tree, p)
+
+
+@ab.program
+def expert_out_of_range(tokens, p):
+    h = p.b
+    for t in tokens:
+        h = torch.tanh(p.experts[t](h))
+    return h
+
+
+@ab.program
+def module_missing(tokens, p):
+    h = p.b
+    for t in tokens:
+        h = p.mods[p.names[t % 3] if t < 9 else "gone"](h)
+    return h
+
+
 @ab.function
 def encode(node, p):
     if node.is_leaf:

@@ -127,7 +127,7 @@ def test_select_systems():
 @pytest.mark.parametrize("opts", [Options(), Options(**{n: False for n in switches()})], ids=["all-on", "all-off"])
 def test_interpreter_builds_the_same_dfg(setups, model, opts):
     s = setups[model]
-    ip = InterpretedProgram(s.spec.program, 1, opts)
+    ip = InterpretedProgram(s.spec.program, opts)
     with torch.inference_mode():
         st_i, st_g = RunStats(), RunStats()
         out_i = ip.run(s.instances, s.params, stats=st_i)

@@ -46,21 +46,6 @@ def test_construct_runs_statically_and_equals_plain(name, backend):
     torch.testing.assert_close(got, want, **TOL)
 
 
-def test_a_module_chosen_by_a_per_instance_value_runs_dynamically():
-    """`p.experts[t % 3](h)`: it failed inside a static block (vmap cannot index a ModuleList by a batched number),
-    an internal error; the static tier now says why it does not take it, and the dynamic tier runs it."""
-    p = cp.Params()
-    batch = _tokens(9, 3)
-    with pytest.raises(ab.CompileError, match="module chosen by a per-instance value"):
-        cp.expert_by_token.run(batch, p, options=STRICT)
-    stats = ab.RunStats()
-    with torch.no_grad():
-        want = [cp.expert_by_token(x, p) for x in batch]
-        got = cp.expert_by_token.run(batch, p, backend="eager", stats=stats)
-    torch.testing.assert_close(got, want, **TOL)
-    assert stats.dynamic is not None and "module chosen" in stats.dynamic.reason
-
-
 @pytest.mark.parametrize("backend", ["eager", "compiled"])
 def test_two_calls_in_one_expression_run_concurrently(backend):
     """`f(encode(node.left), encode(node.right))` without `ab.concurrent`: the analysis proves the calls

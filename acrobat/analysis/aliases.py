@@ -142,6 +142,6 @@ def _callees(spec: Spec, specs: dict[SpecKey, Spec]) -> Iterable[SpecKey]:
 
 def _call_loc(spec: Spec, nid: int) -> ir.Loc:
     try:
-        return ir.find_expr(spec.fn.body, nid).loc
+        return spec.find_expr(nid).loc
     except KeyError:
         return spec.fn.loc

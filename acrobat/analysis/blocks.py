@@ -17,7 +17,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-from typing import Callable
+import operator
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -90,7 +91,7 @@ class _Lowerer:
         def visit(x: ir.Expr) -> None:
             if isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM:
                 calls.append(x)
-            elif not isinstance(x, (ir.IfExp, ir.BoolOp, ir.Concurrent)):
+            elif not isinstance(x, (ir.IfExp, ir.BoolOp, ir.Concurrent)) and x.nid not in self.spec.choices:
                 for c in ir.children(x):
                     visit(c)
 
@@ -126,6 +127,8 @@ class _Lowerer:
             return name
         if e.nid in self.spec.ragged:
             return self.lower_ragged(e, pre)
+        if e.nid in self.spec.choices:
+            return self.lower_choice(e, pre)  # type: ignore[arg-type]
         if e.nid in self.spec.loads:  # `child.state`: a statement of its own, which takes the stored depth (§4.1)
             e.obj = self.extract(e.obj, pre, False)  # type: ignore[attr-defined]
             name = self.temp(e.loc, e, self.kind(e))
@@ -161,10 +164,10 @@ class _Lowerer:
         return any(x.nid in self.spec.reads for x in ir.walk(e))
 
     def has_work(self, e: ir.Expr) -> bool:
-        """True when ``e`` holds a tensor operator, a program call or a load of a field."""
-        return any(self.is_op(x) or x.nid in self.spec.ragged or x.nid in self.spec.loads or
-                   isinstance(x, ir.Concurrent) or isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM
-                   for x in ir.walk(e))
+        """True when ``e`` holds a tensor operator, a program call, a module chosen by data or a load of a field."""
+        return any(self.is_op(x) or x.nid in self.spec.ragged or x.nid in self.spec.choices or
+                   x.nid in self.spec.loads or isinstance(x, ir.Concurrent) or
+                   isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM for x in ir.walk(e))
 
     # -- lists of tensors as operands (analysis.ragged) --------------------
     def lower_ragged(self, e: ir.Expr, pre: list[ir.Stmt]) -> ir.Expr:
@@ -287,6 +290,31 @@ class _Lowerer:
             branches.append(inner)
         pre.append(ir.If(e.loc, test, *branches))
         return name  # carries the kind (a fresh Name would read as host data)
+
+    def lower_choice(self, e: ir.Call, pre: list[ir.Stmt]) -> ir.Name:
+        """``p.experts[k](x)`` -> ``_c = chosen_position(k, keys)``, then ``if _c == 0: t = p.experts[0](x)`` /
+        ``else: if _c == 1: ...``: the per-module calls of the analysis (``Spec.choices``), each evaluating its own
+        copy of the arguments in the branch taken, as Python evaluates them once after the index. Each branch's
+        blocks batch the instances that chose its module: one launch per module chosen, the branches lined up
+        as those of any ``if`` (§4.1)."""
+        keys, calls = self.spec.choices[e.nid]
+        assert isinstance(e.receiver, ir.Subscript)
+        index = self.extract(e.receiver.index, pre, False)
+        position = self.temp(e.loc, index, HOST)
+        pre.append(ir.Assign(e.loc, ir.Target(name=position.id), ir.Call(
+            e.loc, ir.CallKind.HOST, chosen_position, [index, ir.Const(e.loc, keys)], {})))
+        name = self.temp(e.loc, e, self.kind(e))
+        chain: list[ir.Stmt] = []
+        for i in reversed(range(len(calls))):
+            branch: list[ir.Stmt] = []
+            call = copy.deepcopy(calls[i])  # ids kept: the analysis' facts of the call and its operands
+            branch.append(ir.Assign(e.loc, ir.Target(name=name.id), self.extract(call, branch, False)))
+            if chain:
+                test = ir.Compare(e.loc, ["=="], [ir.Name(e.loc, position.id), ir.Const(e.loc, i)])
+                branch = [ir.If(e.loc, test, branch, chain)]
+            chain = branch
+        pre.extend(chain)
+        return name
 
     def rebuild(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Apply ``extract`` to the children of ``e`` in place (keeps ``e``'s nid and kind)."""
@@ -709,6 +737,24 @@ class _Lowerer:
 
 
 SEGMENT_SUM = SEGMENT_OPS["sum"]
+
+
+def chosen_position(index: Any, keys: range | tuple) -> int:
+    """Where ``index`` is in ``keys``, the keys of a container of modules (``p.experts[index]``; ``module_keys``):
+    host code of the dispatch ``lower_choice`` writes. A sequence's index (``keys`` a range) may be negative, as
+    in Python.
+
+    Raises:
+        IndexError: an index out of range, as ``nn.ModuleList`` raises it.
+        KeyError: a key the container lacks, as ``nn.ModuleDict`` raises it.
+        TypeError: an index that is no integer, for a sequence.
+    """
+    if isinstance(keys, tuple):
+        return {key: i for i, key in enumerate(keys)}[index]
+    i = operator.index(index)
+    if not -len(keys) <= i < len(keys):
+        raise IndexError(f"index {i} is out of range")
+    return i % len(keys)
 
 
 def _operands(e: ir.Expr) -> list[ir.Expr]:

@@ -170,6 +170,18 @@ class DictK(Kind):
         return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(self.keys, self.items)) + "}"
 
 
+@dataclass(frozen=True)
+class ChoiceK(Kind):
+    """One module of the shared container ``ref`` (``nn.ModuleList``, ``nn.ModuleDict``) chosen by a per-instance
+    host value, ``p.experts[k]``: only called (``rules._module_choice``), as one static call per key in ``keys``."""
+
+    ref: tuple
+    keys: range | tuple
+
+    def __str__(self) -> str:
+        return f"module of {describe_ref(self.ref)} chosen per instance"
+
+
 BOTTOM = BottomK()
 NONE = NoneK()
 RAGGED = RaggedK()
@@ -332,12 +344,28 @@ class Spec:
     ops: set[int] = field(default_factory=set)  # nids of per-instance tensor operators
     shared_ops: set[int] = field(default_factory=set)  # nids of ops over shared values only
     calls: dict[int, SpecKey] = field(default_factory=dict)  # program-call nid -> callee spec
+    # nid of a call of a module chosen per instance (`p.experts[k](x)`) -> (the keys, the call of each key's module)
+    choices: dict[int, tuple[range | tuple, tuple[ir.Call, ...]]] = field(default_factory=dict)
     reads: set[int] = field(default_factory=set)  # nids of tensors whose value host code reads (§4.2)
     loads: set[int] = field(default_factory=set)  # nids of field reads holding tensors (``obj.state``: see fields)
     ret: Kind = BOTTOM
     lists: ListFlow = field(default_factory=lambda: ListFlow())  # which list variables may be one list
     ragged: dict[int, tuple[str, SegmentOp | None]] = field(default_factory=dict)  # nid -> how it is batched:
     # ("stack", None), ("segment", op), ("rows", None) or ("contract", None); see acrobat.analysis.ragged
+
+    def find_expr(self, nid: int) -> ir.Expr:
+        """The expression with node id ``nid``: in the function's body, or in a per-module call of ``choices``.
+
+        Raises:
+            KeyError: neither holds it.
+        """
+        try:
+            return ir.find_expr(self.fn.body, nid)
+        except KeyError:
+            found = [e for _, calls in self.choices.values() for call in calls for e in ir.walk(call) if e.nid == nid]
+            if not found:
+                raise
+            return found[0]
 
 
 @dataclass
@@ -360,18 +388,34 @@ Resolver = Callable[[tuple], Any]
 UNRESOLVED = object()
 
 
+#: The most modules a call ``p.experts[k](x)`` chooses among in the static tier (one branch each); a call over a
+#: larger container runs in the dynamic tier.
+MAX_CHOICES = 16
+
+
 def shared_fact(v: Any) -> str:
     """What the kind analysis needs to know of a value a shared path holds in a run: ``"host"`` (plain data,
-    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), ``"modules"`` (a container of modules:
-    ``nn.ModuleList``, ``nn.ModuleDict``, a list of modules), else ``"shared"``."""
+    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), ``"modules K"`` (a
+    container of modules, ``nn.ModuleList``, ``nn.ModuleDict``, a list of modules, with ``K`` its keys as
+    ``module_keys`` gives them: a run with other keys compiles again), else ``"shared"``."""
     if is_host_data(v):
         return "host"
     if isinstance(v, torch.nn.LSTMCell):
         return "pair"
+    keys = module_keys(v)
+    if keys is not None:
+        return f"modules {keys!r}" if len(keys) <= MAX_CHOICES else "modules"
+    return "shared"
+
+
+def module_keys(v: Any) -> range | tuple | None:
+    """The keys that choose a module of the container of modules ``v`` (``range(len(v))`` of a ``nn.ModuleList``
+    or list, a tuple of the keys of a ``nn.ModuleDict`` or dict, in order), or None when ``v`` is no such
+    container."""
     if isinstance(v, (torch.nn.ModuleList, torch.nn.ModuleDict)) or isinstance(v, (list, tuple, dict)) and v and all(
             isinstance(m, torch.nn.Module) for m in (v.values() if isinstance(v, dict) else v)):
-        return "modules"
-    return "shared"
+        return tuple(v.keys()) if isinstance(v, (dict, torch.nn.ModuleDict)) else range(len(v))
+    return None
 
 
 def is_host_data(v: Any) -> bool:
@@ -402,6 +446,7 @@ class _Analyzer:
         # per function: which parameters some call passes a per-instance tensor (see _key_kind)
         self.tensor_params: dict[Any, list[bool]] = {}
         self.loop_exits: list[list[dict[str, Kind]]] = []  # per enclosing loop: environments at break/continue
+        self.called: set[int] = set()  # nids of subscripts that are called (`p.experts[k](x)`: ``module_choice``)
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
@@ -1061,10 +1106,8 @@ class _Analyzer:
             raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):
             return self.shared_path(ko.ref + (("[", i.value),))
-        if isinstance(ko, SharedK) and self.facts.get(ko.ref) == "modules":
-            raise self.error(e, "a module chosen by a per-instance value (`p.experts[k](x)`, `p.mods[node.op](x)`) "
-                                "is not analysed statically: the dynamic tier runs it, one launch per module chosen "
-                                "with the rows that chose it")
+        if isinstance(ko, SharedK) and self.facts.get(ko.ref, "").startswith("modules"):
+            return self.module_choice(e, ko, ki)
         if isinstance(ko, DictK):
             if not (isinstance(i, ir.Const) and i.value in ko.keys):
                 raise self.error(e, f"index a dict with one of its constant keys {list(ko.keys)}")
@@ -1084,12 +1127,32 @@ class _Analyzer:
             return self.op_kind(e, [o, i], [ko, ki], host_result=True)
         return HOST if ko is not BOTTOM else BOTTOM
 
+    def module_choice(self, e: ir.Subscript, ko: SharedK, ki: Kind) -> Kind:
+        """``p.experts[k]``, ``p.mods[node.op]``: a module of the shared container ``ko`` chosen by the per-instance
+        host value ``k``. Called (``p.experts[k](x)``), it is a ``ChoiceK``: the call rule ``_module_choice``
+        makes it one static call per module (§4.1), which lowering dispatches on ``k``.
+
+        Raises:
+            CompileError: not called, chosen by what is not host data, or among more than ``MAX_CHOICES``
+                modules: the dynamic tier runs it.
+        """
+        keys = module_keys(self.resolve(ko.ref)) if self.resolve is not None else None
+        if e.nid not in self.called or not (is_host(ki) or ki is BOTTOM) or isinstance(e.index, ir.Slice) or \
+                keys is None or len(keys) > MAX_CHOICES:
+            raise self.error(e, "a module chosen by a per-instance value (`p.experts[k](x)`, `p.mods[node.op](x)`) "
+                                "is analysed statically where it is called at once, chosen by host data among at "
+                                f"most {MAX_CHOICES} modules; here it is not: the dynamic tier runs it, one launch "
+                                "per module chosen with the rows that chose it")
+        return ChoiceK(ko.ref, keys)
+
     def call(self, e: ir.Call) -> Kind:
         """The kind of a call (§4): a program function's is what its specialization returns (``program_call``);
         any other call goes through the rules of ``acrobat.analysis.rules`` (those of a stacked list first,
         ``ragged_call``), and a call that no rule decides is an operator (``operator``)."""
         if e.kind is CallKind.PROGRAM:
             return self.program_call(e)
+        if e.kind is CallKind.VALUE and isinstance(e.receiver, ir.Subscript):
+            self.called.add(e.receiver.nid)
         site = rules.Site(e, self.expr(e.receiver) if e.receiver is not None else None,
                           [self.expr(a) for a in e.args], [self.expr(v) for v in e.kwargs.values()])
         found = self.ragged_call(e, site.recv, site.args, site.kws)
@@ -1306,7 +1369,7 @@ def _none_test(t: ir.Expr) -> tuple[set[str], set[str]]:
 def _stored(k: Kind, var: Kind) -> Kind:
     """The kind of a variable's value as the skeleton holds it: ``k`` (what flows here) with every shared value
     lifted where the variable's joined kind ``var`` is per-instance, at any nesting (a dict item, a tuple item,
-    an optional). An assignment stores the value coerced to ``var`` (``codegen.aot.coerce``), so a use must
+    an optional). An assignment stores the value coerced to ``var`` (``codegen.visitor.coercion``), so a use must
     see that representation, not the shared value assigned: a handle read as a shared value is a wrong answer."""
     match k, var:
         case SharedK(), TensorK():

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from acrobat.analysis.kinds import (BOTTOM, HOST, UNRESOLVED, DictK, HostK, Kind, ListK, RaggedK, SharedK, TensorK,
-                                    TupleK, contains, has_shared, has_tensor)
+from acrobat.analysis.kinds import (BOTTOM, HOST, UNRESOLVED, ChoiceK, DictK, HostK, Kind, KindConflict, ListK,
+                                    RaggedK, SharedK, TensorK, TupleK, contains, describe_ref, has_shared, has_tensor,
+                                    join)
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind, known
 from acrobat.frontend.source import SourceSnapshot
@@ -256,6 +257,10 @@ def _container_builtin(a: _Analyzer, s: Site) -> Kind:
     def elem(k: Kind) -> Kind:
         return k.elem if isinstance(k, ListK) else k
     name = s.e.target
+    for x, k in zip(s.e.args, kinds):
+        if isinstance(k, TensorK):  # its rows: as many as its per-instance shape says
+            raise a.error(x, f"`{name}()` over a tensor's rows is not analysed statically (the dynamic tier runs "
+                             f"it): loop over `range(len(x))` and index `x[i]`, or over `x.tolist()` for numbers")
     if not any(isinstance(k, ListK) for k in kinds) and BOTTOM in (kinds if name == "zip" else kinds[:1]):
         return BOTTOM  # an operand not analysed yet (a callee's result): its kind comes in a later pass
     if name in ("reversed", "list"):
@@ -423,3 +428,33 @@ def _program_method(a: _Analyzer, s: Site) -> None:
                      f"block, so recursion and control flow on instance data inside it are not analysed. "
                      f"Write `{e.target}` as a module-level @acrobat.function that takes the module as a "
                      f"parameter (`def {e.target}(node, m): ...`, called as `{e.target}(node, self)`)")
+
+
+# -- modules chosen by data ------------------------------------------------------------------------------------
+
+
+@defcall(CallKind.VALUE, ANY)
+def _module_choice(a: _Analyzer, s: Site) -> Kind | None:
+    """``p.experts[k](x)``, ``p.mods[node.op](x)``: a module of a shared container chosen per instance by host data
+    (a ``ChoiceK``). The call is analysed as one call per module, ``p.experts[0](x)``, ``p.experts[1](x)``, ...,
+    each with its own copy of the arguments (``Spec.choices``), and lowering makes it a host dispatch over them
+    (``blocks.lower_choice``): each choice an ordinary static call of a shared module (§5.1), whose instances
+    batch together, one launch per module chosen (§4.1). Its kind is the join of theirs."""
+    if not isinstance(s.recv, ChoiceK):
+        return None
+    e = s.e
+    assert isinstance(e.receiver, ir.Subscript)
+    if e.nid not in a.spec.choices:
+        a.spec.choices[e.nid] = (s.recv.keys, tuple(
+            ir.Call(e.loc, CallKind.VALUE, None, [ir.renumbered(x) for x in e.args],
+                    {k: ir.renumbered(v) for k, v in e.kwargs.items()},
+                    ir.Subscript(e.receiver.loc, ir.renumbered(e.receiver.obj), ir.Const(e.receiver.loc, key)))
+            for key in s.recv.keys))
+    k: Kind = BOTTOM
+    for call in a.spec.choices[e.nid][1]:
+        try:
+            k = join(k, a.expr(call))
+        except KindConflict:
+            raise a.error(e, f"the modules of shared {describe_ref(s.recv.ref)} return values of different kinds "
+                             "(one a tensor, one a tuple): give them one kind of result") from None
+    return k

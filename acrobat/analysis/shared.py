@@ -67,7 +67,7 @@ class SharedSlots:
             d = SlotDef(ref, None, parts=ref[1])
         elif ref[0] == "expr":
             owner = self.owners[ref[1]]
-            d = SlotDef(ref, owner, expr=ir.find_expr(owner.fn.body, ref[2]))
+            d = SlotDef(ref, owner, expr=owner.find_expr(ref[2]))
         else:
             d = SlotDef(ref, None)
         self.index[ref] = len(self.defs)

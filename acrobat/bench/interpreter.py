@@ -1,26 +1,19 @@
-"""Interpreted control flow: run a program's lowered IR through a plain tree-walking interpreter.
+"""Interpreted control flow: a program's lowered IR walked at run time (the paper's Table 3).
 
-The paper's Table 3 compares ACRoBat's AOT-compiled control flow with the
-same program run by the Relay VM. acrobat's analogue: the generated
-skeleton (``acrobat.codegen.aot``: plain Python with inline depth
-computation) against this module, which walks the *same* lowered IR
-(``BlockCall``/``ProgramCall``/host statements) at run time, dispatching on
-every statement and expression node. Both add the same DFG nodes at the same
-(phase, depth) through ``Runtime.invoke`` and share the batched blocks, the
-shared-value prologue and the runtime, so the difference in time is the cost
-of interpreting the control flow.
+The paper's Table 3 compares ACRoBat's AOT-compiled control flow (§4.1) with
+the same program run by the Relay VM. acrobat's analogue: the generated
+skeleton (``acrobat.codegen.aot``: plain Python with inline depth computation)
+against ``Interpreter``, which walks the *same* lowered IR at run time,
+dispatching on every statement and expression node. Both are readings of the
+lowered IR through ``acrobat.codegen.visitor.LoweredVisitor``: the writer prints
+each decision (coercions, ghost padding, depth fork/join, hoisted nodes added
+ahead of a loop, phase numbers), the interpreter carries it out, so both add
+the same DFG nodes at the same (phase, stage, depth). They share the compiled
+program (blocks, shared-value prologue, runtime, backend), so the difference in
+time is the cost of interpreting the control flow.
 
-Semantics mirror ``acrobat.codegen.aot.SkeletonWriter`` statement for
-statement: a block whose depth is computed inline runs at the counter ``d``
-and bumps it, a hoisted one at its static depth; concurrent calls and map
-loops fork ``d`` and join with ``max``; a phase mark sets the runtime's
-phase and resets ``d`` to the base depth, a stage mark of a staged loop
-does what ``Runtime.enter_stage`` says; shared values are read from the
-run's slots and lifted (``Runtime.lift``) where a per-instance tensor is
-expected.
-
-:func:`lower_program` takes the lowered functions from ``Compiled``, so the
-interpreter runs exactly the IR the skeleton was generated from.
+``InterpretedProgram`` runs a batch as ``Program.run`` does, with the
+interpreter in place of the generated skeleton.
 """
 
 from __future__ import annotations
@@ -28,232 +21,308 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import operator
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from acrobat.analysis.kinds import HOST, Kind, ListK, SharedK, Spec, SpecKey, TensorK, TupleK
-from acrobat.analysis.lowered import BlockCall, LoweredFunction, ProgramCall
-from acrobat.analysis.shared import SharedSlots
-from acrobat.codegen import aot
-from acrobat.codegen.aot import target_kind
-from acrobat.codegen.printer import BINOPS as _BINOPS
-from acrobat.codegen.printer import CMPOPS as _CMPOPS
-from acrobat.codegen.printer import INPLACE as _INPLACE
+from acrobat.analysis.kinds import SpecKey
+from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
+from acrobat.codegen.printer import BINOPS, CMPOPS, INPLACE
+from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
+                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, ValueRead,
+                                     ends_in_return, node_args, output_offsets)
+from acrobat.errors import AcrobatError
 from acrobat.frontend import ir
-from acrobat.program import Compiled, Options, Program, block_kernels
-from acrobat.runtime.backend import get_backend
+from acrobat.program import Compiled, Options, Program, located
 from acrobat.runtime.executor import Runtime
 from acrobat.runtime.stats import RunStats
-
-@dataclass
-class LoweredProgram:
-    """Everything the interpreter needs: lowered functions, blocks, shared slots, base depth, options."""
-
-    functions: dict[SpecKey, LoweredFunction]
-    entry: SpecKey
-    slots: SharedSlots
-    base: int
-    options: Any  # the options the skeleton was generated with (fibers only where needed)
-    compiled: Compiled  # blocks, block functions, prologue: shared with the generated skeleton
-
-
-def lower_program(prog: Program, n_shared: int, options: Options) -> LoweredProgram:
-    """Compile ``prog`` and keep the lowered IR its skeleton was generated from."""
-    c = prog.compile(n_shared, options)
-    functions = {f.spec.key: f for f in c.lowered}
-    return LoweredProgram(functions, c.entry_key, c.slots, c.plan.base, c.skeleton_options, c)
-
 
 _UNOPS: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "not": operator.not_,
                                            "~": operator.invert}
 
 
 class _Return(Exception):
-    """Unwinds the interpreter's statement loops on ``return`` (value, depth)."""
+    """Unwinds the statement loops of a call on ``return`` (value, depth)."""
 
     def __init__(self, value: Any, d: int) -> None:
         self.value = value
         self.d = d
 
 
-class _Frame:
-    """One call's state: its specialization, variables and depth counter ``d``."""
+class _Break(Exception):
+    """Unwinds to the innermost loop on ``break``."""
 
-    __slots__ = ("fn", "spec", "env", "d")
+
+class _Continue(Exception):
+    """Unwinds to the innermost loop on ``continue``."""
+
+
+class _Frame:
+    """One call's state: its lowered function, variables, depth counter ``d``, and the nodes added ahead of
+    its running loops (block id -> (their handles, the items, the loop variable, the loop's node id)) with
+    each such loop's iteration number."""
+
+    __slots__ = ("fn", "spec", "env", "d", "ahead", "index")
 
     def __init__(self, fn: LoweredFunction, env: dict[str, Any], d: int) -> None:
         self.fn = fn
-        self.spec: Spec = fn.spec
+        self.spec = fn.spec
         self.env = env
         self.d = d
+        self.ahead: dict[int, tuple[list[int], tuple, str, int]] = {}
+        self.index: dict[int, int] = {}
 
 
-class Interpreter:
-    """Walks a ``LoweredProgram`` for one instance at a time, adding DFG nodes to a ``Runtime``."""
+class Interpreter(LoweredVisitor[_Frame]):
+    """The evaluating reading of a compiled program's lowered IR: runs one instance at a time, adding DFG
+    nodes to the ``Runtime`` (Table 3); its context is the running call's frame."""
 
-    def __init__(self, lp: LoweredProgram) -> None:
-        self.lp = lp
-        self.concurrency = bool(lp.options.concurrency)
-        self.ghosts = bool(getattr(lp.options, "ghosts", False))
-        self.fibers = bool(getattr(lp.options, "fibers", False))
-        self.padding: dict[int, tuple[int, int]] = {}  # if-statement nid -> ghost depth padding
+    def __init__(self, c: Compiled) -> None:
+        self.functions = {f.spec.key: f for f in c.lowered}
+        entry = self.functions[c.entry_key]
+        super().__init__({k: f.spec for k, f in self.functions.items()}, entry, c.slots, c.plan.base,
+                         c.skeleton_options, c.effects, c.fields)
+        self.entry_key = c.entry_key
         self.rt: Runtime
-        # phase number of each phase mark of the entry, in statement order
-        self.phase_of = {s.nid: i + 1 for i, s in enumerate(
-            s for s in ir.walk_stmts(lp.functions[lp.entry].body) if isinstance(s, ir.PhaseMark))}
 
     def entry(self, rt: Runtime, d: int, *args: Any) -> tuple[Any, int]:
-        """Same signature as the generated entry function: ``(result, depth)``."""
+        """The generated entry function's signature: the entry's arguments in parameter order; ``(result, depth)``."""
         self.rt = rt
         rt.enter_phase(0)
-        return self.call(self.lp.entry, d, args)
+        return self.call(self.entry_key, d, args)
 
     def call(self, key: SpecKey, d: int, args: Sequence[Any]) -> tuple[Any, int]:
-        fn = self.lp.functions[key]
-        frame = _Frame(fn, {p: coerce(self, a, k, fn.spec.var.get(p, k))  # the variable's kind in the body
-                            for p, a, k in zip(fn.spec.fn.params, args, key[1])}, d)
+        fn = self.functions[key]
+        f = _Frame(fn, dict(zip(fn.spec.fn.params, args)), d)
+        for param, c in self.entry_coercions(fn):
+            f.env[param] = self.coerce(f.env[param], c)
         try:
-            self.body(frame, fn.body)
+            self.body(f, fn.body)
         except _Return as r:
             return r.value, r.d
-        return None, frame.d
+        assert not ends_in_return(fn.body)
+        return None, f.d
 
-    # -- statements -----------------------------------------------------------
+    def function_of(self, at: _Frame) -> LoweredFunction:
+        return at.fn
+
     def body(self, f: _Frame, stmts: list[ir.Stmt]) -> None:
         for s in stmts:
-            self.stmt(f, s)
+            self.stmt(s, f)
 
-    def stmt(self, f: _Frame, s: ir.Stmt) -> None:
-        match s:
-            case BlockCall(block=b) if b.segment is not None:
-                rows = self.expr(f, b.params[0].expr)  # type: ignore[arg-type]
-                f.env[b.stmts[0].target.name] = self.rt.segment(self.rt.plan.blocks[b.id], f.d, rows)
-                f.d += 1
-            case BlockCall(block=b):
-                tensors = tuple([self.expr(f, p.expr) for p in b.batched_params if p.role == "tensor"])  # type: ignore[arg-type]
-                hosts = tuple([self.expr(f, p.expr) for p in b.batched_params if p.role != "tensor"])  # type: ignore[arg-type]
-                at = b.sdepth if b.sdepth is not None else f.d
-                outs = self.rt.invoke(self.rt.plan.blocks[b.id], at, tensors, hosts)
-                for name, v in zip(b.outputs, outs):
-                    f.env[name] = v
-                if b.sdepth is None:
-                    f.d += 1
-            case ProgramCall(target=t, calls=calls, concurrent=conc):
-                self.program_call(f, t, calls, conc)
-            case ir.Assign(target=t, value=v):
-                self.assign(f, t, coerce(self, self.expr(f, v), self.kind(f, v), target_kind(f.spec, t)))
-            case ir.ExprStmt(value=v):
-                if isinstance(v, ir.Call) and v.kind is ir.CallKind.METHOD and v.target == "append" \
-                        and isinstance(v.receiver, ir.Name):
-                    lst = f.spec.var.get(v.receiver.id)
-                    elem = lst.elem if isinstance(lst, ListK) else HOST
-                    a = v.args[0]
-                    f.env[v.receiver.id].append(coerce(self, self.expr(f, a), self.kind(f, a), elem))
-                else:
-                    self.expr(f, v)
-            case ir.Return(value=v):
-                value = None if v is None else coerce(self, self.expr(f, v), self.kind(f, v), f.spec.ret)
-                raise _Return(value, f.d)
-            case ir.If(test=t, body=b, orelse=o):
-                pad = self.padding.get(s.nid)
-                if pad is None:
-                    pad = self.padding[s.nid] = self.ghost_padding(b, o)
-                if self.expr(f, t):
-                    self.body(f, b)
-                    f.d += pad[0]
-                else:
-                    self.body(f, o)
-                    f.d += pad[1]
-            case ir.While(test=t, body=b):
-                while self.expr(f, t):
-                    self.body(f, b)
-            case ir.For(target=t, iter=it, body=b):
-                if s.nid in f.fn.parallel_loops:  # map loop: every iteration starts at the same depth
-                    fork = joined = f.d
-                    for item in self.expr(f, it):
-                        f.d = fork
-                        self.assign(f, t, item)
-                        self.body(f, b)
-                        joined = max(joined, f.d)
-                    f.d = joined
-                else:
-                    for item in self.expr(f, it):
-                        self.assign(f, t, item)
-                        self.body(f, b)
-            case ir.PhaseMark():
-                self.rt.enter_phase(self.phase_of[s.nid])
-                f.d = self.lp.base
-            case ir.StageMark(index=k, stages=n):
-                f.d = self.rt.enter_stage(k, n, f.d)
-            case ir.Pass():
-                pass
-            case _:
-                raise NotImplementedError(f"interpreter: statement {type(s).__name__} at {s.loc}")
+    # -- statements -----------------------------------------------------------
+    def segment_call(self, b: Block, at: _Frame) -> None:
+        rows = self.expr(at, b.params[0].expr)  # type: ignore[arg-type]
+        at.env[b.stmts[0].target.name] = self.rt.segment(self.rt.plan.blocks[b.id], at.d, rows)  # type: ignore[union-attr]
+        at.d += 1
 
-    def ghost_padding(self, b: list[ir.Stmt], o: list[ir.Stmt]) -> tuple[int, int]:
-        """Ghost operators (§4.1, App. A.3): the depth padding the skeleton writer adds to each branch."""
-        if not self.ghosts or aot._returns(b) or aot._returns(o):
-            return 0, 0
-        nb, no = aot._static_advance(b), aot._static_advance(o)
-        if nb is None or no is None:
-            return 0, 0
-        top = max(nb, no)
-        return top - nb, top - no
+    def block_call(self, b: Block, at: _Frame) -> None:
+        ahead = at.ahead.get(b.id)
+        if ahead is None:
+            h = self.node(at, b)
+        else:  # added before the loop: taken if the item is the one it was added for
+            handles, items, var, loop = ahead
+            i = at.index[loop]
+            h = handles[i] if i < len(items) and at.env[var] is items[i] else self.node(at, b)
+        for name, k in zip(b.outputs, output_offsets(b)):
+            at.env[name] = h + k
+        if b.sdepth is None:
+            at.d += 1
 
-    def call_args(self, f: _Frame, key: SpecKey, args: list[ir.Expr]) -> list[Any]:
-        """A program call's arguments, each coerced to the kind the callee is specialized on."""
-        return [coerce(self, self.expr(f, a), self.kind(f, a), k) for a, k in zip(args, key[1])]
+    def node(self, f: _Frame, b: Block) -> int:
+        """Add a DFG node of block ``b`` for the running instance (one native call); its output-0 handle."""
+        tensor_args, host_args = node_args(b)
+        hosts = tuple([self.expr(f, x) for x in host_args])
+        tensors = [self.expr(f, x) for x in tensor_args]
+        at = b.sdepth if b.sdepth is not None else f.d
+        return self.rt.dfg.node_hosts(at, b.id, hosts, *tensors) if host_args else self.rt.dfg.node(at, b.id, *tensors)
 
-    def program_call(self, f: _Frame, t: ir.Target, calls: list, conc: bool) -> None:
-        parallel = conc and self.concurrency
-        fork = f.d
-        results: list[Any] = []
-        depths: list[int] = []
-        forkable = not any(key in self.lp.compiled.effects for key, _ in calls)  # host effects keep their order
-        if parallel and self.fibers and forkable:  # fork-join over child fibers (§4.2)
-            thunks = [lambda key=key, args=args: self.call(key, fork, self.call_args(f, key, args))
-                      for key, args in calls]
-            for r, d in self.rt.fork(thunks):
-                results.append(r)
-                depths.append(d)
+    def assign(self, t: ir.Target, v: ir.Expr, c: Coercion | None, at: _Frame) -> None:
+        self.store(at, t, self.coerce(self.expr(at, v), c))
+
+    def starred_assign(self, t: ir.Target, v: ir.Expr, after: list[tuple[str, Coercion]], at: _Frame) -> None:
+        self.store(at, t, self.expr(at, v))
+        for name, c in after:
+            at.env[name] = self.coerce(at.env[name], c)
+
+    def field_load(self, t: ir.Target, obj: ir.Expr, attr: str, at: _Frame) -> None:
+        value, at.d = self.rt.load(self.expr(at, obj), attr, at.d)
+        self.store(at, t, value)
+
+    def field_store(self, obj: ir.Expr, attr: str, x: ir.Expr, c: Coercion | None, at: _Frame) -> None:
+        target = self.expr(at, obj)
+        self.rt.store(target, attr, self.coerce(self.expr(at, x), c), at.d)
+
+    def list_put(self, v: ir.Call, lst: str, c: Coercion | None, at: _Frame) -> None:
+        if v.target == "__setitem__":  # `lst[i] = x`: Python evaluates x first
+            value = self.coerce(self.expr(at, v.args[-1]), c)
+            at.env[lst][self.expr(at, v.args[0])] = value
+            return
+        method = getattr(at.env[lst], v.target)
+        lead = [self.expr(at, a) for a in v.args[:-1]]
+        method(*lead, self.coerce(self.expr(at, v.args[-1]), c))
+
+    def expr_stmt(self, v: ir.Expr, at: _Frame) -> None:
+        self.expr(at, v)
+
+    def return_(self, v: ir.Expr | None, c: Coercion | None, at: _Frame) -> None:
+        raise _Return(None if v is None else self.coerce(self.expr(at, v), c), at.d)
+
+    def if_(self, s: ir.If, padding: tuple[int, int], at: _Frame) -> None:
+        if self.expr(at, s.test):
+            self.body(at, s.body)
+            at.d += padding[0]
         else:
-            for key, args in calls:
-                r, d = self.call(key, fork if parallel else f.d, self.call_args(f, key, args))
-                results.append(r)
-                depths.append(d)
-                if not parallel:
-                    f.d = d
-        if parallel:
-            f.d = max(depths)
-        rets = [self.lp.functions[key].spec.ret for key, _ in calls]
-        value = tuple(results) if conc else results[0]
-        src = TupleK(tuple(rets)) if conc else rets[0]
-        self.assign(f, t, coerce(self, value, src, target_kind(f.spec, t)))
+            self.body(at, s.orelse)
+            at.d += padding[1]
 
-    def assign(self, f: _Frame, t: ir.Target, value: Any) -> None:
+    def while_(self, s: ir.While, at: _Frame) -> None:
+        while self.expr(at, s.test):
+            if self.iteration(at, s.body) is None:
+                break
+
+    def for_(self, s: ir.For, is_map: bool, prefetch: Prefetch | None, at: _Frame) -> None:
+        src = self.expr(at, s.iter)
+        if prefetch is not None:
+            self.prefetch_nodes(at, src, prefetch)
+        fork = joined = at.d  # a map loop: every iteration starts at the same depth
+        for i, item in enumerate(src):
+            at.index[s.nid] = i
+            self.store(at, s.target, item)
+            if is_map:
+                at.d = fork
+            ran = self.iteration(at, s.body)
+            if ran is None:
+                break
+            if ran and is_map:  # as the skeleton: an iteration left by `continue` is not joined
+                joined = max(joined, at.d)
+        if is_map:
+            at.d = joined
+
+    def iteration(self, f: _Frame, body: list[ir.Stmt]) -> bool | None:
+        """One iteration of a loop's ``body``: True when it ran to its end, False when left by ``continue``,
+        None by ``break``."""
+        try:
+            self.body(f, body)
+        except _Continue:
+            return False
+        except _Break:
+            return None
+        return True
+
+    def prefetch_nodes(self, f: _Frame, src: Any, pf: Prefetch) -> None:
+        """Add the nodes of ``pf.blocks`` for every item of a list or tuple before the loop (§4.2)."""
+        items = tuple(src) if type(src) in (list, tuple) else ()
+        missing = object()
+        outer = f.env.get(pf.var, missing)
+        for blk in pf.blocks:
+            handles = []
+            for item in items:
+                f.env[pf.var] = item
+                handles.append(self.node(f, blk))
+            f.ahead[blk.id] = (handles, items, pf.var, pf.loop)
+        if outer is missing:
+            f.env.pop(pf.var, None)
+        else:
+            f.env[pf.var] = outer
+
+    def break_(self, at: _Frame) -> None:
+        raise _Break
+
+    def continue_(self, at: _Frame) -> None:
+        raise _Continue
+
+    def pass_(self, at: _Frame) -> None:
+        pass
+
+    def phase(self, number: int, at: _Frame) -> None:
+        self.rt.enter_phase(number)
+        at.d = self.base
+
+    def stage(self, index: int, stages: int, at: _Frame) -> None:
+        at.d = self.rt.enter_stage(index, stages, at.d)
+
+    def program_call(self, s: ProgramCall, plan: CallPlan, at: _Frame) -> None:
+        fork = at.d
+        if plan.mode is CallMode.FIBERS:  # fork-join over child fibers (§4.2)
+            done = self.rt.fork([lambda key=key, args=args: self.call(key, fork, self.call_args(at, args))
+                                 for key, args in plan.calls])
+        else:
+            done = []
+            for key, args in plan.calls:
+                r, d = self.call(key, fork if plan.mode is CallMode.FORKED else at.d, self.call_args(at, args))
+                done.append((r, d))
+                if plan.mode is CallMode.SEQUENTIAL:
+                    at.d = d
+        if plan.mode is not CallMode.SEQUENTIAL:
+            at.d = max(d for _, d in done)
+        value = tuple(r for r, _ in done) if plan.tupled else done[0][0]
+        self.store(at, s.target, self.coerce(value, plan.result))
+
+    def call_args(self, f: _Frame, args: tuple[tuple[ir.Expr, Coercion | None], ...]) -> list[Any]:
+        """A program call's arguments, each coerced to the kind the callee is specialized on."""
+        return [self.coerce(self.expr(f, a), c) for a, c in args]
+
+    def store(self, f: _Frame, t: ir.Target, value: Any) -> None:
+        """Assign ``value`` to target ``t`` (a name, or a tuple of targets with at most one starred)."""
         if t.name is not None:
             f.env[t.name] = value
             return
         items = t.items or []
-        values = tuple(value)
-        if len(values) != len(items):
+        values = list(value)
+        star = next((i for i, x in enumerate(items) if x.starred), None)
+        if star is None and len(values) != len(items):
             raise ValueError(f"cannot unpack {len(values)} values into {len(items)} targets")
+        if star is not None:
+            after = len(items) - star - 1
+            if len(values) < star + after:
+                raise ValueError(f"not enough values to unpack (expected at least {star + after}, got {len(values)})")
+            values = [*values[:star], values[star:len(values) - after], *values[len(values) - after:]]
         for sub, v in zip(items, values):
-            self.assign(f, sub, v)
+            self.store(f, sub, v)
+
+    def coerce(self, value: Any, c: Coercion | None) -> Any:
+        """``value`` coerced by ``c`` (``acrobat.codegen.visitor.coercion``): shared tensors lifted."""
+        match c:
+            case None:
+                return value
+            case Lift():
+                return self.rt.lift(value)
+            case OrNone(inner=inner):
+                return None if value is None else self.coerce(value, inner)
+            case Fields(keys=keys, parts=parts, is_dict=True):
+                return {k: self.coerce(value[k], p) for k, p in zip(keys, parts)}
+            case Fields(keys=keys, parts=parts):
+                return tuple([self.coerce(value[k], p) for k, p in zip(keys, parts)])
+            case Each(inner=inner):
+                return [self.coerce(x, inner) for x in value]
+            case Positions(parts=parts):
+                return [self.coerce(value[j], p) for j, p in enumerate(parts)]
+        raise TypeError(f"unknown coercion {c!r}")
 
     # -- expressions ----------------------------------------------------------
-    def kind(self, f: _Frame, e: ir.Expr) -> Kind:
-        return f.spec.kinds.get(e.nid, HOST)
-
     def expr(self, f: _Frame, e: ir.Expr) -> Any:
-        k = f.spec.kinds.get(e.nid)
-        if isinstance(k, SharedK):
-            return self.rt.slots[self.lp.slots.slot(k.ref, f.spec)]
-        if e.nid in f.spec.reads:  # host code reads this tensor's value: wait for it (§4.2)
-            return self.rt.value(self.eval(f, e))
-        return self.eval(f, e)
+        """The value of ``e``, or what ``LoweredVisitor.special`` says it is."""
+        match self.special(f.spec, e):
+            case None:
+                return self.eval(f, e)
+            case SharedRead(slot=slot):
+                return self.rt.slots[slot]
+            case Concat(left=a, right=b, left_c=ca, right_c=cb, inplace=inplace):
+                if inplace:  # `xs += ys` extends xs itself, as in Python
+                    left = self.expr(f, a)
+                    return operator.iadd(left, self.coerce(self.expr(f, b), cb))
+                left = self.coerce(self.expr(f, a), ca)
+                return left + self.coerce(self.expr(f, b), cb)
+            case LiftedList(items=items, parts=parts):
+                return [self.coerce(self.expr(f, x), c) for x, c in zip(items, parts)]
+            case ValueRead():  # host code reads this tensor's value: wait for it (§4.2)
+                return self.rt.value(self.eval(f, e))
+            case ScalarRead(operand=x, convert=convert):
+                number = self.rt.item(self.eval(f, x))
+                return number if convert is None else getattr(builtins, convert)(number)
+        raise TypeError(f"unknown special expression at {e.loc}")
 
     def eval(self, f: _Frame, e: ir.Expr) -> Any:
+        """The value of ``e`` as written, its sub-expressions through ``expr``."""
         match e:
             case ir.Name(id=name):
                 return f.env[name]
@@ -269,15 +338,17 @@ class Interpreter:
                 return tuple([self.expr(f, x) for x in items])
             case ir.ListExpr(items=items):
                 return [self.expr(f, x) for x in items]
+            case ir.DictExpr(keys=keys, values=vs):
+                return {k: self.expr(f, v) for k, v in zip(keys, vs)}
             case ir.BinOp(op=op, left=a, right=b, inplace=inplace):
-                return (_INPLACE if inplace else _BINOPS)[op](self.expr(f, a), self.expr(f, b))
+                return (INPLACE if inplace else BINOPS)[op](self.expr(f, a), self.expr(f, b))
             case ir.UnaryOp(op=op, operand=a):
                 return _UNOPS[op](self.expr(f, a))
             case ir.Compare(ops=ops, operands=xs):
                 left = self.expr(f, xs[0])
                 for op, x in zip(ops, xs[1:]):
                     right = self.expr(f, x)
-                    if not _CMPOPS[op](left, right):
+                    if not CMPOPS[op](left, right):
                         return False
                     left = right
                 return True
@@ -291,50 +362,57 @@ class Interpreter:
             case ir.IfExp(test=t, body=b, orelse=o):
                 return self.expr(f, b) if self.expr(f, t) else self.expr(f, o)
             case ir.Call(kind=kind, target=what, args=args, kwargs=kw, receiver=r):
-                a = [self.expr(f, x) for x in args]
-                kwa = {n: self.expr(f, x) for n, x in kw.items()}
-                match kind:
-                    case ir.CallKind.TORCH:
-                        return what(*a, **kwa)
+                match kind:  # the callee first, then the arguments, as Python evaluates the generated call
+                    case ir.CallKind.TORCH | ir.CallKind.HOST:
+                        fn = what
                     case ir.CallKind.BUILTIN:
-                        return getattr(builtins, what)(*a, **kwa)
+                        fn = getattr(builtins, what)
                     case ir.CallKind.METHOD:
-                        return getattr(self.expr(f, r), what)(*a, **kwa)  # type: ignore[arg-type]
+                        fn = getattr(self.expr(f, r), what)  # type: ignore[arg-type]
                     case ir.CallKind.VALUE:
-                        return self.expr(f, r)(*a, **kwa)  # type: ignore[arg-type]
+                        fn = self.expr(f, r)  # type: ignore[arg-type]
+                    case _:
+                        raise NotImplementedError(f"interpreter: a {kind} call at {e.loc}")
+                return fn(*[self.expr(f, x) for x in args], **{n: self.expr(f, x) for n, x in kw.items()})
         raise NotImplementedError(f"interpreter: expression {type(e).__name__} at {e.loc}")
 
 
-def coerce(interp: Interpreter, value: Any, src: Kind, dst: Kind) -> Any:
-    """``value`` of kind ``src`` as kind ``dst``: a shared tensor becomes per-instance (``Runtime.lift``)."""
-    if src == dst:
-        return value
-    if isinstance(src, SharedK) and isinstance(dst, TensorK):
-        return interp.rt.lift(value)
-    if isinstance(src, TupleK) and isinstance(dst, TupleK):
-        return tuple(coerce(interp, v, s, d) for v, s, d in zip(value, src.items, dst.items))
-    if isinstance(src, ListK) and isinstance(dst, ListK):
-        return [coerce(interp, v, src.elem, dst.elem) for v in value]
-    return value
-
-
 class InterpretedProgram:
-    """A program whose control flow is interpreted; blocks, prologue and runtime as compiled.
+    """A program whose control flow is interpreted; compile, blocks, prologue, backend and runtime as
+    ``Program.run`` has them (the same compile for the run's shared arguments).
 
-    ``run`` has the meaning of ``Program.run``: per-instance results, batched.
+    ``run`` has the meaning of ``Program.run``: per-instance results, batched; ``trace`` that of ``Program.trace``.
     """
 
-    def __init__(self, prog: Program, n_shared: int, options: Options | None = None, backend: str = "eager") -> None:
-        self.lp = lower_program(prog, n_shared, options or prog.options)
-        c = self.lp.compiled
-        self.backend = get_backend(backend)
-        self.kernels = block_kernels(self.backend, c.plan)
+    def __init__(self, prog: Program, options: Options | None = None, backend: str = "eager") -> None:
+        self.prog = prog
+        self.options = options or prog.options
+        self.backend = backend
+
+    def runtime(self, *shared: Any) -> Runtime:
+        """A fresh ``Runtime`` for one batched run, its skeleton entry replaced by the interpreter's.
+
+        Raises:
+            AcrobatError: the program runs in the dynamic tier (it has no lowered IR to interpret).
+        """
+        rt = self.prog.runtime(*shared, backend=self.backend, options=self.options)
+        c = self.prog.compile(len(shared), self.options, shared)  # cached: the compile ``rt`` runs
+        if c.plan.dynamic is not None:
+            raise AcrobatError(f"{self.prog.__name__} runs in the dynamic tier: there is no control flow to interpret")
+        entry = located(Interpreter(c).entry, __file__, {}, self.prog.instance_pos)
+        rt.plan = dataclasses.replace(rt.plan, entry=entry)
+        return rt
 
     def run(self, instances: Sequence, *shared: Any, stats: RunStats | None = None) -> list:
-        plan = self.lp.compiled.plan
-        rt = Runtime(dataclasses.replace(plan, entry=Interpreter(self.lp).entry), self.kernels,
-                     plan.prologue((None, *shared)), arena=self.backend.arena, threads=self.backend.threads)
+        rt = self.runtime(*shared)
         out = rt.run(instances, shared)
         if stats is not None:
             stats.add(rt.stats)
         return out
+
+    def trace(self, instances: Sequence, *shared: Any) -> list[tuple[int, str, int, int, int]]:
+        """The DFG of a batch as it ran, as ``Program.trace`` gives it."""
+        rt = self.runtime(*shared)
+        rt.trace = []
+        rt.run(instances, shared)
+        return sorted(rt.trace)

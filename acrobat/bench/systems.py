@@ -121,7 +121,7 @@ def _dynet(s: Setup) -> Runner:
 def _interp(s: Setup) -> Runner:
     from acrobat.bench.interpreter import InterpretedProgram
 
-    prog = InterpretedProgram(s.spec.program, 1)
+    prog = InterpretedProgram(s.spec.program)
     return AcrobatRunner(lambda st: prog.run(s.instances, s.params, stats=st))
 
 

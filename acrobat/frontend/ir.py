@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
 T = TypeVar("T")
+E = TypeVar("E", bound="Expr")
 
 _ids = itertools.count()
 
@@ -371,6 +372,14 @@ def walk(node: Expr):
         e = stack.pop()
         yield e
         stack.extend(reversed(children(e)))
+
+
+def renumbered(node: E) -> E:
+    """A deep copy of the expression ``node`` whose nodes all have new ids."""
+    out = copy.deepcopy(node)
+    for e in walk(out):
+        e.nid = fresh_id()
+    return out
 
 
 def names_read(node: Expr) -> set[str]:

@@ -140,20 +140,6 @@ class Runtime:
         self.objects: dict[int, tuple[Any, int, dict[str, tuple[Any, int, int]]]] = {}
 
     # -- called by the generated skeleton ----------------------------------
-    def invoke(self, block: BlockCode, depth: int, tensors: tuple, hosts: tuple) -> tuple[Handle, ...]:
-        """Add a DFG node of ``block`` at ``depth`` in the current phase; its lazy outputs (handles).
-
-        ``tensors`` are the node's arguments for the block's tensor
-        parameters (handles), ``hosts`` those for its host parameters, each
-        in parameter order. The generated skeleton makes the native call
-        itself at every block call (``acrobat.codegen.aot``).
-        """
-        if hosts:
-            h = self.dfg.node_hosts(depth, block.id, hosts, *tensors)
-        else:
-            h = self.dfg.node(depth, block.id, *tensors)
-        return tuple([h + k * OUTPUT_STEP for k in range(len(block.outputs))])
-
     def segment(self, block: BlockCode, depth: int, rows: list[Handle]) -> Any:
         """Add a segment node of ``block`` (an operator over the list ``rows``) at ``depth``; its lazy result.
 

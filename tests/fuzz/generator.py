@@ -336,9 +336,7 @@ class Gen:
         options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert", "setitem", "insert", "pop"]
         if nested:
             options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth"]
-        options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list"]
-        if self.ch.coin(15):  # rare: it sends the whole program to the dynamic tier
-            options.append("expert")
+        options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert"]
         if sc.loop:
             options += ["break", "continue"]
         if sc.ret is not None:
@@ -511,7 +509,8 @@ class Gen:
         if k == "expert":
             self.feat("module chosen by a per-instance int")
             name = self.fresh("t")
-            line = f"{name} = p.experts[clip({self.int(sc)}) % 3]({self.tensor(sc)})"
+            index = f"clip({self.int(sc)}) % 3" + (" - 3" if self.ch.coin(30) else "")  # negative: from the end
+            line = f"{name} = p.experts[{index}]({self.tensor(sc)})"
             sc.vars[name] = "T"
             return [line]
         if k in ("zip_loop", "reversed_loop", "stacked_loop") and sc.of("L"):
