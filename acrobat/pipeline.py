@@ -68,7 +68,7 @@ from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import write_skeleton
 from acrobat.codegen.blocks import block_code
 from acrobat.codegen.printer import Globals, body_lines, block_header
-from acrobat.codegen.prologue import write_prologue
+from acrobat.codegen.prologue import check_call_forms, write_prologue
 from acrobat.errors import InternalError
 from acrobat.frontend import ir
 from acrobat.runtime.plan import BlockCode
@@ -208,7 +208,7 @@ def kinds(s: State) -> KindTable:
     """The kind analysis from the entry (§4.2, §5.1): every specialization and its kinds."""
     r = s.request
     return analyze_kinds(dict(s.functions), r.program, r.n_shared, instance=r.program.instance_pos,
-                         resolve=r.resolve)
+                         resolve=r.resolve, parse=r.program.functions)
 
 
 def lists(s: State) -> None:
@@ -287,6 +287,8 @@ def prologue(s: State) -> Prologue:
     """The shared-value prologue (§5.1), over the slots the blocks and the skeleton use."""
     g, slots = s.skeleton.globals.extended(), s.skeleton.slots.extended()
     source, line_slots = write_prologue(slots, g)
+    if s.request.resolve is not None:
+        check_call_forms(slots, s.request.resolve, g)
     return Prologue(source, MappingProxyType(line_slots), g, slots)
 
 

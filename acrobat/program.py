@@ -226,8 +226,9 @@ class Program(Function[P, R]):
         k = self.instance_pos
         return (*shared[:k], None, *shared[k:])
 
-    def functions(self) -> dict[Any, ir.Function]:
-        """The entry and every program function reachable from it, parsed (§3), by function object.
+    def functions(self, root: Any = None) -> dict[Any, ir.Function]:
+        """The entry (or the program function ``root``: a module's method the analysis found) and every program
+        function reachable from it, parsed (§3), by function object.
 
         Raises:
             CompileError: a function outside the supported Python, or a call of a program entry.
@@ -238,7 +239,7 @@ class Program(Function[P, R]):
             return obj.__name__ if isinstance(obj, Function) else None
 
         functions: dict[Any, ir.Function] = {}
-        todo: list[Any] = [self]
+        todo: list[Any] = [self if root is None else root]
         while todo:
             f = todo.pop()
             if f in functions:

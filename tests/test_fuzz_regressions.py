@@ -15,6 +15,40 @@ from tests.fuzz.oracle import check
 HEAD = "import math\nimport torch\nimport torch.nn.functional as F\nimport acrobat as ab\n\n"
 
 CASES = {
+    # a while test holding a sum over a list: its statements run before the loop and again at the end of the body,
+    # and the copy of the segment block had the block's own id and node ids (two blocks of id 1; the pass check
+    # found it: InternalError, or the dynamic tier with a DynamicFallbackWarning); the copy now adds a node of
+    # the one block (seeds 129, 233, 534 of the expert-heavy generator)
+    "while_test_with_a_list_sum": ("nary", '''
+@ab.function
+def rec(node, p):
+    if len(node.children) == 0:
+        return p.emb[node.word % 7]
+    hs = []
+    for c in node.children:
+        hs.append(rec(c, p))
+    l = torch.stack(hs).sum(0)
+    n1 = 0
+    while n1 < 1 and torch.stack(hs).sum(0).sum() > 0.1:
+        n1 = n1 + 1
+    return l
+
+@ab.program
+def main(inst, p):
+    return rec(inst, p)
+'''),
+    # horizontal fusion grouped `h @ p.U` with `h @ p.Ws[k % 3]`, a weight chosen per instance (a lookup, not a
+    # shared parameter of the block): KeyError ('s', 4) in the compiler (seed 522)
+    "fusion_beside_a_chosen_weight": ("seq", '''
+@ab.program
+def main(inst, p):
+    h = p.h0
+    for x1 in inst:
+        x1 = p.steps
+        if 0 > 0:
+            return torch.tanh(torch.cat([p.lstm(F.relu(h @ p.U))[0], torch.tanh(h @ p.Ws[(x1) % 3])]) @ p.W2)
+    return h
+'''),
     # a dict variable assigned twice, its "h" item first a block's tensor and then a shared value: the
     # skeleton lifted the item into a handle (the variable's joined kind) but the return's result layout
     # took the last assignment's kind (shared), so `run` returned the int handle 33554432 for `d1["h"]`,

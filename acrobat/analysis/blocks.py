@@ -424,8 +424,10 @@ class _Lowerer:
     def renumbered(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         """A copy of ``stmts`` whose nodes have new ids, with the analysis facts of the nodes they copy: two
         blocks made of the same statements (a ``while`` test's, before the loop and at the end of its body)
-        must not share the node ids their parameters are substituted by."""
-        out = copy.deepcopy(stmts)
+        must not share the node ids their parameters are substituted by. A block already made (a segment operator
+        over a list) is not copied: both places add a node of the one block."""
+        made = {id(s.block): s.block for s in ir.walk_stmts(stmts) if isinstance(s, BlockCall)}
+        out = copy.deepcopy(stmts, memo=dict(made))
         spec = self.spec
         for s in ir.walk_stmts(out):
             for node in [s, *(e for root in ir.stmt_exprs(s) for e in ir.walk(root))]:
@@ -596,8 +598,11 @@ class _Lowerer:
                 return
             if isinstance(e, ir.Slice) and any(not isinstance(x, ir.Const) for x in ir.children(e)):
                 raise self.error(e, "slice bounds inside a tensor operator must be constants")
-            if isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH and e.args and self.kind(e.args[0]) is HOST:
-                form = ir.known(FROM_HOST, e.target)  # torch.tensor(node.word_id): a batched number under vmap
+            if isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH and e.args and (
+                    self.kind(e.args[0]) is HOST or isinstance(e.args[0], (ir.ListExpr, ir.TupleExpr))
+                    and all(self.kind(x) is HOST for x in e.args[0].items)):  # type: ignore[union-attr]
+                # torch.tensor(node.word_id), torch.tensor([node.word]): batched numbers under vmap
+                form = ir.known(FROM_HOST, e.target)
                 if form is not None:
                     e.target = form
             for c in ir.children(e):
@@ -680,9 +685,10 @@ class _Lowerer:
 
     def fuse(self, stmts: list[ir.Assign], by_key: dict, param: Callable) -> list[ir.Assign]:
         """Horizontal fusion (App. B.1): one matmul for each group of ``x @ W_i`` in the block."""
-        def weight_slot(e: ir.Expr) -> int | None:
+        def weight_slot(e: ir.Expr) -> int | None:  # a shared weight the block takes as it is (not a lookup)
             k = self.kind(e)
-            return self.slots.slot(k.ref, self.spec) if isinstance(k, SharedK) else None
+            slot = self.slots.slot(k.ref, self.spec) if isinstance(k, SharedK) else None
+            return slot if ("s", slot) in by_key else None
 
         out = list(stmts)
         for n, group in sorted(enumerate(matmul_groups(stmts, weight_slot)), key=lambda g: -min(i for i, _, _ in g[1])):

@@ -37,9 +37,10 @@ fixpoint rather than run as a separate pass.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -49,6 +50,7 @@ from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
 from acrobat.frontend.parser import is_comprehension_list, shown_name
+from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.plan import SegmentOp
 
 #: Static depths above this are treated as dynamic, so specialization terminates.
@@ -402,10 +404,25 @@ def shared_fact(v: Any) -> str:
         return "host"
     if isinstance(v, torch.nn.LSTMCell):
         return "pair"
+    if isinstance(v, torch.nn.Module) and program_methods(type(v)):  # its methods are analysed as written
+        return f"module {type(v).__module__}.{type(v).__qualname__} {id(type(v)):x}"
     keys = module_keys(v)
     if keys is not None:
         return f"modules {keys!r}" if len(keys) <= MAX_CHOICES else "modules"
     return "shared"
+
+
+_PROGRAM_METHODS: dict[type, frozenset[str]] = {}
+
+
+def program_methods(cls: type) -> frozenset[str]:
+    """The names of the ``@acrobat.function`` methods of class ``cls`` (its own and inherited ones)."""
+    names = _PROGRAM_METHODS.get(cls)
+    if names is None:
+        names = _PROGRAM_METHODS[cls] = frozenset(
+            n for c in cls.__mro__ for n, v in vars(c).items()
+            if isinstance(getattr(v, "snapshot", None), SourceSnapshot) and not hasattr(v, "run"))
+    return names
 
 
 def module_keys(v: Any) -> range | tuple | None:
@@ -431,11 +448,15 @@ def is_host_data(v: Any) -> bool:
 
 
 class _Analyzer:
-    def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None):
+    def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None,
+                 parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None):
         self.functions = functions
         # attribute name -> kind of the values stored there (see "fields"), every stored name from the start, so
         # that a read analysed before the store waits for its kind (BOTTOM) instead of taking host data
         self.fields: dict[str, Kind] = {name: BOTTOM for fn in functions.values() for name in _stored_attrs(fn)}
+        self.parse = parse  # parses a program function found during the analysis (a module's method), and its callees
+        # nid of a call made a program call (``method_call``) -> the method's name, and whether the module is called
+        self.method_sites: dict[int, tuple[str, bool]] = {}
         self.entry_params = entry_params  # what messages call a shared reference ``("arg", i)``
         self.resolve = resolve
         self.facts: dict[tuple, str] = {}  # shared reference -> ``shared_fact`` of its value (see shared_path)
@@ -1151,6 +1172,8 @@ class _Analyzer:
         ``ragged_call``), and a call that no rule decides is an operator (``operator``)."""
         if e.kind is CallKind.PROGRAM:
             return self.program_call(e)
+        if self.method_call(e):
+            return self.program_call(e)
         if e.kind is CallKind.VALUE and isinstance(e.receiver, ir.Subscript):
             self.called.add(e.receiver.nid)
         site = rules.Site(e, self.expr(e.receiver) if e.receiver is not None else None,
@@ -1164,11 +1187,64 @@ class _Analyzer:
                 return found
         return self.operator(site)
 
+    def method_call(self, e: ir.Call) -> bool:
+        """Make ``e`` a program call when it calls an ``@acrobat.function`` method of a shared module:
+        ``self.forward(child)``, ``self.compose(l, r)``, ``model(tree)`` (its ``forward``, when neither the
+        module's class nor hooks change what calling it does). The method is then analysed like a module-level
+        function taking the module first (§4: recursion, control flow and host data in it are the program's,
+        not one opaque operator of a block). Needs the run's shared arguments (``resolve``) to know the class;
+        the class becomes a fact of the compile, so a run with a module of another class compiles again.
+        Only calls with positional arguments (and the method's constant defaults) are made so."""
+        if e.kind not in (CallKind.METHOD, CallKind.VALUE) or e.receiver is None or e.kwargs or self.parse is None:
+            return False
+        recv = self.expr(e.receiver)
+        name = str(e.target) if e.kind is CallKind.METHOD else "forward"
+        fn = self.module_method(recv, name, e.kind is CallKind.VALUE)
+        if fn is None:
+            return False
+        params = list(inspect.signature(fn.fn).parameters.values())
+        given = 1 + len(e.args)
+        rest = params[given:]
+        if given > len(params) or any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params) \
+                or any(p.default is p.empty or not isinstance(p.default, (int, float, str, bool, type(None)))
+                       for p in rest):
+            return False
+        if fn not in self.functions:
+            found = self.parse(fn)
+            self.functions.update(found)
+            for name in (a for f in found.values() for a in _stored_attrs(f)):
+                self.fields.setdefault(name, BOTTOM)  # a field its methods store (read as host data until now: a
+                # read analysed before is then a conflict, a CompileError, never a host read of a tensor)
+        receiver, called = e.receiver, e.kind is CallKind.VALUE
+        e.kind, e.target, e.receiver = CallKind.PROGRAM, fn, None
+        e.args = [receiver, *e.args, *(ir.Const(e.loc, p.default) for p in rest)]
+        self.method_sites[e.nid] = (name, called)
+        return True
+
+    def module_method(self, recv: Kind, name: str, called: bool) -> Any:
+        """The ``@acrobat.function`` named ``name`` of the class of the shared module ``recv`` names in this
+        run, or None (not a module, not known here, no such program method; ``called``: the module itself is
+        called, which runs ``forward`` only through ``nn.Module.__call__`` without hooks)."""
+        if not isinstance(recv, SharedK) or recv.host or self.resolve is None:
+            return None
+        module = self.resolve(recv.ref)
+        if not isinstance(module, torch.nn.Module) or name not in program_methods(type(module)):
+            return None
+        if called and (type(module).__call__ is not torch.nn.Module.__call__ or module._forward_hooks
+                       or module._forward_pre_hooks or _global_module_hooks()):
+            return None
+        self.facts[recv.ref] = shared_fact(module)
+        return inspect.getattr_static(type(module), name)
+
     def program_call(self, e: ir.Call) -> Kind:
         """A call of a program function: the return kind of its specialization on the kinds of the arguments
         (context sensitivity, App. B.1), analysed on request."""
         what = e.target
         arg_kinds = tuple(self.expr(a) for a in e.args)
+        site = self.method_sites.get(e.nid)
+        if site is not None and self.module_method(arg_kinds[0], *site) is not what:
+            raise self.error(e, f"this call runs `.{site[0]}()` of modules of different classes (the function is "
+                                "called with different modules): acrobat analyses one method per call site")
         fn = self.functions[what]
         if len(arg_kinds) != len(fn.params):
             captured = len(getattr(what, "captured", ()))  # a nested def's captures: not the user's arguments
@@ -1431,7 +1507,8 @@ def _is_const(x: ir.Expr | None) -> bool:
 
 
 def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int = 0,
-                  resolve: Resolver | None = None) -> KindTable:
+                  resolve: Resolver | None = None,
+                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None) -> KindTable:
     """Run the kind analysis to a fixpoint from the entry function.
 
     The entry's parameter at position ``instance`` (the first, or the one
@@ -1439,7 +1516,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     ``n_shared`` parameters are shared roots (``SharedK(("arg", i))``, ``i``
     the parameter's position). ``resolve`` (when the run's shared arguments
     are known) tells which paths into them hold plain host data; the table's
-    ``facts`` say what was found.
+    ``facts`` say what was found. ``parse`` parses a program function found only now (a method of a module
+    the run passes, ``method_call``) with the functions it calls; ``functions`` grows by them.
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -1451,7 +1529,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
                            fallback=False)
-    an = _Analyzer(functions, fn.params, resolve)
+    an = _Analyzer(functions, fn.params, resolve, parse)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.request(key)
     an.changed = True
@@ -1482,3 +1560,9 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
 # The call rules build on the lattice above; imported last, as they import it (until the analyzer has a module
 # of its own, ``kinds`` holds both).
 from acrobat.analysis import rules  # noqa: E402
+
+
+def _global_module_hooks() -> bool:
+    """Whether hooks registered for every module (``nn.modules.module.register_module_forward_hook``) run."""
+    m = torch.nn.modules.module
+    return bool(m._global_forward_hooks or m._global_forward_pre_hooks)

@@ -9,7 +9,7 @@ modules. Blocks then receive the slots unbatched and the skeleton reads them as 
 from __future__ import annotations
 
 from acrobat.analysis.fusion import fuse_weights
-from acrobat.analysis.kinds import SharedK, describe_ref
+from acrobat.analysis.kinds import UNRESOLVED, Resolver, SharedK, describe_ref
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
@@ -75,3 +75,22 @@ def write_prologue(slots: SharedSlots, g: Globals) -> tuple[str, dict[int, int]]
     head = ["def _prologue(_A):", "    # shared values (weights, ops over weights): computed once per run, passed unbatched",
             f"    _S = [None] * {len(slots.defs)}"]
     return "\n".join(head + lines + ["    return _S", ""]), line_slots
+
+
+def check_call_forms(slots: SharedSlots, resolve: Resolver, g: Globals) -> None:
+    """Make the batchable form of every module the blocks call from the run's shared arguments (``resolve``), as
+    the prologue will: a module with none (``nn.GRU``) is then found while the program compiles, and the
+    program runs in the dynamic tier (README, "the dynamic tier") instead of failing in its first run.
+
+    Raises:
+        CompileError: a called module with no batchable form (``acrobat.codegen.modules.call_form``).
+    """
+    for d in slots.defs:
+        if d.ref[0] != "call":
+            continue
+        receiver = resolve(d.ref[1])
+        if receiver is UNRESOLVED:
+            continue
+        loc = d.loc or ir.Loc("<unknown>", 0)
+        path = expr_source(d.expr, g, lambda e: None) if d.expr is not None else describe_ref(d.ref[1])
+        call_form(receiver, d.method, path, loc.file, loc.line, loc.col, rowwise=d.rowwise)
