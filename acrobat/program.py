@@ -246,6 +246,11 @@ class Program(Function[P, R]):
                 continue
             functions[f] = (f.ir if isinstance(f, NestedFunction)
                             else parse_function(f.fn, f.snapshot, is_program_fn, markers))
+            if f is self and any(q.kind is inspect.Parameter.VAR_POSITIONAL
+                                 for q in inspect.signature(f.fn).parameters.values()):
+                raise CompileError(f"the entry `{f.__name__}` takes `*args`: name the instance and each shared "
+                                   "parameter (`def model(x, p)`); the functions it calls may take `*args`",
+                                   functions[f].loc.file, functions[f].loc.line, functions[f].loc.col)
             for s in ir.walk_stmts(functions[f].body):
                 for root in ir.stmt_exprs(s):
                     for e in ir.walk(root):

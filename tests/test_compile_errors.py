@@ -51,7 +51,7 @@ CASES = [
     (bad_progs.bad_global_tensor, "global_tensor", "pass tensors and modules in as model parameters"),
     (bad_progs.bad_inplace, "inplace", "write the out-of-place `.add()`"),
     (bad_progs.bad_attr_assign, "attr_assign", "cannot assign to `tok.x`"),
-    (bad_progs.bad_varargs, "varargs", "plain positional parameters only"),
+    (bad_progs.bad_varargs, "varargs", "takes `*args`: name the instance and each shared parameter"),
     (bad_progs.bad_default, "default", "with literal defaults"),
     (bad_progs.bad_phase_in_helper, "phase_helper", "move it to the entry's top level"),
     (bad_progs.bad_concurrent, "concurrent", "takes calls of @acrobat.function functions"),

@@ -354,6 +354,9 @@ class Spec:
     lists: ListFlow = field(default_factory=lambda: ListFlow())  # which list variables may be one list
     ragged: dict[int, tuple[str, SegmentOp | None]] = field(default_factory=dict)  # nid -> how it is batched:
     # ("stack", None), ("segment", op), ("rows", None) or ("contract", None); see acrobat.analysis.ragged
+    # call nid -> the sizes (keys) of what its starred arguments unpack, by their nids, and its expansion
+    # (``_Analyzer.unpack``); the specialization's ``fn`` holds the expanded calls once the analysis is done
+    unpacked: dict[int, tuple[dict[int, int | tuple[str, ...]], ir.Call]] = field(default_factory=dict)
 
     def find_expr(self, nid: int) -> ir.Expr:
         """The expression with node id ``nid``: in the function's body, or in a per-module call of ``choices``.
@@ -842,9 +845,14 @@ class _Analyzer:
             return k.elem
         if isinstance(k, RaggedK):
             return k.rows
+        if isinstance(k, TupleK):  # `for r in rest` of a function taking `*rest`: any of its items
+            elem: Kind = BOTTOM
+            for x in k.items:
+                elem = self.join_at(it, elem, x)
+            return elem
         if k is HOST or k is BOTTOM:
             return k
-        raise self.error(it, f"cannot iterate over a {k}: loops run over host data (lists, ranges) "
+        raise self.error(it, f"cannot iterate over a {k}: loops run over host data (lists, ranges, tuples) "
                              "or over lists of tensors built with append")
 
     # -- expressions ---------------------------------------------------
@@ -1136,6 +1144,8 @@ class _Analyzer:
         if isinstance(ko, ListK):
             return ko if isinstance(i, ir.Slice) else ko.elem  # xs[1:] is a list
         if isinstance(ko, TupleK):
+            if isinstance(i, ir.Slice) and all(x is None or isinstance(_const(x), int) for x in ir.children(i)):
+                return TupleK(ko.items[slice(*(None if x is None else x.value for x in (i.lower, i.upper, i.step)))])
             if isinstance(i, ir.Const) and isinstance(i.value, int):
                 if not -len(ko.items) <= i.value < len(ko.items):
                     raise self.error(e, f"tuple index {i.value} out of range")
@@ -1169,7 +1179,13 @@ class _Analyzer:
     def call(self, e: ir.Call) -> Kind:
         """The kind of a call (§4): a program function's is what its specialization returns (``program_call``);
         any other call goes through the rules of ``acrobat.analysis.rules`` (those of a stacked list first,
-        ``ragged_call``), and a call that no rule decides is an operator (``operator``)."""
+        ``ragged_call``), and a call that no rule decides is an operator (``operator``). A call with starred
+        arguments is analysed as its expansion (``unpack``)."""
+        if unpacking.starred(e):
+            found = self.unpack(e)
+            if found is None:
+                return BOTTOM  # what a starred value holds is not known yet: the fixpoint comes back
+            e = found
         if e.kind is CallKind.PROGRAM:
             return self.program_call(e)
         if self.method_call(e):
@@ -1235,6 +1251,27 @@ class _Analyzer:
             return None
         self.facts[recv.ref] = shared_fact(module)
         return inspect.getattr_static(type(module), name)
+
+    def unpack(self, e: ir.Call) -> ir.Call | None:
+        """``e`` with its starred arguments expanded (``acrobat.analysis.unpacking``), the same expansion (node
+        ids) each time this specialization is analysed; None while the kind of a value it unpacks is not known.
+
+        Raises:
+            CompileError: a value the static tier cannot unpack (a list, a tensor).
+        """
+        shapes: dict[int, unpacking.Shape] = {}
+        for s in unpacking.starred(e):
+            k = self.expr(s.value)
+            if k is BOTTOM:
+                return None
+            found = unpacking.shape(s, k)
+            if isinstance(found, str):
+                raise self.error(s, found)
+            shapes[s.nid] = found
+        known = self.spec.unpacked.get(e.nid)
+        if known is None or known[0] != shapes:
+            known = self.spec.unpacked[e.nid] = (shapes, unpacking.expanded(e, shapes))
+        return known[1]
 
     def program_call(self, e: ir.Call) -> Kind:
         """A call of a program function: the return kind of its specialization on the kinds of the arguments
@@ -1551,15 +1588,17 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
             reachable[k] = an.specs[k]
             todo.extend(reachable[k].calls.values())
     for spec in reachable.values():
+        # the later passes see calls with starred arguments expanded
+        spec.fn = unpacking.rewritten(spec.fn, {nid: call for nid, (_, call) in spec.unpacked.items()})
         # became per-instance once the fixpoint saw tensor operands (an op's kind, or its operand's: the item of
         # what was a shared op and became a tuple of tensors is no op at all)
         spec.shared_ops = {n for n in spec.shared_ops - spec.ops if isinstance(spec.kinds.get(n), SharedK)}
     return KindTable(reachable, key, an.facts, an.fields)
 
 
-# The call rules build on the lattice above; imported last, as they import it (until the analyzer has a module
-# of its own, ``kinds`` holds both).
-from acrobat.analysis import rules  # noqa: E402
+# The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import
+# it (until the analyzer has a module of its own, ``kinds`` holds both).
+from acrobat.analysis import rules, unpacking  # noqa: E402
 
 
 def _global_module_hooks() -> bool:

@@ -179,8 +179,8 @@ class Interpreter(LoweredVisitor[_Frame]):
             if self.iteration(at, s.body) is None:
                 break
 
-    def for_(self, s: ir.For, is_map: bool, prefetch: Prefetch | None, at: _Frame) -> None:
-        src = self.expr(at, s.iter)
+    def for_(self, s: ir.For, is_map: bool, prefetch: Prefetch | None, c: Coercion | None, at: _Frame) -> None:
+        src = self.coerce(self.expr(at, s.iter), c)
         if prefetch is not None:
             self.prefetch_nodes(at, src, prefetch)
         fork = joined = at.d  # a map loop: every iteration starts at the same depth

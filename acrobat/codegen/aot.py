@@ -235,10 +235,11 @@ class SkeletonWriter(LoweredVisitor[int]):
         self.emit(at, f"_d = _rt.enter_stage({index}, {stages}, _d)  # staged loop: stage {index} of {stages} of the "
                       f"iteration, a phase of its own")
 
-    def for_(self, s: ir.For, is_map: bool, prefetch: Prefetch | None, at: int) -> None:
-        header = f"for {target_source(s.target)} in {self.expr(s.iter)}:"
+    def for_(self, s: ir.For, is_map: bool, prefetch: Prefetch | None, c: Coercion | None, at: int) -> None:
+        source = coerce_source(self.expr(s.iter), c)
+        header = f"for {target_source(s.target)} in {source}:"
         if prefetch is not None:
-            header = self.prefetch_nodes(s, prefetch, at)
+            header = self.prefetch_nodes(s, source, prefetch, at)
         if not is_map:
             self.emit(at, header)
             self.body(s.body, at + 1)
@@ -251,13 +252,13 @@ class SkeletonWriter(LoweredVisitor[int]):
         self.emit(at + 1, f"{joined} = {builtin(self.g, 'max')}({joined}, _d)")
         self.emit(at, f"_d = {joined}")
 
-    def prefetch_nodes(self, s: ir.For, pf: Prefetch, at: int) -> str:
-        """Add the nodes of ``pf.blocks`` for every item of a list or tuple iterable before the loop (§4.2,
-        App. A.1); the loop header that numbers the iterations. In the loop each call takes its node from
-        there when the item is the one it was added for (a list changed by the loop body falls back to
-        adding the node in place)."""
+    def prefetch_nodes(self, s: ir.For, source: str, pf: Prefetch, at: int) -> str:
+        """Add the nodes of ``pf.blocks`` for every item of a list or tuple iterable (code ``source``) before the
+        loop (§4.2, App. A.1); the loop header that numbers the iterations. In the loop each call takes its
+        node from there when the item is the one it was added for (a list changed by the loop body falls back
+        to adding the node in place)."""
         src, items, i = f"_src{s.nid}", f"_items{s.nid}", f"_i{s.nid}"
-        self.emit(at, f"{src} = {self.expr(s.iter)}")
+        self.emit(at, f"{src} = {source}")
         tup, typ, lst = (builtin(self.g, n) for n in ("tuple", "type", "list"))
         self.emit(at, f"{items} = {tup}({src}) if {typ}({src}) in ({lst}, {tup}) else ()  "
                       f"# hoisted nodes of every iteration, added ahead (one launch for all fibers)")

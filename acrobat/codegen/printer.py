@@ -79,6 +79,12 @@ def target_source(t: ir.Target) -> str:
     return "(" + "".join(target_source(i) + ", " for i in t.items or []) + ")"
 
 
+def arguments_source(args: list[ir.Expr], kwargs: dict[str, ir.Expr], p: Callable[[ir.Expr], str]) -> str:
+    """A call's arguments as Python source, each printed by ``p`` (a ``**value`` without its key)."""
+    return ", ".join([p(a) for a in args] + [p(v) if isinstance(v, ir.Starred) else f"{k}={p(v)}"
+                                             for k, v in kwargs.items()])
+
+
 def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) -> str:
     """Python source of ``e``; ``subst(node)`` may replace a sub-expression by a name."""
     s = subst(e)
@@ -122,8 +128,10 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
             return "(" + f" {op} ".join(p(x) for x in vs) + ")"
         case ir.IfExp(test=t, body=b, orelse=o):
             return f"({p(b)} if {p(t)} else {p(o)})"
+        case ir.Starred(value=v, double=double):  # a parsed call's `*pair`, `**kw` (expanded by the kind analysis)
+            return ("**" if double else "*") + p(v)
         case ir.Call(kind=kind, target=what, args=args, kwargs=kw, receiver=r):
-            arg_src = ", ".join([p(a) for a in args] + [f"{k}={p(v)}" for k, v in kw.items()])
+            arg_src = arguments_source(args, kw, p)
             match kind:
                 case ir.CallKind.TORCH:
                     return f"{g.alias(what, getattr(what, '__name__', 'op'))}({arg_src})"
@@ -167,9 +175,8 @@ def readable_source(e: ir.Expr, names: Mapping[int, str] = MappingProxyType({}))
         if isinstance(x, ir.Concurrent):
             return "acrobat.concurrent(" + ", ".join(expr_source(c, g, subst) for c in x.calls) + ")"
         if isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM:
-            args = [expr_source(a, g, subst) for a in x.args] + [f"{k}={expr_source(v, g, subst)}"
-                                                                  for k, v in x.kwargs.items()]
-            return f"{getattr(x.target, '__name__', None) or x.target.name}({', '.join(args)})"
+            args = arguments_source(x.args, x.kwargs, lambda a: expr_source(a, g, subst))
+            return f"{getattr(x.target, '__name__', None) or x.target.name}({args})"
         return None
 
     return expr_source(e, g, subst)

@@ -10,8 +10,8 @@ decision once, so that the two cannot drift apart:
 - coercions (``coercion``): a shared value stored where a per-instance value is
   expected is lifted (``Runtime.lift``): on assignment, list puts, arguments of
   program calls, their results, the return value (to the function's return kind),
-  and a parameter passed shared and assigned per-instance values in the body,
-  on entry;
+  the items of a tuple a loop runs over (to the loop variable's kind), and a
+  parameter passed shared and assigned per-instance values in the body, on entry;
 - expression nodes that are not evaluated as written (``special``): shared values
   read from the run's slots, lists made of shared and per-instance values, values
   host code reads (§4.2);
@@ -377,8 +377,10 @@ class LoweredVisitor(Generic[C]):
                 self.if_(s, self.ghost_padding(s), at)
             case ir.While():
                 self.while_(s, at)
-            case ir.For():
-                self.for_(s, s.nid in fn.parallel_loops, self.prefetch(s), at)
+            case ir.For(target=t, iter=it):
+                k = self.kind(spec, it)  # `for r in rest` of a tuple: each item as the loop variable holds it
+                items = coercion(k, TupleK((target_kind(spec, t),) * len(k.items))) if isinstance(k, TupleK) else None
+                self.for_(s, s.nid in fn.parallel_loops, self.prefetch(s), items, at)
             case ir.Break():
                 self.break_(at)
             case ir.Continue():
@@ -442,9 +444,10 @@ class LoweredVisitor(Generic[C]):
     def while_(self, s: ir.While, at: C) -> None:
         raise NotImplementedError
 
-    def for_(self, s: ir.For, is_map: bool, prefetch: Prefetch | None, at: C) -> None:
-        """A ``for`` loop; a map loop (``is_map``) starts every iteration at the same depth and ends at the
-        deepest; with ``prefetch``, hoisted nodes of every item are added before it."""
+    def for_(self, s: ir.For, is_map: bool, prefetch: Prefetch | None, c: Coercion | None, at: C) -> None:
+        """A ``for`` loop over its iterable coerced by ``c`` (a tuple's items to the loop variable's kind); a map
+        loop (``is_map``) starts every iteration at the same depth and ends at the deepest; with ``prefetch``,
+        hoisted nodes of every item are added before it."""
         raise NotImplementedError
 
     def break_(self, at: C) -> None:

@@ -172,6 +172,10 @@ class CallKind(enum.Enum):
         return self.value
 
 
+STARRED_KEY = "**"
+"""The ``kwargs`` key prefix of a call's ``**value`` (no keyword can start with it)."""
+
+
 def known(table: Mapping[Any, T], target: Any) -> T | None:
     """``table[target]`` for a call's ``target`` (a torch callable), or None; a target that cannot be
     hashed (a callable object defining ``__eq__`` only) is in no table."""
@@ -182,10 +186,23 @@ def known(table: Mapping[Any, T], target: Any) -> T | None:
 
 
 @dataclass(eq=False)
+class Starred(Expr):
+    """``*value`` among a call's arguments, or ``**value`` among its keywords (``double``): the items of a
+    tuple (the entries of a dict) that the kind analysis knows the size (keys) of, and expands into plain
+    arguments (``acrobat.analysis.unpacking``). ``value`` is a variable: the parser puts any other value in
+    a fresh one first, or the items of a tuple display in place."""
+
+    value: Name
+    double: bool = False
+
+
+@dataclass(eq=False)
 class Call(Expr):
     """A call: ``kind`` says what is called and ``target`` names it (see :class:`CallKind` for what
     ``target`` holds per kind); ``receiver`` is the object of a ``METHOD`` call or the called value of a
-    ``VALUE`` call, else ``None``."""
+    ``VALUE`` call, else ``None``. Parsed calls may hold ``Starred`` arguments (a ``**value`` under the key
+    ``STARRED_KEY + str(i)`` of ``kwargs``), until the kind analysis expands them; a ``PROGRAM`` call's
+    ``args`` are then in parameter order and its ``kwargs`` empty."""
 
     kind: CallKind
     target: Any
@@ -362,6 +379,8 @@ def children(node: Expr) -> list[Expr]:
             return ([r] if r is not None else []) + list(args) + list(kw.values())
         case Concurrent(calls=calls):
             return list(calls)
+        case Starred(value=v):
+            return [v]
     return []
 
 

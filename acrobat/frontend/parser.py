@@ -30,6 +30,11 @@ COMPREHENSION = "comp"
 their own loop before the statement reads them (``is_comprehension_list``)."""
 
 
+STARRED = "star"
+"""Hint of the fresh names of starred values put in a variable before their statement (``_star0``,
+``_Translator.hoist_starred``)."""
+
+
 def is_comprehension_list(name: str) -> bool:
     """Whether ``name`` is the list a hoisted comprehension builds (``hoist_comprehensions``)."""
     return name.startswith("_" + COMPREHENSION) and name[len(COMPREHENSION) + 1:].isdigit()
@@ -38,9 +43,11 @@ def is_comprehension_list(name: str) -> bool:
 def shown_name(name: str) -> str:
     """A variable as a message names it: the name the model wrote for a comprehension's variable (the
     parser renames ``x`` to ``_c_x_3``, ``comprehension``), the words "a comprehension's list" for the list
-    one builds; else the name, in backticks."""
+    one builds, "a starred value" for the variable ``hoist_starred`` made; else the name, in backticks."""
     if is_comprehension_list(name):
         return "a comprehension's list"
+    if re.fullmatch(f"_{STARRED}\\d+", name):
+        return "a starred value"
     written = re.fullmatch(r"_c_(\w+)_\d+", name)
     return f"`{written[1] if written else name}`"
 
@@ -101,9 +108,15 @@ _UNSUPPORTED_EXPR = {
     ast.Yield: "return a list instead of yielding",
     ast.YieldFrom: "return a list instead of yielding",
     ast.NamedExpr: "assign in a separate statement",
-    ast.Starred: "pass arguments explicitly (starred names are accepted only as assignment targets: `a, *rest = xs`)",
+    ast.Starred: "unpack into a call's arguments (`f(*pair)`) or an assignment target (`a, *rest = xs`); build "
+                 "lists with `+` (`xs + [x]`)",
 }
 
+
+#: The field of each kind of statement that the parser hoists sub-expressions out of (comprehensions,
+#: starred values), into statements that run just before it.
+_HOISTED_FIELDS = {ast.Assign: "value", ast.AnnAssign: "value", ast.Return: "value", ast.Expr: "value", ast.If: "test",
+                   ast.For: "iter"}
 
 #: Context managers whose ``with`` body runs inline (grad-mode switches; see ``_Translator.with_stmt``).
 _GRAD_MODES = ("no_grad", "inference_mode", "enable_grad", "set_grad_enabled")
@@ -227,14 +240,14 @@ class _Translator:
     # -- statements ------------------------------------------------------
     def function(self, node: ast.FunctionDef) -> ir.Function:
         a = node.args
-        if a.vararg or a.kwarg or a.kwonlyargs or a.kw_defaults or a.posonlyargs:
+        if a.kwarg or a.kwonlyargs or a.kw_defaults or a.posonlyargs:
             raise self.error(node, "model functions take plain positional parameters only "
-                                   "(no *args, **kwargs or keyword-only parameters; defaults are fine)")
+                                   "(no **kwargs or keyword-only parameters; defaults and *args are fine)")
         for d in a.defaults:
             if not _literal_default(d):
                 raise self.error(d, "model functions take plain positional parameters only, with literal "
                                     "defaults (numbers, strings, True/False/None): pass other values as arguments")
-        params = [x.arg for x in a.args]
+        params = [x.arg for x in a.args] + ([a.vararg.arg] if a.vararg else [])  # `*rest`: a tuple parameter
         self.outer = node
         self.locals = set(params)
         for sub in ast.walk(node):
@@ -376,9 +389,7 @@ class _Translator:
         operands of ``and``/``or``, or a ``while`` test) into loops that run just before it; the statement
         reads the built lists instead. Returns the loops; rewrites ``s`` in place. (They run before the
         statement's other sub-expressions: model code is expected not to depend on that order.)"""
-        fields = {ast.Assign: "value", ast.AnnAssign: "value", ast.Return: "value", ast.Expr: "value", ast.If: "test",
-                  ast.For: "iter"}
-        field = fields.get(type(s))
+        field = _HOISTED_FIELDS.get(type(s))
         if field is None or getattr(s, field) is None:
             return []
         pre: list[ast.stmt] = []
@@ -417,10 +428,57 @@ class _Translator:
         setattr(s, field, Hoist().visit(getattr(s, field)))
         return pre
 
+    def hoist_starred(self, s: ast.stmt) -> list[ast.stmt]:
+        """``f(x, *g(y))``: a starred value that is neither a variable nor a tuple display is evaluated into a
+        fresh variable just before the statement (``_star0 = g(y)``), and the call unpacks the variable
+        (``ir.Starred``; the kind analysis knows its size). Only where Python's order stays as it was: the
+        statement always evaluates the value (not under ``a if c else b`` or a later ``and``/``or`` operand),
+        and nothing the statement evaluates before it calls anything. Elsewhere ``call`` rejects the value,
+        naming the fix. Returns the assignments; rewrites ``s`` in place."""
+        field = _HOISTED_FIELDS.get(type(s))
+        if field is None or getattr(s, field) is None:
+            return []
+        pre: list[ast.stmt] = []
+        called = False  # whether a call has run before the node visited now (Python's evaluation order)
+
+        def hoist(value: ast.expr) -> ast.expr:
+            if called or isinstance(value, ast.Tuple) or isinstance(value, ast.Name) and value.id in self.locals:
+                return value
+            name = self.fresh_name(STARRED)
+            pre.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), value))
+            return ast.copy_location(ast.Name(name, ast.Load()), value)
+
+        def visit(node: ast.AST) -> None:
+            nonlocal called
+            if isinstance(node, (ast.IfExp, ast.BoolOp, ast.Lambda)):
+                first = node.test if isinstance(node, ast.IfExp) else node.values[0] if isinstance(
+                    node, ast.BoolOp) else None
+                if first is not None:
+                    visit(first)  # always evaluated; the rest maybe not: nothing is hoisted from it
+                called = called or any(isinstance(x, ast.Call) for x in ast.walk(node))
+                return
+            if isinstance(node, ast.Call):
+                visit(node.func)
+                for a in node.args:
+                    if isinstance(a, ast.Starred):
+                        a.value = hoist(a.value)
+                    visit(a)
+                for k in node.keywords:
+                    if k.arg is None and not _keyword_display(k.value):
+                        k.value = hoist(k.value)
+                    visit(k.value)
+                called = True
+                return
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+        visit(getattr(s, field))
+        return pre
+
     def stmt(self, s: ast.stmt) -> ir.Stmt | list[ir.Stmt] | None:
         loc = self.loc(s)
-        pre = self.hoist_comprehensions(s)
-        if pre:  # `hs = [cell(x, p) for x in xs]`: desugared into a loop that appends
+        pre = self.hoist_comprehensions(s) or self.hoist_starred(s)
+        if pre:  # `hs = [cell(x, p) for x in xs]`: desugared into a loop that appends; `_star0 = g(y)`
             rest = self.stmt(s)
             return self.body(pre) + (rest if isinstance(rest, list) else [rest] if rest is not None else [])
         match s:
@@ -548,15 +606,13 @@ class _Translator:
 
     def call(self, e: ast.Call) -> ir.Expr:
         loc = self.loc(e)
-        if any(k.arg is None for k in e.keywords) or any(isinstance(a, ast.Starred) for a in e.args):
-            raise self.error(e, "`*args`/`**kwargs` in calls are not supported: pass arguments explicitly")
-        args = [self.expr(a) for a in e.args]
-        kwargs = {k.arg: self.expr(k.value) for k in e.keywords if k.arg is not None}
+        args = self.positional(e.args)
+        kwargs = self.keywords(e.keywords)
         func = e.func
         if isinstance(func, ast.Name) and func.id in self.nested:
             key = self.nested[func.id]
-            captured = [ir.Name(loc, c) for c in key.captured]
-            return ir.Call(loc, ir.CallKind.PROGRAM, key, self.bind_call(e, key, captured + args, kwargs), {})
+            captured: list[ir.Expr] = [ir.Name(loc, c) for c in key.captured]
+            return ir.Call(loc, ir.CallKind.PROGRAM, key, *self.bound(e, key, captured + args, kwargs))
         found, obj = (self.resolve_global(func) if isinstance(func, (ast.Name, ast.Attribute)) else (False, None))
         if found:
             if obj is self.markers["concurrent"]:
@@ -569,7 +625,7 @@ class _Translator:
                 raise self.error(e, "acrobat.phase() is a statement of its own: write it on its own line")
             name = self.is_program_fn(obj)
             if name is not None:
-                return ir.Call(loc, ir.CallKind.PROGRAM, obj, self.bind_call(e, obj, args, kwargs), {})
+                return ir.Call(loc, ir.CallKind.PROGRAM, obj, *self.bound(e, obj, args, kwargs))
             if isinstance(func, ast.Name) and getattr(builtins, func.id, None) is obj and func.id in HOST_BUILTINS:
                 return ir.Call(loc, ir.CallKind.BUILTIN, func.id, args, kwargs)
             if obj is tuple and len(e.args) == 1 and not kwargs and isinstance(e.args[0], ast.Call) and isinstance(
@@ -586,30 +642,111 @@ class _Translator:
             return ir.Call(loc, ir.CallKind.METHOD, func.attr, args, kwargs, receiver=self.expr(func.value))
         return ir.Call(loc, ir.CallKind.VALUE, None, args, kwargs, receiver=self.expr(func))
 
-    def bind_call(self, e: ast.Call, callee: Any, args: list[ir.Expr], kwargs: dict[str, ir.Expr]) -> list[ir.Expr]:
-        """The arguments of a program call in parameter order: keywords placed by the callee's signature,
-        omitted ones filled with its (literal) defaults."""
-        fn = getattr(callee, "fn", callee)
-        params = list(inspect.signature(fn).parameters.values())
-        if len(args) > len(params):
-            return args  # the kind analysis reports the arity
-        bound: list[ir.Expr | None] = [*args, *[None] * (len(params) - len(args))]
-        names = [q.name for q in params]
-        for key, value in kwargs.items():
-            if key not in names:
-                raise self.error(e, f"`{fn.__name__}` has no parameter `{key}`")
-            i = names.index(key)
-            if bound[i] is not None:
-                raise self.error(e, f"`{fn.__name__}` got two values for `{key}`")
-            bound[i] = value
+    def positional(self, args: list[ast.expr]) -> list[ir.Expr]:
+        """A call's positional arguments: ``*(a, b)`` as its items, ``*name`` as an ``ir.Starred`` (its items,
+        once the kind analysis knows how many)."""
         out: list[ir.Expr] = []
-        for q, b in zip(params, bound):
-            if b is None:
-                if q.default is inspect.Parameter.empty:
-                    break  # too few arguments: the kind analysis reports the arity
-                b = ir.Const(self.loc(e), q.default)
-            out.append(b)
+        for a in args:
+            match a:
+                case ast.Starred(value=ast.Tuple(elts=items)):
+                    out += self.positional(items)
+                case ast.Starred(value=ast.Name(id=name) as v) if name in self.locals:
+                    out.append(ir.Starred(self.loc(a), ir.Name(self.loc(v), name)))
+                case ast.Starred(value=v):
+                    raise self.error(a, _starred_fix("*", v))
+                case _:
+                    out.append(self.expr(a))
         return out
+
+    def keywords(self, keywords: list[ast.keyword]) -> dict[str, ir.Expr]:
+        """A call's keyword arguments: ``**{"a": x}`` as ``a=x``, ``**name`` as an ``ir.Starred`` under the
+        key ``ir.STARRED_KEY + str(i)`` (its entries, once the kind analysis knows the dict's keys).
+
+        Raises:
+            CompileError: a keyword given twice (Python raises ``TypeError``), or a ``**`` value the kind
+                analysis cannot see the keys of.
+        """
+        out: dict[str, ir.Expr] = {}
+        for k in keywords:
+            match k:
+                case ast.keyword(arg=None, value=ast.Dict(keys=keys, values=values) as d) if _keyword_display(d):
+                    pairs = [(key.value, v) for key, v in zip(keys, values)]  # type: ignore[union-attr]
+                case ast.keyword(arg=None, value=ast.Name(id=name) as v) if name in self.locals:
+                    out[f"{ir.STARRED_KEY}{len(out)}"] = ir.Starred(self.loc(k), ir.Name(self.loc(v), name), True)
+                    continue
+                case ast.keyword(arg=None, value=v):
+                    raise self.error(k, _starred_fix("**", v))
+                case _:
+                    pairs = [(k.arg, k.value)]
+            for key, v in pairs:
+                if key in out:
+                    raise self.error(k, f"keyword argument `{key}` is given twice (Python raises TypeError): "
+                                        "give it once")
+                out[key] = self.expr(v)
+        return out
+
+    def bound(self, e: ast.Call, callee: Any, args: list[ir.Expr],
+              kwargs: dict[str, ir.Expr]) -> tuple[list[ir.Expr], dict[str, ir.Expr]]:
+        """A program call's ``args`` and ``kwargs``: bound to the callee's parameters (``bind_arguments``), or,
+        with a starred argument, as they are (the kind analysis binds them once it has expanded it)."""
+        if any(isinstance(a, ir.Starred) for a in [*args, *kwargs.values()]):
+            return args, kwargs
+        return bind_arguments(callee, args, kwargs, self.loc(e)), {}
+
+
+def bind_arguments(callee: Any, args: list[ir.Expr], kwargs: dict[str, ir.Expr], loc: ir.Loc) -> list[ir.Expr]:
+    """The arguments of a call of the program function ``callee`` in parameter order: keywords placed by the
+    callee's signature, omitted ones filled with its (literal) defaults, and those past its named parameters
+    as one tuple where it takes ``*rest`` (its last parameter, in the IR).
+
+    Raises:
+        CompileError: a keyword the callee has no parameter of, or one given a second value.
+    """
+    fn = getattr(callee, "fn", callee)
+    params = list(inspect.signature(fn).parameters.values())
+    if params and params[-1].kind is inspect.Parameter.VAR_POSITIONAL:
+        named = params[:-1]
+        bound = _bind(fn.__name__, named, args[:len(named)], kwargs, loc)
+        return bound + [ir.TupleExpr(loc, args[len(named):])] if len(bound) == len(named) else bound
+    return _bind(fn.__name__, params, args, kwargs, loc)
+
+
+def _bind(name: str, params: list[inspect.Parameter], args: list[ir.Expr], kwargs: dict[str, ir.Expr],
+          loc: ir.Loc) -> list[ir.Expr]:
+    """``bind_arguments`` for the named parameters ``params`` of function ``name``."""
+    if len(args) > len(params):
+        return args  # the kind analysis reports the arity
+    bound: list[ir.Expr | None] = [*args, *[None] * (len(params) - len(args))]
+    names = [q.name for q in params]
+    for key, value in kwargs.items():
+        if key not in names:
+            raise CompileError(f"`{name}` has no parameter `{key}`", loc.file, loc.line, loc.col)
+        i = names.index(key)
+        if bound[i] is not None:
+            raise CompileError(f"`{name}` got two values for `{key}`", loc.file, loc.line, loc.col)
+        bound[i] = value
+    out: list[ir.Expr] = []
+    for q, b in zip(params, bound):
+        if b is None:
+            if q.default is inspect.Parameter.empty:
+                break  # too few arguments: the kind analysis reports the arity
+            b = ir.Const(loc, q.default)
+        out.append(b)
+    return out
+
+
+def _keyword_display(value: ast.expr) -> bool:
+    """Whether ``value`` is a dict display of constant string keys (``**{"dim": 0}``: keywords as written)."""
+    return isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                               for k in value.keys)
+
+
+def _starred_fix(stars: str, value: ast.expr) -> str:
+    """What to write instead of ``*value`` (``**value``) that the parser cannot hoist into a variable."""
+    text = ast.unparse(value)
+    return (f"`{stars}{text}` is unpacked where its value cannot be evaluated ahead of the call in Python's order "
+            f"(after another call, or under `a if c else b`/`and`/`or`): evaluate it into a variable in a statement "
+            f"of its own first (`args = {text}`, then `f({stars}args)`)")
 
 
 def _literal_default(node: ast.expr) -> bool:

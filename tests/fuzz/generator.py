@@ -336,7 +336,7 @@ class Gen:
         options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert", "setitem", "insert", "pop"]
         if nested:
             options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth"]
-        options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert"]
+        options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert", "starred_call"]
         if sc.loop:
             options += ["break", "continue"]
         if sc.ret is not None:
@@ -496,6 +496,8 @@ class Gen:
             lines.append(self.ch.pick([f"{name}.reverse()", f"{name}.append({self.tensor(sc)})",
                                        f"{name}.insert(0, {self.tensor(sc)})"]))
             return lines
+        if k == "starred_call":
+            return self.starred_call(sc)
         if k == "max_pair":
             name = self.fresh("t")
             if sc.of("L") and self.ch.coin(50):
@@ -621,6 +623,31 @@ class Gen:
                 self.feat("list changed by callee")
                 return [f"visit({sc.node}, p, {self.ch.pick(lists)})"]
         return [self.new_int(sc, self.int(sc))]
+
+    def starred_call(self, sc: Scope) -> list[str]:
+        """``t = f(*pair, ...)``: a cell, a torch operator or a function taking ``*rest`` given a tuple's items by
+        ``*`` (a pair variable or a tuple display), maybe keywords by ``**{...}``."""
+        self.feat("starred call")
+        pair = self.var(sc, "P") or f"({self.tensor(sc)}, {self.tensor(sc)})"
+        form = self.ch.int(0, 3)
+        if form == 0 and self.cells:
+            cell = self.ch.pick(self.cells)
+            rest = self.ch.pick(["p", f"p, {self.float(sc)}", f'**{{"p": p, "s": {self.float(sc)}}}'])
+            call = f"{cell}(*{pair}, {rest})"
+        elif form == 1:
+            call = self.ch.pick([f"torch.maximum(*{pair})", f"torch.add(*{pair}, alpha=0.5)",
+                                 f"torch.sub(*{pair})"])
+        else:
+            if "spread" not in self.helpers_names:
+                self.helpers_names.add("spread")
+                self.helpers.append("\n".join(["@ab.function", "def spread(x, *rest):", "    acc = x",
+                                               "    for r in rest:", "        acc = acc + torch.tanh(r)",
+                                               "    return acc / (1 + len(rest))"]))
+            call = self.ch.pick([f"spread(*{pair})", f"spread({self.tensor(sc)}, *{pair})",
+                                 f"spread({self.tensor(sc)})"])
+        name = self.fresh("t")
+        sc.vars[name] = "T"
+        return [f"{name} = {call}"]
 
     def new_int(self, sc: Scope, value: str) -> str:
         """``k = value`` for a new int variable ``k`` (visible after this statement)."""

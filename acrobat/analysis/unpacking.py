@@ -1,0 +1,97 @@
+"""Starred call arguments, ``f(*pair, q)`` and ``f(**kw)``, expanded into plain ones (§3, the frontend's subset).
+
+How many items a tuple has, and which keys a dict has, is a fact of the kind analysis (``TupleK``, ``DictK``),
+not of the syntax: ``pair`` may be a loop variable over ``list(enumerate(xs))`` or what a function returned.
+So the parser leaves ``*name``/``**name`` as ``ir.Starred`` (having put any other value in a variable first,
+``parser._Translator.hoist_starred``), and the kind analysis expands each such call once the variable's kind is
+known: ``f(a, *pair, k=b, **kw)`` becomes ``f(a, pair[0], pair[1], k=b, x=kw["x"])``, a program call's
+arguments then bound to its parameters. This is Python's meaning and order: the items are read where the ``*``
+stood, and reading a variable's item has no effect. The analysis's later passes see the expanded calls
+(``rewritten``), so the static blocks and the generated code (§4, §5) are those of the explicit call.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+from acrobat.analysis.kinds import DictK, Kind, ListK, TupleK, has_tensor
+from acrobat.errors import CompileError
+from acrobat.frontend import ir
+from acrobat.frontend.parser import bind_arguments
+
+Shape = int | tuple[str, ...]
+"""What an expansion depends on: a tuple's size, or a dict's keys."""
+
+
+def starred(e: ir.Call) -> list[ir.Starred]:
+    """The starred arguments of ``e``, in Python's order (positional ones, then keywords)."""
+    return [a for a in [*e.args, *e.kwargs.values()] if isinstance(a, ir.Starred)]
+
+
+def shape(s: ir.Starred, k: Kind) -> Shape | str:
+    """The size (keys) of the value ``s`` unpacks, of kind ``k``; or, when the static tier cannot unpack it,
+    why and what to write instead."""
+    if s.double:
+        if isinstance(k, DictK):
+            return k.keys
+        return (f"`**` unpacks a {k}: the static tier unpacks dicts with constant string keys "
+                "(`kw = {\"dim\": 0}`, then `f(x, **kw)`); pass the arguments as keywords (`f(x, dim=d)`)")
+    if isinstance(k, TupleK):
+        return len(k.items)
+    if isinstance(k, ListK):
+        return ("`*` unpacks a list, whose length may differ per instance: the static tier unpacks tuples (a "
+                "tuple display `pair = (a, b)`, a tuple a function returns, `torch.chunk(x, 3)`); pass the list "
+                "as one argument (`f(regions, xs)`, the function taking a list), or the dynamic tier runs it")
+    what = "a tensor (its rows)" if has_tensor(k) else f"a {k}, whose length the analysis does not know"
+    return (f"`*` unpacks {what}: the static tier unpacks tuples (a tuple display `pair = (a, b)`, a tuple a "
+            "function returns, `torch.chunk(x, 3)`); pass the items explicitly (`f(t[0], t[1])`)")
+
+
+def expanded(e: ir.Call, shapes: Mapping[int, Shape]) -> ir.Call:
+    """``e`` (same node id) with each starred argument ``s`` replaced by the items of the value it unpacks, of
+    size (keys) ``shapes[s.nid]``; a program call's arguments bound to its parameters.
+
+    Raises:
+        CompileError: a keyword given twice (Python raises ``TypeError``), or one the callee has not.
+    """
+    args: list[ir.Expr] = []
+    for a in e.args:
+        if isinstance(a, ir.Starred):
+            args += [_item(a, i) for i in range(shapes[a.nid])]  # type: ignore[arg-type]
+        else:
+            args.append(a)
+    kwargs: dict[str, ir.Expr] = {}
+    for key, v in e.kwargs.items():
+        entries = [(key, v)]
+        if isinstance(v, ir.Starred):
+            entries = [(k, _item(v, k)) for k in shapes[v.nid]]  # type: ignore[union-attr]
+        for k, x in entries:
+            if k in kwargs:
+                raise CompileError(f"keyword argument `{k}` is given twice (Python raises TypeError): give it once",
+                                   e.loc.file, e.loc.line, e.loc.col)
+            kwargs[k] = x
+    out = copy.copy(e)
+    if e.kind is ir.CallKind.PROGRAM:
+        out.args, out.kwargs = bind_arguments(e.target, args, kwargs, e.loc), {}
+    else:
+        out.args, out.kwargs = args, kwargs
+    return out
+
+
+def rewritten(fn: ir.Function, expansions: Mapping[int, ir.Call]) -> ir.Function:
+    """A copy of ``fn`` (node ids kept) whose calls are their expansions ``expansions[call nid]``; ``fn`` itself
+    when it has none."""
+    found = [e for s in ir.walk_stmts(fn.body) for root in ir.stmt_exprs(s) for e in ir.walk(root)
+             if isinstance(e, ir.Call) and e.nid in expansions]
+    if not found:
+        return fn
+    memo: dict[int, object] = {id(fn.source_lines): fn.source_lines}
+    for e in reversed(found):  # a call inside another's arguments first: the outer expansion holds the original
+        memo[id(e)] = copy.deepcopy(expansions[e.nid], memo)
+    return copy.deepcopy(fn, memo)
+
+
+def _item(s: ir.Starred, key: int | str) -> ir.Subscript:
+    """``value[key]`` of the variable ``s`` unpacks, at ``s``'s place."""
+    return ir.Subscript(s.loc, ir.Name(s.value.loc, s.value.id), ir.Const(s.loc, key))
