@@ -64,10 +64,14 @@ def test_a_module_with_a_forward_hook_is_called_as_plain_python():
     """A hook changes what calling the module does: the call is not made a program call of `forward`."""
     m, trees = mp.Recursive(), _trees(4, 3)
     m.register_forward_hook(lambda mod, args, out: out * 2.0)
+    with pytest.raises(ab.CompileError, match="has forward hooks"):  # the batched form would skip the hook
+        mp.called.compile(1, STRICT, (m,))
+    stats = ab.RunStats()
     with torch.no_grad():
         want = [mp.called(t, m) for t in trees]
-        got = mp.called.run(trees, m, backend="eager")
+        got = mp.called.run(trees, m, backend="eager", stats=stats)
     torch.testing.assert_close(got, want, **TOL)
+    assert stats.dynamic is not None and "forward hooks" in stats.dynamic.reason
 
 
 def test_a_module_with_no_batchable_form_runs_dynamically_from_the_first_run():

@@ -408,7 +408,8 @@ def shared_fact(v: Any) -> str:
     if isinstance(v, torch.nn.LSTMCell):
         return "pair"
     if isinstance(v, torch.nn.Module) and program_methods(type(v)):  # its methods are analysed as written
-        return f"module {type(v).__module__}.{type(v).__qualname__} {id(type(v)):x}"
+        hooked = " hooked" if _calls_hooks(v) else ""  # then calling it is not its `forward` alone
+        return f"module {type(v).__module__}.{type(v).__qualname__} {id(type(v)):x}{hooked}"
     keys = module_keys(v)
     if keys is not None:
         return f"modules {keys!r}" if len(keys) <= MAX_CHOICES else "modules"
@@ -1188,10 +1189,10 @@ class _Analyzer:
             e = found
         if e.kind is CallKind.PROGRAM:
             return self.program_call(e)
-        if self.method_call(e):
-            return self.program_call(e)
         if e.kind is CallKind.VALUE and isinstance(e.receiver, ir.Subscript):
             self.called.add(e.receiver.nid)
+        if self.method_call(e):
+            return self.program_call(e)
         site = rules.Site(e, self.expr(e.receiver) if e.receiver is not None else None,
                           [self.expr(a) for a in e.args], [self.expr(v) for v in e.kwargs.values()])
         found = self.ragged_call(e, site.recv, site.args, site.kws)
@@ -1246,8 +1247,7 @@ class _Analyzer:
         module = self.resolve(recv.ref)
         if not isinstance(module, torch.nn.Module) or name not in program_methods(type(module)):
             return None
-        if called and (type(module).__call__ is not torch.nn.Module.__call__ or module._forward_hooks
-                       or module._forward_pre_hooks or _global_module_hooks()):
+        if called and (type(module).__call__ is not torch.nn.Module.__call__ or _calls_hooks(module)):
             return None
         self.facts[recv.ref] = shared_fact(module)
         return inspect.getattr_static(type(module), name)
@@ -1601,7 +1601,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
 from acrobat.analysis import rules, unpacking  # noqa: E402
 
 
-def _global_module_hooks() -> bool:
-    """Whether hooks registered for every module (``nn.modules.module.register_module_forward_hook``) run."""
+def _calls_hooks(module: torch.nn.Module) -> bool:
+    """Whether calling ``module`` runs forward hooks: its own, or those registered for every module."""
     m = torch.nn.modules.module
-    return bool(m._global_forward_hooks or m._global_forward_pre_hooks)
+    return bool(module._forward_hooks or module._forward_pre_hooks or m._global_forward_hooks
+                or m._global_forward_pre_hooks)

@@ -157,6 +157,18 @@ def _child_path(path: str, name: str) -> str:
     return f"{path}[{name}]" if name.isdigit() else f"{path}.{name}"
 
 
+def _hooked(module: nn.Module) -> str | None:
+    """Where forward hooks run when ``module`` is called: a submodule's name (``""``: the module itself), ``"all
+    modules"`` for global ones, or None."""
+    g = torch.nn.modules.module
+    if g._global_forward_hooks or g._global_forward_pre_hooks:
+        return "on all modules"
+    for name, m in module.named_modules():
+        if m._forward_hooks or m._forward_pre_hooks:
+            return f"on `{name}`" if name else "on the module itself"
+    return None
+
+
 def _error(loc: Loc, message: str) -> CompileError:
     return CompileError(message, loc.file, loc.line, loc.col)
 
@@ -280,6 +292,10 @@ def call_form(receiver: Any, method: str | None, path: str, file: str, line: int
                               "(nn.Linear, activations, LayerNorm, Embedding, Dropout and nn.Sequential of them "
                               "are): loop over the list and call it on each item")
     if isinstance(receiver, nn.Module):
+        hooked = _hooked(receiver)
+        if hooked is not None:
+            raise _error(loc, f"`{path}` has forward hooks ({hooked}), which the batched form of a module does not "
+                              "run: remove them for the static tier (the dynamic tier runs the module with them)")
         if method is None:
             return ModuleForm.of(receiver, "forward", path, loc)
         attr = getattr(receiver, method)
