@@ -279,7 +279,7 @@ def skeleton(s: State) -> Skeleton:
     needs_fibers = any(spec.reads for spec in specs.values())
     options = dataclasses.replace(s.request.options, fibers=s.request.options.fibers and needs_fibers)
     source, line_map, entry_name = write_skeleton(list(lowered), table.entry, g, slots, dict(specs), base,
-                                                  options, set(s.effects))
+                                                  options, set(s.effects), dict(table.fields))
     return Skeleton(source, MappingProxyType(line_map), entry_name, options, needs_fibers, base, g, slots)
 
 

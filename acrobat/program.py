@@ -18,10 +18,10 @@ import traceback
 import warnings
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, ParamSpec, Sequence, TypeVar, overload
+from typing import Any, Callable, Generic, Mapping, ParamSpec, Sequence, TypeVar, overload
 
 from acrobat import pipeline
-from acrobat.analysis.kinds import UNRESOLVED, Resolver, SharedK, shared_fact
+from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, has_tensor, shared_fact
 from acrobat.analysis.lowered import Block, LoweredFunction
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import result_layout
@@ -151,6 +151,7 @@ class Compiled:
     effects: frozenset  # spec keys whose calls change host state that outlives them (their concurrent calls don't fork)
     facts: dict[tuple, str] | None  # shared refs -> ``shared_fact`` of their values ("missing"); None: compiled blind
     bug: str | None = None  # the compiler's own failure after which the program runs in the dynamic tier
+    fields: Mapping[str, Kind] = dataclasses.field(default_factory=dict)  # attribute -> kind of the fields the program stores
 
 
 class Program(Function[P, R]):
@@ -643,11 +644,12 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
     entry = located(namespace[skeleton.entry_name], skeleton_file, dict(skeleton.line_map), prog.instance_pos)
     located_prologue = _located_prologue(namespace["_prologue"], prologue_file, dict(prologue.line_slots),
                                          prologue.slots, entry_fn.spec.fn, prog.__name__, prog.instance_pos)
+    fields = {name: result_layout(k) for name, k in table.fields.items() if has_tensor(k)}
     plan = Plan(entry, located_prologue, codes, skeleton.base, skeleton.needs_fibers,
-                result_layout(entry_fn.spec.ret))
+                result_layout(entry_fn.spec.ret), fields=fields)
     facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
     return Compiled(plan, skeleton.source, prologue.source, dict(kernels.blocks), n_phases, lowered, table.entry,
-                    prologue.slots, skeleton.options, s.effects, facts)
+                    prologue.slots, skeleton.options, s.effects, facts, fields=types.MappingProxyType(dict(table.fields)))
 
 
 def located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:

@@ -96,7 +96,7 @@ def bad_inplace(tok, p):
 
 @ab.program
 def bad_attr_assign(tok, p):
-    tok.x = 1  # E:attr_assign
+    tok.x, y = 1, 2  # E:attr_assign
     return p.emb[0]
 
 

@@ -106,6 +106,8 @@ INPUTS: dict[str, list[tuple[Callable[[], Any], Callable[[int], list]]]] = {
     "ragged_progs": [(Small, _tokens)],
     "stage_progs": [(Small, _steps)],
     "starred_progs": [(lambda: importlib.import_module("tests.starred_progs").Params(), _tokens)],
+    "state_progs": [(lambda: importlib.import_module("tests.container_progs").Params(),
+                     lambda n: importlib.import_module("tests.state_progs").trees(n, 1, binary=True))],
     "tdc_progs": [(TdcParams, _tokens), (TdcParams, _token)],
     "user_progs": [(Small, _tokens), (Small, _token)],
     "nn_progs": [(Small, _tokens)],

@@ -129,6 +129,11 @@ class _Lowerer:
             return self.lower_ragged(e, pre)
         if e.nid in self.spec.choices:
             return self.lower_choice(e, pre)  # type: ignore[arg-type]
+        if e.nid in self.spec.loads:  # `child.state`: a statement of its own, which takes the stored depth (§4.1)
+            e.obj = self.extract(e.obj, pre, False)  # type: ignore[attr-defined]
+            name = self.temp(e.loc, e, self.kind(e))
+            pre.append(ir.Assign(e.loc, ir.Target(name=name.id), e))
+            return name
         if isinstance(e, ir.Attr) and e.attr in ("values", "indices") and isinstance(self.kind(e.obj), TupleK):
             # `x.topk(2).indices`: the pair crosses a block boundary as a tuple of its items: item 0 or 1
             item = ir.Subscript(e.loc, e.obj, ir.Const(e.loc, int(e.attr == "indices")))
@@ -159,9 +164,9 @@ class _Lowerer:
         return any(x.nid in self.spec.reads for x in ir.walk(e))
 
     def has_work(self, e: ir.Expr) -> bool:
-        """True when ``e`` holds a tensor operator or a program call."""
+        """True when ``e`` holds a tensor operator, a program call, a module chosen by data or a load of a field."""
         return any(self.is_op(x) or x.nid in self.spec.ragged or x.nid in self.spec.choices or
-                   isinstance(x, ir.Concurrent) or
+                   x.nid in self.spec.loads or isinstance(x, ir.Concurrent) or
                    isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM for x in ir.walk(e))
 
     # -- lists of tensors as operands (analysis.ragged) --------------------
@@ -431,7 +436,7 @@ class _Lowerer:
                 for table in (spec.kinds, spec.calls, spec.ragged):
                     if old in table:
                         table[node.nid] = table[old]  # type: ignore[index]
-                for group in (spec.reads, spec.ops, spec.shared_ops):
+                for group in (spec.reads, spec.ops, spec.shared_ops, spec.loads):
                     if old in group:
                         group.add(node.nid)
         return out

@@ -16,6 +16,15 @@ Every expression of a program function gets a *kind*:
   it makes an ``OptionalK``, which host code tests with ``is None`` (the
   handle/None test runs in the skeleton) and which ``if h is None`` narrows.
 
+*Fields*: an attribute the model stores on the instance's own objects
+(``node.state = cell(...)``, read back as ``child.state``) is a value of the
+run. Like a list's elements, its kind is flow-insensitive: the join of every
+value stored under that attribute name anywhere in the program, and a read
+``obj.state`` of any host object has it. A read of a field holding tensors
+is a *load* (``Spec.loads``): the skeleton takes the stored handles and the
+depth they were stored at (inline depth computation, §4.1), so the values
+carry their dependences through the object as through a variable.
+
 This is a taint analysis (weights are the sources, per-instance data
 taints) made context-sensitive by *specializing* every function on the
 kinds of its arguments, shared references included. A function called
@@ -340,6 +349,7 @@ class Spec:
     # nid of a call of a module chosen per instance (`p.experts[k](x)`) -> (the keys, the call of each key's module)
     choices: dict[int, tuple[range | tuple, tuple[ir.Call, ...]]] = field(default_factory=dict)
     reads: set[int] = field(default_factory=set)  # nids of tensors whose value host code reads (§4.2)
+    loads: set[int] = field(default_factory=set)  # nids of field reads holding tensors (``obj.state``: see fields)
     ret: Kind = BOTTOM
     lists: ListFlow = field(default_factory=lambda: ListFlow())  # which list variables may be one list
     ragged: dict[int, tuple[str, SegmentOp | None]] = field(default_factory=dict)  # nid -> how it is batched:
@@ -365,13 +375,14 @@ class Spec:
 
 @dataclass
 class KindTable:
-    """Result of the analysis: every reachable specialization; the entry's key; and which paths into the
+    """Result of the analysis: every reachable specialization; the entry's key; which paths into the
     shared arguments were found to hold (``facts``: ref -> ``shared_fact``), where the run's values were
-    known."""
+    known; and the kind of every field the program stores (``fields``: attribute name -> kind)."""
 
     specs: dict[SpecKey, Spec]
     entry: SpecKey
     facts: dict[tuple, str] = field(default_factory=dict)
+    fields: dict[str, Kind] = field(default_factory=dict)
 
 
 _VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}  # tensor attributes that are operators
@@ -444,6 +455,9 @@ class _Analyzer:
     def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None,
                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None):
         self.functions = functions
+        # attribute name -> kind of the values stored there (see "fields"), every stored name from the start, so
+        # that a read analysed before the store waits for its kind (BOTTOM) instead of taking host data
+        self.fields: dict[str, Kind] = {name: BOTTOM for fn in functions.values() for name in _stored_attrs(fn)}
         self.parse = parse  # parses a program function found during the analysis (a module's method), and its callees
         # nid of a call made a program call (``method_call``) -> the method's name, and whether the module is called
         self.method_sites: dict[int, tuple[str, bool]] = {}
@@ -768,6 +782,32 @@ class _Analyzer:
                 self.set_var(e, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k2))
                 self.env[name] = self.spec.var[name]
 
+    def store_field(self, e: ir.Call, attr: str, k: Kind) -> None:
+        """``setattr(obj, attr, value)`` (``obj.attr = value``) of the instance's own object ``obj``: the field's
+        kind grows by the value's, taken per-instance (shared values lifted) with a depth known only at run
+        time (the stored depth, §4.1). Stores change host state that outlives the call (``ListFlow.host_effects``).
+
+        Raises:
+            CompileError: the value is a list that may hold tensors (it could still change after the store,
+                unseen), a stacked list, or host data where the field holds tensors elsewhere.
+        """
+        value = e.args[2]
+        self.no_ragged(value, k, "stored on an object")
+        if contains(k, ListK) and not _host_lists(k):
+            raise self.error(value, f"a list that holds tensors (or is still empty) stored as `.{attr}` could change "
+                                    "after the store, which acrobat does not follow: store a tuple "
+                                    "(`node.hs = (h1, h2)`) or keep the list in a variable")
+        self.spec.lists.host_effects[e.nid] = e
+        old = self.fields[attr]
+        try:
+            new = join(old, _key_kind(_lifted(k), True))
+        except KindConflict:
+            raise self.error(e, f"`.{attr}` holds host data in one place and tensors in another ({old} vs {k}): "
+                                "use separate attributes") from None
+        if new != old:
+            self.fields[attr] = new
+            self.changed = True
+
     def narrow(self, names: set[str]) -> None:
         """In a branch where ``name is not None`` holds, it has the kind of its non-None values."""
         for name in names:
@@ -899,6 +939,10 @@ class _Analyzer:
                     return self.op_kind(e, [o], [k], host_result=False)  # `x.T`: an operator on the tensor
                 if isinstance(k, OptionalK):
                     self.op_kind(e, [o], [k], host_result=False)  # raises: test `is None` first
+                if type(k) is HostK and a in self.fields:  # `child.state`: a field the model stores
+                    if has_tensor(self.fields[a]):
+                        self.spec.loads.add(e.nid)
+                    return self.fields[a]
                 if isinstance(k, RaggedK) and a in rules.SHAPE_ATTRS | _VIEW_ATTRS:
                     self.no_ragged(e, k, f"read with `.{a}`" if a in rules.SHAPE_ATTRS else f"transposed with `.{a}`")
                 if has_tensor(k):
@@ -1183,7 +1227,11 @@ class _Analyzer:
                        for p in rest):
             return False
         if fn not in self.functions:
-            self.functions.update(self.parse(fn))
+            found = self.parse(fn)
+            self.functions.update(found)
+            for name in (a for f in found.values() for a in _stored_attrs(f)):
+                self.fields.setdefault(name, BOTTOM)  # a field its methods store (read as host data until now: a
+                # read analysed before is then a conflict, a CompileError, never a host read of a tensor)
         receiver, called = e.receiver, e.kind is CallKind.VALUE
         e.kind, e.target, e.receiver = CallKind.PROGRAM, fn, None
         e.args = [receiver, *e.args, *(ir.Const(e.loc, p.default) for p in rest)]
@@ -1394,6 +1442,20 @@ _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0
                 "operands row by row; for anything else, loop over the list")
 
 
+def _stored_attrs(fn: ir.Function) -> set[str]:
+    """The attribute names ``fn`` stores (``obj.attr = v``, parsed as ``setattr(obj, "attr", v)``)."""
+    return {c.args[1].value for s in ir.walk_stmts(fn.body) for root in ir.stmt_exprs(s) for c in ir.walk(root)
+            if isinstance(c, ir.Call) and c.kind is CallKind.BUILTIN and c.target == "setattr" and len(c.args) == 3
+            and isinstance(c.args[1], ir.Const) and isinstance(c.args[1].value, str)}
+
+
+def _host_lists(k: Kind) -> bool:
+    """Whether every list in ``k`` holds host data only (a list of numbers may be stored on an object)."""
+    if isinstance(k, ListK):
+        return type(k.elem) is HostK
+    return all(_host_lists(i) for i in _items(k))
+
+
 def _const(x: ir.Expr | None) -> Any:
     """The value of a constant expression, else a sentinel that equals nothing."""
     return x.value if isinstance(x, ir.Const) else object()
@@ -1531,7 +1593,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
         # became per-instance once the fixpoint saw tensor operands (an op's kind, or its operand's: the item of
         # what was a shared op and became a tuple of tensors is no op at all)
         spec.shared_ops = {n for n in spec.shared_ops - spec.ops if isinstance(spec.kinds.get(n), SharedK)}
-    return KindTable(reachable, key, an.facts)
+    return KindTable(reachable, key, an.facts, an.fields)
 
 
 # The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import

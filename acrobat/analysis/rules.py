@@ -221,6 +221,24 @@ def _host_call_message(fn: Any, k: Kind) -> str:
     return f"`{name}` is not an @acrobat.function, so it {runs}: decorate it with @acrobat.function"
 
 
+@defcall(CallKind.HOST, ANY)
+def _host_reads_a_field(a: _Analyzer, s: Site) -> None:
+    # `ready(node)`, a plain helper given the instance's objects, reading `.state` that the model stores tensors in:
+    # during a batched run it would find the run's handles, not tensors
+    read = sorted(n for n in _code_names(getattr(s.e.target, "__code__", None)) if has_tensor(a.fields.get(n, HOST)))
+    if read and any(type(k) is HostK for k in s.kinds):
+        name = getattr(s.e.target, "__name__", "this helper")
+        raise a.error(s.e, f"`{name}` runs as plain host Python and reads `.{read[0]}`, which the model stores "
+                           f"tensors in (not computed yet while the batch runs): decorate `{name}` with "
+                           "@acrobat.function")
+
+
+def _code_names(code: Any) -> set[str]:
+    """The global and attribute names a function's code (``code``, None for none) and its nested code use."""
+    if code is None:
+        return set()
+    return set(code.co_names).union(*(_code_names(c) for c in code.co_consts if hasattr(c, "co_names")))
+
 
 @defcall(CallKind.HOST, ANY)
 def _host_function(a: _Analyzer, s: Site) -> Kind:
@@ -298,6 +316,27 @@ def _list_method(a: _Analyzer, s: Site) -> Kind:
     path = a.mutate(e, e.receiver, value)
     if contains(value, ListK):
         a.flow(e, (path[0], path[1] + 1), e.args[0 if name == "append" else 1])
+    return HOST
+
+
+# -- fields: attributes stored on the instance's own objects -----------------------------------------------------
+
+
+@defcall(CallKind.BUILTIN, "setattr")
+def _field_store(a: _Analyzer, s: Site) -> Kind:
+    # `node.state = cell(...)` (parsed as `setattr(node, "state", ...)`): a field of the instance's object
+    e = s.e
+    obj, attr = s.args[0], e.args[1].value  # type: ignore[attr-defined]
+    written = f"{e.args[0].id}.{attr}" if isinstance(e.args[0], ir.Name) else f".{attr}"
+    if isinstance(obj, SharedK):
+        raise a.error(e, f"`{written} = ...` changes a model parameter, which every instance shares: keep "
+                         "per-instance state in variables of the model function or on the instance's own objects")
+    if obj is BOTTOM:
+        return BOTTOM  # the object's kind comes in a later pass
+    if type(obj) is not HostK:
+        raise a.error(e, f"cannot set `{written}` of a {obj}: attributes are stored on the instance's "
+                         "own objects (its tree nodes)")
+    a.store_field(e, attr, s.args[2])
     return HOST
 
 

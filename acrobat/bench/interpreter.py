@@ -79,7 +79,7 @@ class Interpreter(LoweredVisitor[_Frame]):
         self.functions = {f.spec.key: f for f in c.lowered}
         entry = self.functions[c.entry_key]
         super().__init__({k: f.spec for k, f in self.functions.items()}, entry, c.slots, c.plan.base,
-                         c.skeleton_options, c.effects)
+                         c.skeleton_options, c.effects, c.fields)
         self.entry_key = c.entry_key
         self.rt: Runtime
 
@@ -142,6 +142,14 @@ class Interpreter(LoweredVisitor[_Frame]):
         self.store(at, t, self.expr(at, v))
         for name, c in after:
             at.env[name] = self.coerce(at.env[name], c)
+
+    def field_load(self, t: ir.Target, obj: ir.Expr, attr: str, at: _Frame) -> None:
+        value, at.d = self.rt.load(self.expr(at, obj), attr, at.d)
+        self.store(at, t, value)
+
+    def field_store(self, obj: ir.Expr, attr: str, x: ir.Expr, c: Coercion | None, at: _Frame) -> None:
+        target = self.expr(at, obj)
+        self.rt.store(target, attr, self.coerce(self.expr(at, x), c), at.d)
 
     def list_put(self, v: ir.Call, lst: str, c: Coercion | None, at: _Frame) -> None:
         if v.target == "__setitem__":  # `lst[i] = x`: Python evaluates x first

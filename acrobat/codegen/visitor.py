@@ -28,9 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Generic, TypeVar
+from typing import Generic, Mapping, TypeVar
 
-from acrobat.analysis.kinds import HOST, DictK, Kind, ListK, NoneK, OptionalK, SharedK, Spec, SpecKey, TensorK, TupleK
+from acrobat.analysis.kinds import (HOST, DictK, Kind, ListK, NoneK, OptionalK, SharedK, Spec, SpecKey, TensorK, TupleK,
+                                    has_tensor)
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.rules import LIST_PUTS, VALUE_BUILTINS
 from acrobat.analysis.shared import SharedSlots
@@ -312,6 +313,7 @@ class LoweredVisitor(Generic[C]):
         +-- block_call / segment_call          BlockCall (a DFG node; ``prefetched`` ahead of a loop)
         +-- program_call                       ProgramCall, with its ``call_plan``
         +-- assign / starred_assign            with the value's ``coercion``, ``starred_coercions``
+        +-- field_load / field_store           a field holding tensors (``node.state``), with its stored depth
         +-- list_put / expr_stmt               a list's append/insert/[i] = v coerce the element
         +-- return_                            coerced to the function's return kind
         +-- if_                                with its ``ghost_padding``
@@ -321,11 +323,12 @@ class LoweredVisitor(Generic[C]):
 
     ``specs``: every specialization by key; ``entry``: the entry function (its phase marks are numbered);
     ``options`` are the skeleton's: ``concurrency``, ``ghosts``, ``fibers``; ``effects`` the spec keys
-    whose calls change host state that outlives them (their concurrent calls never fork, §4.2).
+    whose calls change host state that outlives them (their concurrent calls never fork, §4.2); ``fields``
+    the kind of each attribute the program stores on the instance's objects (``acrobat.analysis.kinds``).
     """
 
     def __init__(self, specs: dict, entry: LoweredFunction, slots: SharedSlots, base: int, options: object,
-                 effects: set | frozenset) -> None:
+                 effects: set | frozenset, fields: Mapping[str, Kind]) -> None:
         self.specs = specs
         self.phases = phase_numbers(entry)  # phase mark's node id -> the program phase it starts
         self.slots = slots
@@ -334,6 +337,7 @@ class LoweredVisitor(Generic[C]):
         self.ghosts = bool(options.ghosts)  # type: ignore[attr-defined]
         self.fibers = bool(options.fibers)  # type: ignore[attr-defined]
         self.effects = effects
+        self.fields = fields
         self._padding: dict[int, tuple[int, int]] = {}  # id of an if statement -> its ghost padding
 
     # -- dispatch -------------------------------------------------------------
@@ -354,8 +358,13 @@ class LoweredVisitor(Generic[C]):
                 self.program_call(s, self.call_plan(spec, s), at)
             case ir.Assign(target=t, value=v) if t.items and any(i.starred for i in t.items):
                 self.starred_assign(t, v, starred_coercions(spec, t, self.kind(spec, v)), at)
+            case ir.Assign(target=t, value=ir.Attr(obj=o, attr=a) as v) if v.nid in spec.loads:
+                self.field_load(t, o, a, at)
             case ir.Assign(target=t, value=v):
                 self.assign(t, v, coercion(self.kind(spec, v), target_kind(spec, t)), at)
+            case ir.ExprStmt(value=ir.Call(kind=ir.CallKind.BUILTIN, target="setattr", args=[o, ir.Const(value=a), x])) \
+                    if has_tensor(self.fields.get(a, HOST)):
+                self.field_store(o, a, x, coercion(self.kind(spec, x), self.fields[a]), at)
             case ir.ExprStmt(value=ir.Call(kind=ir.CallKind.METHOD, target=m, receiver=ir.Name(id=lst), args=args) as v) \
                     if m in LIST_PUTS and args:
                 k = spec.var.get(lst)
@@ -404,6 +413,16 @@ class LoweredVisitor(Generic[C]):
 
     def starred_assign(self, t: ir.Target, v: ir.Expr, after: list[tuple[str, Coercion]], at: C) -> None:
         """``a, *rest = v``, then each name of ``after`` coerced to its variable's kind."""
+        raise NotImplementedError
+
+    def field_load(self, t: ir.Target, obj: ir.Expr, attr: str, at: C) -> None:
+        """``t = obj.attr`` of a field holding tensors (``Runtime.load``): the depth counter raised to the depth
+        the value was stored at (§4.1)."""
+        raise NotImplementedError
+
+    def field_store(self, obj: ir.Expr, attr: str, x: ir.Expr, c: Coercion | None, at: C) -> None:
+        """``obj.attr = x`` of a field holding tensors (``Runtime.store``), ``x`` coerced by ``c`` to the field's
+        kind, ready at the depth counter."""
         raise NotImplementedError
 
     def list_put(self, v: ir.Call, lst: str, c: Coercion | None, at: C) -> None:

@@ -278,8 +278,17 @@ class _Translator:
             if sum(t.starred for t in items) > 1:
                 raise self.error(node, "at most one starred name in an assignment")
             return ir.Target(items=items)
-        raise self.error(node, f"cannot assign to `{ast.unparse(node)}`: only names and tuples of names can be "
-                               "assigned (tensors and model data are immutable; build a new value instead)")
+        raise self.error(node, f"cannot assign to `{ast.unparse(node)}`: only names, tuples of names and attributes "
+                               "(`node.state = h`, one per statement) can be assigned (tensors and model data are "
+                               "immutable; build a new value instead)")
+
+    def assignment(self, loc: ir.Loc, tgt: ast.expr, value: ir.Expr) -> ir.Stmt:
+        """``tgt = value``: a binding of names, or, for ``obj.attr = value``, the store ``setattr(obj, "attr",
+        value)`` (a field of the instance's own object: ``acrobat.analysis.kinds``, "fields")."""
+        if isinstance(tgt, ast.Attribute):
+            return ir.ExprStmt(loc, ir.Call(loc, ir.CallKind.BUILTIN, "setattr",
+                                            [self.expr(tgt.value), ir.Const(loc, tgt.attr), value], {}))
+        return ir.Assign(loc, self.target(tgt), value)
 
     def fresh_name(self, hint: str) -> str:
         name = f"_{hint}{self.fresh}"
@@ -479,11 +488,11 @@ class _Translator:
                                                 [self.expr(idx), self.expr(value)], {},
                                                 receiver=ir.Name(loc, lst)))
             case ast.Assign(targets=[tgt], value=value):
-                return ir.Assign(loc, self.target(tgt), self.expr(value))
+                return self.assignment(loc, tgt, self.expr(value))
             case ast.Assign(targets=[ast.Name(id=first) as head, *rest], value=value):
                 # `h = c = zeros`: the value once, bound to each target left to right (Python's order)
-                return [ir.Assign(loc, self.target(head), self.expr(value))] + [
-                    ir.Assign(loc, self.target(t), ir.Name(loc, first)) for t in rest]
+                bound: list[ir.Stmt] = [ir.Assign(loc, self.target(head), self.expr(value))]
+                return bound + [self.assignment(loc, t, ir.Name(loc, first)) for t in rest]
             case ast.Assign():
                 raise self.error(s, "chained assignment `a = b = ...` whose first target is not a name: "
                                     "write one assignment per target")

@@ -135,6 +135,9 @@ class Runtime:
         self.exec_ms = 0.0  # time spent executing groups (scheduling, gathers, kernels)
         self.trace: list[tuple[int, str, int, int, int]] | None = None  # (instance, block, phase, stage, depth)
         self.sinks: dict[int, GradSink] = {}  # gradient buffers by source id (``acrobat.runtime.accumulate``)
+        # the fields stored on the instances' objects (``store``), by object id: (object, the instance that
+        # stores on it, {attribute: (value, phase, depth)})
+        self.objects: dict[int, tuple[Any, int, dict[str, tuple[Any, int, int]]]] = {}
 
     # -- called by the generated skeleton ----------------------------------
     def segment(self, block: BlockCode, depth: int, rows: list[Handle]) -> Any:
@@ -220,6 +223,66 @@ class Runtime:
                 column = self.numbers[src] = out.reshape(len(out)).tolist()
         return column[x & ROW_MASK]
 
+    def store(self, obj: Any, attr: str, value: Any, d: int) -> None:
+        """``obj.attr = value`` for the running instance: a field holding handles, ready at depth ``d`` of the
+        current phase (§4.1). Set on the object as Python sets it; ``settle_fields`` puts the tensors there
+        after the run.
+
+        Raises:
+            InstanceError: another instance of the batch stores on ``obj`` too (see ``_shared_object``).
+        """
+        inst = self.dfg.inst
+        rec = self.objects.get(id(obj))
+        if rec is None:
+            rec = self.objects[id(obj)] = (obj, inst, {})
+        elif rec[1] != inst:
+            raise self._shared_object(obj, attr, rec[1])
+        setattr(obj, attr, value)
+        rec[2][attr] = (value, self.dfg.phase, d)
+
+    def load(self, obj: Any, attr: str, d: int) -> tuple[Any, int]:
+        """``obj.attr`` of a field the running instance stored (``store``), and the depth counter ``d`` raised
+        to the depth the value was stored at when that was in the current phase: a node reading it runs after
+        the nodes computing it, wherever the store happened (a map loop's earlier iteration, a concurrent
+        call; inline depth computation, §4.1).
+
+        Raises:
+            InstanceError: the running instance has not stored ``attr`` on ``obj`` in this run.
+        """
+        rec = self.objects.get(id(obj))
+        if rec is not None and rec[1] != self.dfg.inst:
+            raise self._shared_object(obj, attr, rec[1])
+        got = rec[2].get(attr) if rec is not None else None
+        if got is None:
+            raise mark_limit(InstanceError(
+                f"instance {self.dfg.inst}: `.{attr}` of a {type(obj).__name__} is read before the model stored it "
+                f"in this run: acrobat's static tier reads a stored attribute only after the instance stores it on "
+                f"that object (a value left from before the run is not batched); store it first, or pass the value "
+                f"as an argument", self.dfg.inst))
+        value, phase, stored = got
+        return value, stored if phase == self.dfg.phase and stored > d else d
+
+    def _shared_object(self, obj: Any, attr: str, other: int) -> InstanceError:
+        """The error for a field ``attr`` of ``obj`` that instance ``other`` stores and the running one uses:
+        one object shared by two instances, whose stored values a batched run cannot keep apart."""
+        return mark_limit(InstanceError(
+            f"instances {other} and {self.dfg.inst} share a {type(obj).__name__} object whose `.{attr}` the model "
+            f"stores: a batched run keeps one value per object, so instances may not share the objects the model "
+            f"stores on; give every instance its own (`copy.deepcopy(instance)`)", self.dfg.inst))
+
+    def settle_fields(self) -> None:
+        """After a static-tier run: the handles of every field stored on the instances' objects (``store``)
+        replaced by their tensors on the objects, as plain calls leave them (one gather for all)."""
+        layouts = self.plan.fields
+        handles: list[Handle] = []
+        for _, _, values in self.objects.values():
+            for attr, (value, _, _) in values.items():
+                _collect(value, layouts[attr], handles)
+        tensors = iter(self.copied(handles) if handles else [])
+        for obj, _, values in self.objects.values():
+            for attr, (value, _, _) in values.items():
+                setattr(obj, attr, _rebuild(value, layouts[attr], tensors))
+
     def fork(self, thunks: Sequence[Callable[[], Any]]) -> list:
         """Run independent calls: as child fibers when running on fibers, else one after the other."""
         if self.scheduler is None:
@@ -291,6 +354,8 @@ class Runtime:
             out = self.results(results, plan.result)
             if plan.dynamic is not None:
                 self.settle(out, instances, shared_args)
+            elif self.objects:
+                self.settle_fields()
             t1 = time.perf_counter()
             self.stats.gather_ms += (t1 - t_copy) * 1e3  # copying results out: memory copies, not construction
             self.exec_ms += (t1 - t_copy) * 1e3
@@ -398,11 +463,7 @@ class Runtime:
         """The instances' results (each of layout ``layout``) with every lazy value replaced by its tensor,
         copied out of the arena (whose rows the next run reuses) or the groups' outputs: one
         ``index_select`` per arena pool or group output, not one copy per value."""
-        storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []  # by pool id
-
-        def copied(handles: Sequence[Handle]) -> list[torch.Tensor]:
-            return gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages)
-
+        copied = self.copied
         if isinstance(layout, DynamicLayout):  # any value: its lazy pytree leaves (acrobat.runtime.lazy)
             leaves = [pytree.tree_flatten(r) for r in results]
             lazy = [x.h for ls, _ in leaves for x in ls if type(x) is Lazy]
@@ -422,6 +483,12 @@ class Runtime:
         it = iter(copied(handles))
         return [_rebuild(r, layout, it) for r in results]
 
+    def copied(self, handles: Sequence[Handle]) -> list[torch.Tensor]:
+        """The tensors of ``handles``, copied out of the arena (whose rows the next run reuses) or the groups'
+        outputs: one ``index_select`` per arena pool or group output, not one copy per value."""
+        storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []  # by pool id
+        return gather_values(self.table, handle_matrix(handles, 1)[0], self.device, storages)
+
     def settle(self, *roots: Any) -> None:
         """After a dynamic-tier run: the lazy values the user's code left on its objects (``node.state =
         cell(...)`` on an instance, ``self.outputs.append(h)`` on a module, a returned object's attributes)
@@ -429,8 +496,7 @@ class Runtime:
         left = lazy_left_in(roots)
         if not left:
             return
-        storages = [p.storage for p in self.arena.pools.values()] if self.arena is not None else []
-        values = gather_values(self.table, handle_matrix([x.h for x in left], 1)[0], self.device, storages)
+        values = self.copied([x.h for x in left])
         by_handle = {x.h: v for x, v in zip(left, values)}
         replace_lazy_in(roots, lambda x: by_handle[x.h])
 

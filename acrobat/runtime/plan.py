@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -190,7 +190,9 @@ class Plan:
     host code, so instances run on fibers (§4.2). ``result`` is the layout
     of the entry's result. ``dynamic``: the program runs in the dynamic tier
     (``acrobat.runtime.dynamic``): the entry is the user's own function, and
-    this says why the static tier did not take it; ``site`` is its entry's line.
+    this says why the static tier did not take it; ``site`` is its entry's line. ``fields``: the layout of
+    each attribute that holds tensors and the program stores on the instance's objects (``node.state``),
+    whose handles the runtime replaces by tensors on the objects after the run.
     """
 
     entry: Callable
@@ -201,6 +203,7 @@ class Plan:
     result: Layout
     dynamic: str | None = None
     site: Site | None = None
+    fields: Mapping[str, Layout] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- values and kernels compiled code hands over

@@ -10,6 +10,8 @@ drawn from statement kinds: assignments of tensors, host ints and floats,
 ``break``/``continue``, early ``return``, lists built by ``append`` (also
 through an alias and a callee), comprehensions, dicts, Optional state,
 tuples and starred unpacking, nested ``def``s, ``acrobat.phase()``,
+results stored on the tree's nodes (``node.st = ...``, read back from the
+children and by ``main``),
 chained assignment, ``list.reverse()``, ``if xs:`` on a list,
 ``tuple(torch.chunk(...))``, ``.max(dim)`` pairs (``.values``, unpacked), a
 module of an ``nn.ModuleList`` chosen by a per-instance int (dynamic tier),
@@ -78,6 +80,7 @@ class Gen:
         self.entry = False
         self.helpers_names: set[str] = set()
         self.result_types: list[str] = []  # what main returns besides a tensor, fixed up front (every return alike)
+        self.stored = False  # the recursion stores `node.st` on every node (``tree_fn``)
 
     # -- names and small helpers ----------------------------------------------
     def fresh(self, prefix: str) -> str:
@@ -689,10 +692,14 @@ class Gen:
         sc = Scope({"node": "I"}, node="node", ret="T")
         del sc.vars["node"]
         conc = self.ch.coin(50)
+        self.stored = self.ch.coin(35)  # every node stores `node.st` before any return; parents read it back
+        if self.stored:
+            self.feat("node attribute stored and read back")
         if self.kind == "tree":
             leaf_sc = sc.copy()
             leaf = ["    if node.is_leaf:", f"        h = p.emb[node.word % 7]"]
             leaf_sc.vars["h"] = "T"
+            leaf += self.store("        ", leaf_sc)
             leaf += ["        " + s for s in self.body(leaf_sc, 2, self.ch.int(0, 2))] if self.ch.coin(50) else []
             leaf.append(f"        return {self.tensor(leaf_sc)}")
             if conc:
@@ -701,8 +708,11 @@ class Gen:
             else:
                 calls = ["    l = rec(node.left, p)", "    r = rec(node.right, p)"]
             sc.vars["l"] = sc.vars["r"] = "T"
+            if self.stored:
+                calls.append(f"    st = {self.ch.pick(['node.left.st', 'node.right.st', '(node.left.st + node.right.st)'])}")
         else:
-            leaf = ["    if len(node.children) == 0:", f"        return p.emb[node.word % 7]"]
+            leaf = ["    if len(node.children) == 0:", *self.store("        ", sc.copy()),
+                    f"        return p.emb[node.word % 7]"]
             comp = self.ch.coin(50)
             calls = ["    hs = [rec(c, p) for c in node.children]"] if comp else \
                 ["    hs = []", "    for c in node.children:", "        hs.append(rec(c, p))"]
@@ -710,12 +720,21 @@ class Gen:
             sc.vars["l"] = "T"
             calls.append("    l = torch.stack(hs).sum(0)")
             self.feat("comprehension" if comp else "list append")
+            if self.stored:
+                calls.append(f"    st = {self.ch.pick(['sum([c.st for c in node.children])', 'node.children[0].st'])}")
+        if self.stored:
+            sc.vars["st"] = "T"
+            calls += self.store("    ", sc)
         body = ["    " + s for s in self.body(sc, 1, self.ch.int(1, 3))]
         lines = ["@ab.function", "def rec(node, p):", *leaf, *calls, *body, f"    return {self.tensor(sc)}"]
         self.helpers.append("\n".join(lines))
         if self.ch.coin(40):
             self.visit_fn()
         return "rec"
+
+    def store(self, indent: str, sc: Scope) -> list[str]:
+        """``node.st = <tensor>`` in a recursion that stores on its nodes (``self.stored``), else nothing."""
+        return [f"{indent}node.st = {self.tensor(sc)}"] if self.stored else []
 
     def visit_fn(self) -> None:
         """``visit(node, p, outs)``: appends a tensor per node to the list it is given (a callee changes it)."""
@@ -747,6 +766,9 @@ class Gen:
             sc.vars["h"] = "T"
             sc.node = "inst"
             prologue = ["h = rec(inst, p)"]
+            if self.stored:
+                sc.vars["st"] = "T"
+                prologue.append("st = inst.st")
             if "visit" in self.helpers_names:
                 sc.vars["outs"] = "L"
                 prologue += ["outs = [h]", "visit(inst, p, outs)"]
