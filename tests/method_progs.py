@@ -67,3 +67,23 @@ class WithGRU(nn.Module):
 @ab.program
 def gru_module(x, m):
     return m(x)
+
+
+class Storing(nn.Module):
+    """A recursive `forward` that leaves each node's state on the node (`node.h`) and reads its children's."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.emb = nn.Parameter(torch.randn(10, 4))
+        self.W = nn.Linear(8, 4)
+
+    @ab.function
+    def forward(self, node):
+        if node.left is None:
+            node.h = self.emb[node.word]
+        else:
+            self.forward(node.left)
+            self.forward(node.right)
+            node.h = torch.tanh(self.W(torch.cat([node.left.h, node.right.h])))
+        return node.h

@@ -87,3 +87,17 @@ def test_a_module_with_no_batchable_form_runs_dynamically_from_the_first_run():
         got = mp.gru_module.run(xs, m, backend="eager", stats=stats)
         torch.testing.assert_close(got, [mp.gru_module(x, m) for x in xs], **TOL)
     assert stats.dynamic is not None and "nn.GRU" in stats.dynamic.reason
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_a_method_that_stores_on_the_nodes_runs_statically(backend):
+    """A method parsed during the analysis that stores `node.h`: the call stays the method it is (the store's
+    attribute name once replaced the method's in the compiler's record of the call, a CompileError)."""
+    m, trees = mp.Storing(), _trees(7, 4)
+    with torch.no_grad():
+        want = [mp.called(t, m) for t in copy.deepcopy(trees)]
+    stats = ab.RunStats()
+    with torch.inference_mode() if backend == "compiled" else torch.no_grad():
+        got = mp.called.run(copy.deepcopy(trees), m, backend=backend, options=STRICT, stats=stats)
+    assert stats.dynamic is None
+    torch.testing.assert_close(got, want, **TOL)

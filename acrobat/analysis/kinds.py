@@ -408,7 +408,7 @@ def shared_fact(v: Any) -> str:
     if isinstance(v, torch.nn.LSTMCell):
         return "pair"
     if isinstance(v, torch.nn.Module) and program_methods(type(v)):  # its methods are analysed as written
-        hooked = " hooked" if _calls_hooks(v) else ""  # then calling it is not its `forward` alone
+        hooked = " hooked" if forward_hooks(v) else ""  # then calling it is not its `forward` alone
         return f"module {type(v).__module__}.{type(v).__qualname__} {id(type(v)):x}{hooked}"
     keys = module_keys(v)
     if keys is not None:
@@ -1229,8 +1229,8 @@ class _Analyzer:
         if fn not in self.functions:
             found = self.parse(fn)
             self.functions.update(found)
-            for name in (a for f in found.values() for a in _stored_attrs(f)):
-                self.fields.setdefault(name, BOTTOM)  # a field its methods store (read as host data until now: a
+            for attr in (a for f in found.values() for a in _stored_attrs(f)):
+                self.fields.setdefault(attr, BOTTOM)  # a field its methods store (read as host data until now: a
                 # read analysed before is then a conflict, a CompileError, never a host read of a tensor)
         receiver, called = e.receiver, e.kind is CallKind.VALUE
         e.kind, e.target, e.receiver = CallKind.PROGRAM, fn, None
@@ -1247,7 +1247,7 @@ class _Analyzer:
         module = self.resolve(recv.ref)
         if not isinstance(module, torch.nn.Module) or name not in program_methods(type(module)):
             return None
-        if called and (type(module).__call__ is not torch.nn.Module.__call__ or _calls_hooks(module)):
+        if called and (type(module).__call__ is not torch.nn.Module.__call__ or forward_hooks(module)):
             return None
         self.facts[recv.ref] = shared_fact(module)
         return inspect.getattr_static(type(module), name)
@@ -1601,8 +1601,13 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
 from acrobat.analysis import rules, unpacking  # noqa: E402
 
 
-def _calls_hooks(module: torch.nn.Module) -> bool:
-    """Whether calling ``module`` runs forward hooks: its own, or those registered for every module."""
-    m = torch.nn.modules.module
-    return bool(module._forward_hooks or module._forward_pre_hooks or m._global_forward_hooks
-                or m._global_forward_pre_hooks)
+def forward_hooks(module: torch.nn.Module) -> str | None:
+    """Where forward hooks run when ``module`` is called (they change what calling it does): ``"on all
+    modules"`` for global ones, ``"on `name`"`` for a submodule's, ``"on the module itself"``, or None."""
+    g = torch.nn.modules.module
+    if g._global_forward_hooks or g._global_forward_pre_hooks:
+        return "on all modules"
+    for name, m in module.named_modules():
+        if m._forward_hooks or m._forward_pre_hooks:
+            return f"on `{name}`" if name else "on the module itself"
+    return None
