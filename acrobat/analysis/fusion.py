@@ -9,14 +9,13 @@ one larger kernel instead of several small ones.
 
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ContextManager
 
 import torch
 
 from acrobat.errors import AcrobatError
 from acrobat.frontend import ir
+from acrobat.runtime.flags import ThreadFlag
 
 Group = list[tuple[int, ir.BinOp, int]]  # (statement index, the `x @ W` node, W's shared slot)
 
@@ -55,20 +54,14 @@ def fuse_weights(weights: list[torch.Tensor]) -> tuple[torch.Tensor, list[int], 
     return cat, [m.shape[-1] for m in mats], [w.dim() == 1 for w in weights]
 
 
-_state = threading.local()
+_UNFUSED = ThreadFlag()
 
 
-@contextmanager
-def unfused() -> Iterator[None]:
+def unfused() -> ContextManager[None]:
     """Within the block, ``fused_matmul`` computes ``x @ w`` weight by weight: for tracing a block into an
     aten graph that autograd then records through (``acrobat.codegen.kernels.trace_block(store=False)``),
     where ``FusedMatmul``'s own backward would be traced away (and the weights get no gradient)."""
-    was = getattr(_state, "unfused", False)
-    _state.unfused = True
-    try:
-        yield
-    finally:
-        _state.unfused = was
+    return _UNFUSED.set(True)
 
 
 def fused_matmul(x: torch.Tensor, fused: tuple | None, *weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -80,7 +73,7 @@ def fused_matmul(x: torch.Tensor, fused: tuple | None, *weights: torch.Tensor) -
     whose product reaches no loss (say, only a ``.item()`` read), where the backward of a split of the
     concatenation would give it zeros.
     """
-    if fused is None or getattr(_state, "unfused", False):
+    if fused is None or _UNFUSED.on():
         return tuple(x @ w for w in weights)
     cat, sizes, vector = fused
     if torch.is_grad_enabled() and any(w.requires_grad for w in weights):

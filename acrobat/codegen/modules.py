@@ -39,6 +39,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 from torch.func import functional_call
 
+from acrobat.analysis.kinds import forward_hooks
 from acrobat.errors import CompileError
 from acrobat.frontend.ir import Loc
 from acrobat.runtime.plan import Form
@@ -155,18 +156,6 @@ def batchable(module: nn.Module, path: str, loc: Loc) -> nn.Module:
 def _child_path(path: str, name: str) -> str:
     """How the model names a submodule: ``p.seq[1]`` in containers, ``p.encoder.lin`` otherwise."""
     return f"{path}[{name}]" if name.isdigit() else f"{path}.{name}"
-
-
-def _hooked(module: nn.Module) -> str | None:
-    """Where forward hooks run when ``module`` is called: a submodule's name (``""``: the module itself), ``"all
-    modules"`` for global ones, or None."""
-    g = torch.nn.modules.module
-    if g._global_forward_hooks or g._global_forward_pre_hooks:
-        return "on all modules"
-    for name, m in module.named_modules():
-        if m._forward_hooks or m._forward_pre_hooks:
-            return f"on `{name}`" if name else "on the module itself"
-    return None
 
 
 def _error(loc: Loc, message: str) -> CompileError:
@@ -292,7 +281,7 @@ def call_form(receiver: Any, method: str | None, path: str, file: str, line: int
                               "(nn.Linear, activations, LayerNorm, Embedding, Dropout and nn.Sequential of them "
                               "are): loop over the list and call it on each item")
     if isinstance(receiver, nn.Module):
-        hooked = _hooked(receiver)
+        hooked = forward_hooks(receiver)
         if hooked is not None:
             raise _error(loc, f"`{path}` has forward hooks ({hooked}), which the batched form of a module does not "
                               "run: remove them for the static tier (the dynamic tier runs the module with them)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from acrobat.analysis.fusion import fuse_weights
 from acrobat.analysis.kinds import UNRESOLVED, Resolver, SharedK, describe_ref
-from acrobat.analysis.shared import SharedSlots
+from acrobat.analysis.shared import SharedSlots, SlotDef
 from acrobat.codegen.modules import call_form
 from acrobat.codegen.printer import Globals, expr_source
 from acrobat.frontend import ir
@@ -40,8 +40,7 @@ def write_prologue(slots: SharedSlots, g: Globals) -> tuple[str, dict[int, int]]
             code = f"{g.alias(fuse_weights, 'fuse_weights')}([{', '.join(f'_S[{j}]' for j in d.parts)}])"
         elif d.ref[0] == "call":
             emit(d.parent)
-            loc = d.loc or ir.Loc("<unknown>", 0)
-            path = expr_source(d.expr, g, lambda e: None) if d.expr is not None else describe_ref(d.ref[1])
+            path, loc = _call_site(d, g)
             code = (f"{g.alias(call_form, 'call_form')}(_S[{d.parent}], {d.method!r}, {path!r}, {loc.file!r}, "
                     f"{loc.line}, {loc.col}{', rowwise=True' if d.rowwise else ''})")
         elif d.parent is not None:
@@ -91,6 +90,11 @@ def check_call_forms(slots: SharedSlots, resolve: Resolver, g: Globals) -> None:
         receiver = resolve(d.ref[1])
         if receiver is UNRESOLVED:
             continue
-        loc = d.loc or ir.Loc("<unknown>", 0)
-        path = expr_source(d.expr, g, lambda e: None) if d.expr is not None else describe_ref(d.ref[1])
+        path, loc = _call_site(d, g)
         call_form(receiver, d.method, path, loc.file, loc.line, loc.col, rowwise=d.rowwise)
+
+
+def _call_site(d: SlotDef, g: Globals) -> tuple[str, ir.Loc]:
+    """How the model writes the callee of a ``("call", ...)`` slot (``p.cell``), and where it calls it."""
+    path = expr_source(d.expr, g, lambda e: None) if d.expr is not None else describe_ref(d.ref[1])
+    return path, d.loc or ir.Loc("<unknown>", 0)

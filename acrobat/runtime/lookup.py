@@ -15,30 +15,24 @@ Outside it the lookup is ``W[i]``, plain PyTorch's dense gradient.
 
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-from typing import Iterator
+from typing import ContextManager
 
 import torch
 import torch.nn.functional as F
 
-_state = threading.local()  # a thread's runs (fibers are greenlets of the thread: they share it)
+from acrobat.runtime.flags import ThreadFlag
+
+_SPARSE = ThreadFlag()  # a thread's runs (fibers are greenlets of the thread: they share it)
 
 
-@contextmanager
-def sparse_grads(on: bool = True) -> Iterator[None]:
+def sparse_grads(on: bool = True) -> ContextManager[None]:
     """Within the block, ``lookup`` of a 2-D table that requires grad gives it a sparse gradient (``on``)."""
-    was = getattr(_state, "sparse", False)
-    _state.sparse = on
-    try:
-        yield
-    finally:
-        _state.sparse = was
+    return _SPARSE.set(on)
 
 
 def sparse_on() -> bool:
     """Whether this thread runs within ``sparse_grads()`` (lookups may give sparse gradients)."""
-    return getattr(_state, "sparse", False)
+    return _SPARSE.on()
 
 
 def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -51,7 +45,7 @@ def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     Raises:
         IndexError: an index out of range (PyTorch's error, as ``table[index]`` raises).
     """
-    if (getattr(_state, "sparse", False) and table.dim() == 2 and table.requires_grad and torch.is_grad_enabled()
+    if (_SPARSE.on() and table.dim() == 2 and table.requires_grad and torch.is_grad_enabled()
             and index.dtype == torch.int64):
         return F.embedding(torch.where(index < 0, index + table.shape[0], index), table, sparse=True)
     return table[index]
