@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -257,6 +258,50 @@ def test_time_call_stops_at_the_budget_after_min_repeats():
     t = time_call(lambda: calls.append(1), repeats=10, warmup=1, budget_ms=-1.0, min_repeats=2)
     assert len(t.samples) == 2 and len(calls) == 3
     assert len(time_call(lambda: None, repeats=4, warmup=0, budget_ms=1e9).samples) == 4
+
+
+def test_systems_are_timed_by_turns_and_a_failing_one_does_not_stop_the_others():
+    from acrobat.bench.timing import TimingPolicy, time_by_turns
+
+    order: list[str] = []
+
+    def system(name: str):
+        return lambda: order.append(name)
+
+    def broken():
+        order.append("x")
+        if order.count("x") == 3:  # its second timed run fails
+            raise RuntimeError("boom")
+
+    out = time_by_turns([system("a"), system("b"), broken], TimingPolicy(repeats=4), [1, 0, 1])
+    assert order[:2] == ["a", "x"]  # warm-ups first
+    timed = order[2:]
+    # every round runs each system still timed once, the round's first system rotating
+    assert timed[:3] == ["a", "b", "x"] and timed[3:6] == ["b", "x", "a"]
+    assert len(out[0].samples) == len(out[1].samples) == 4
+    assert isinstance(out[2], RuntimeError) and timed.count("x") == 2
+
+
+def test_compare_times_in_process_systems_by_turns(setups):
+    """A slow-down between two systems timed one after the other made their ratio wrong; by turns, it is
+    shared: here a clock that slows after the first few runs must give two equal systems equal medians."""
+    from acrobat.bench import compare as cmp_mod
+    from acrobat.bench.base import FnRunner
+    from acrobat.bench.systems import System
+
+    s = setups[HARNESS_MODELS[0]]
+    expected = [s.spec.reference(x, s.params) for x in s.instances]
+    calls = [0]
+
+    def slow_later():
+        calls[0] += 1
+        time.sleep(0.002 if calls[0] > 10 else 0.0005)  # 4 calls check and warm up
+        return expected
+
+    systems = [System(f"same {k}", "pytorch", lambda _: FnRunner(slow_later)) for k in "ab"]
+    res = cmp_mod.compare(s, systems, TimingPolicy(repeats=6), None, None)
+    a, b = (r.timing.median for r in res.results)
+    assert max(a, b) / min(a, b) < 1.5, (a, b)
 
 
 def test_run_bench_ablation_only_at_the_largest_batch():

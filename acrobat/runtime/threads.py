@@ -17,7 +17,7 @@ size class) is a ``acrobat.runtime.tuning.Trial``: its launches run on 1
 thread in one run and on all in the next, by turns, until each setting was
 timed in ``PROBE_RUNS`` runs (gather + kernel, µs per batched row of the
 whole run); then it keeps all threads only if they were clearly faster
-(``MARGIN``) in every run timed, else 1. On the compiled backend this trial comes
+(``MARGIN``) at the median and never slower than 1 thread's median, else 1. On the compiled backend this trial comes
 first: the block's gather trial waits for it, at the default gather, so
 the two never time each other (``settled``). A pooled launch that is
 ``GIVE_UP`` times slower than the 1-thread rate and over ``STALL_US``, in
@@ -55,8 +55,8 @@ T = TypeVar("T")
 PROBE_RUNS = 5
 """Runs per thread setting a (block, size class) is timed in before its choice."""
 MARGIN = 0.8
-"""All threads are kept only when they take at most this share of the 1-thread median time in every run
-timed (``Trial.every_run``): the risks are not alike (at worst 1 thread halves a large launch's speed on 2
+"""All threads are kept only when their median time is at most this share of the 1-thread median, and none
+of their runs took longer than that median (``Trial.every_run``): the risks are not alike (at worst 1 thread halves a large launch's speed on 2
 cores; a pool on busy cores made a tiny launch 1000x slower), and near-equal times mean the pool buys
 nothing."""
 GIVE_UP = 4.0
