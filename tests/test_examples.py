@@ -151,6 +151,9 @@ def test_measure_reports_ran_and_rejected():
     rejected = measure(_TinyRejected, batch_size=2, backends=("eager",), repeats=1)
     r = rejected.result("acrobat (eager)")  # the static tier rejects it: it runs in the dynamic tier, and says why
     assert r is not None and r.status == DYNAMIC and "test_examples.py:" in r.detail and r.ms is not None
+    dyn = measure(_TinyExample, batch_size=3, backends=("dynamic",), repeats=1).result("acrobat (dynamic)")
+    assert dyn is not None and dyn.status == DYNAMIC and "static=False" in dyn.detail and dyn.ms is not None
+    assert dyn.max_error is not None and dyn.max_error <= 1e-5
     table = example_table([rep, rejected]).splitlines()
     assert table[0].startswith("| example | batch | system | status | launches/batch | ms/batch | vs loop |")
     assert len(table) == 2 + 4

@@ -1,6 +1,6 @@
 """The ``acrobat examples`` subcommand: the user-style models of ``examples/`` side by side.
 
-    acrobat examples [NAME...] [--batch-size 64] [--backends eager,compiled] [--repeats 5] [--json FILE]
+    acrobat examples [NAME...] [--batch-size 64] [--backends eager,compiled,dynamic] [--repeats 5] [--json FILE]
 
 For each example (``examples.EXAMPLES``; an example module has ``program``,
 ``make_params``, ``instances``, ``reference``) one seeded batch is run three
@@ -9,7 +9,7 @@ program on one instance at a time), and acrobat with each backend. Every
 output is checked against the example's independent reference; acrobat's
 rows say whether it ran, was rejected (the ``CompileError``'s gist) or got
 it wrong, with kernel launches per batch, their mean batch (DFG nodes per launch)
-and the median ms per batch. Times
+and the median ms per batch, the systems timed by turns. Times
 are never asserted anywhere (tests check the table's structure only).
 """
 
@@ -30,8 +30,9 @@ import torch
 from acrobat.bench.compare import outputs_equal
 from acrobat.bench.machine import describe_machine, machine_line
 from acrobat.bench.systems import warm_up
-from acrobat.bench.timing import time_call
+from acrobat.bench.timing import TimingPolicy, time_by_turns
 from acrobat.errors import CompileError
+from acrobat.program import Options
 from acrobat.runtime.executor import Backend
 from acrobat.runtime.stats import RunStats
 
@@ -39,6 +40,8 @@ RAN, DYNAMIC, REJECTED, WRONG, ERROR = "ran", "ran dynamic", "rejected", "wrong"
 """An example's status on one system."""
 
 LOOP = "per-instance loop"
+DYNAMIC_TIER = "dynamic"
+"""The ``--backends`` name of the dynamic tier alone (``Options(static=False)``, eager backend)."""
 BUDGET_MS = 3000.0
 """Timed runs of one system stop past this much time (after at least 2)."""
 
@@ -115,10 +118,11 @@ def _gist(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def _run_system(name: str, run: Callable[[RunStats], list], expected: list, be: Callable[[], Backend] | None,
-                repeats: int) -> ExampleResult:
+def _check_system(name: str, run: Callable[[RunStats], list], expected: list,
+                  be: Callable[[], Backend] | None) -> tuple[ExampleResult, Callable[[], Any] | None]:
     """Run once (compile errors surface here), warm up until the backend ``be()`` is tuned (``warm_up``; None:
-    no warm-up), check against ``expected``, then time."""
+    no warm-up), check against ``expected``: the system's result so far and the call to time (None: not to be
+    timed)."""
     res = ExampleResult(name)
     try:
         out = run(RunStats())
@@ -127,7 +131,7 @@ def _run_system(name: str, run: Callable[[RunStats], list], expected: list, be: 
         res.max_error = max_error(out, expected)
         if not outputs_equal(out, expected):
             res.status, res.detail = WRONG, "outputs differ from the reference"
-            return res
+            return res, None
         stats = RunStats()
         run(stats)
         if name != LOOP:
@@ -136,32 +140,44 @@ def _run_system(name: str, run: Callable[[RunStats], list], expected: list, be: 
         if stats.dynamic is not None:  # the static tier did not take it: say why (acrobat.runtime.dynamic)
             res.status = DYNAMIC
             res.detail = stats.dynamic.reason.strip().splitlines()[0] if stats.dynamic.reason else ""
-        res.ms = time_call(lambda: run(RunStats()), repeats, 0, BUDGET_MS, min(repeats, 2)).median
+        return res, lambda: run(RunStats())
     except CompileError as exc:
         res.status, res.detail = REJECTED, _gist(exc)
     except Exception as exc:  # noqa: BLE001 - one broken example must not stop the others
         res.status, res.detail = ERROR, _gist(exc)
-    return res
+    return res, None
 
 
 def measure(ex: ModuleType, batch_size: int = 64, backends: tuple[str, ...] = ("eager", "compiled"),
             repeats: int = 5, seed: int = 0) -> ExampleReport:
-    """One seeded batch of example ``ex``: the per-instance loop and acrobat on each backend (inference mode)."""
+    """One seeded batch of example ``ex``: the per-instance loop and acrobat on each backend (inference mode),
+    each checked, then timed by turns (``time_by_turns``). The backend ``dynamic`` is the dynamic tier alone
+    (``Options(static=False)`` on the eager backend)."""
     params = ex.make_params(seed)
     batch = ex.instances(batch_size, seed)
     rep = ExampleReport(ex.NAME, ex.SUMMARY, batch_size)
     with torch.inference_mode():
         expected = [ex.reference(x, params) for x in batch]
-        rep.results.append(_run_system(LOOP, lambda st: [ex.program(x, params) for x in batch], expected, None,
-                                       repeats))
+        checked = [_check_system(LOOP, lambda st: [ex.program(x, params) for x in batch], expected, None)]
         for backend in backends:
-            def run(st: RunStats, backend: str = backend) -> list:
-                return ex.program.run(batch, params, backend=backend, stats=st)
-            def be(backend: str = backend) -> Backend:
+            real, options = ("eager", Options(static=False)) if backend == DYNAMIC_TIER else (backend, None)
+
+            def run(st: RunStats, backend: str = real, options: Options | None = options) -> list:
+                return ex.program.run(batch, params, backend=backend, options=options, stats=st)
+
+            def be(backend: str = real) -> Backend:
                 return ex.program.backend(backend)[0]
 
-            rep.results.append(_run_system(f"acrobat ({backend})", run, expected,
-                                           be if backend.startswith("compiled") else None, repeats))
+            checked.append(_check_system(f"acrobat ({backend})", run, expected,
+                                         be if backend.startswith("compiled") else None))
+        timed = [(res, fn) for res, fn in checked if fn is not None]
+        policy = TimingPolicy(repeats, BUDGET_MS, min(repeats, 2))
+        for (res, _), timing in zip(timed, time_by_turns([fn for _, fn in timed], policy, [0] * len(timed))):
+            if isinstance(timing, Exception):
+                res.status, res.detail = ERROR, _gist(timing)
+            else:
+                res.ms = timing.median
+        rep.results = [res for res, _ in checked]
     return rep
 
 
@@ -196,7 +212,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", metavar="NAME", help="examples to run (default: all)")
     p.add_argument("--batch-size", type=int, default=64, help="instances per batch (default 64)")
     p.add_argument("--backends", default="eager,compiled", metavar="B[,B]",
-                   help="acrobat backends to compare (default eager,compiled)")
+                   help="acrobat backends to compare (default eager,compiled; `dynamic`: the dynamic tier alone, "
+                        "Options(static=False) on the eager backend)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per system (default 5; at least 2, "
                    "stopping past 3 s)")
     p.add_argument("--seed", type=int, default=0, help="weight and instance seed (default 0)")
@@ -214,9 +231,10 @@ def cmd_examples(args: argparse.Namespace) -> int:
     names = args.names or list(ex_pkg.EXAMPLES)
     modules = [ex_pkg.load(n) for n in names]
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
-    unknown = [b for b in backends if b not in BACKENDS]
+    unknown = [b for b in backends if b not in BACKENDS and b != DYNAMIC_TIER]
     if unknown:
-        raise ValueError(f"unknown backend(s) {', '.join(unknown)}; available: {', '.join(BACKENDS)}")
+        raise ValueError(f"unknown backend(s) {', '.join(unknown)}; available: {', '.join(BACKENDS)}, "
+                         f"{DYNAMIC_TIER}")
     if args.repeats < 1:
         raise ValueError("--repeats must be at least 1")
     if args.threads:
