@@ -14,6 +14,8 @@ answer meanwhile. Errors about the call itself (``CompileError``,
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 import torch
@@ -65,3 +67,13 @@ def mark_limit(exc: E) -> E:
     launch, an operator acrobat batches only for some values): never re-judged."""
     exc.user_limit = True  # type: ignore[attr-defined]
     return exc
+
+
+def user_line(exc: BaseException) -> str:
+    """``"\n  at FILE:LINE: SOURCE"``: the deepest frame of ``exc``'s traceback in the model's own code (outside
+    torch and acrobat), or ``""`` when there is none."""
+    skip = (str(Path(torch.__file__).parent), str(Path(__file__).parent))
+    for f in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not f.filename.startswith(skip):
+            return f"\n  at {f.filename}:{f.lineno}: {(f.line or '').strip()}"
+    return ""

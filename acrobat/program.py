@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import linecache
 import threading
+import time
 import types
 import traceback
 import warnings
@@ -26,19 +27,21 @@ from acrobat.analysis.lowered import Block, LoweredFunction
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import result_layout
 from acrobat.codegen.kernels import trace_block
-from acrobat.diagnosis import blame
+from acrobat.diagnosis import blame, user_line
 from acrobat.errors import (AcrobatError, BatchError, CompileError, DynamicFallbackWarning, InstanceError, InternalError,
                             ParamError, ShapeError)
 from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.frontend.source import SourceSnapshot
-from acrobat.runtime.backend import check_trains, choose_backend, get_backend
+from acrobat.runtime.backend import check_trains, choose_backend, get_backend, records_grad
 from acrobat.runtime.dynamic import tensors_of
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.lookup import sparse_grads as lookup_grads
 from acrobat.runtime.plan import DynamicLayout, Plan, Site
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
+from acrobat.runtime.tier import DYNAMIC, PLAIN, TierChoice
+from acrobat.runtime.tuning import Trial
 
 
 def concurrent(*results: Any) -> tuple:
@@ -389,6 +392,12 @@ class Program(Function[P, R]):
         options = options or self.options
         c, be, rt = self._start(instances, shared, backend, options)
         rt.sync = sync
+        tier = None
+        if c.plan.dynamic is not None and options.static and not records_grad(rt.slots, instances):
+            tier = be.tiers.next_batch((), len(instances))  # rejected by the static tier: dynamic or plain calls
+            if tier[0] == PLAIN:
+                return self._run_plain(instances, shared, c.plan.dynamic, tier[1:], stats)
+        t0 = time.perf_counter()
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             try:
                 with be.compiling(self.__name__, sum(b.segment is None for b in c.plan.blocks.values())), \
@@ -408,8 +417,40 @@ class Program(Function[P, R]):
                 rt.stats.fallback = c.bug
         if failed is not None:
             return self._run_dynamic(failed, instances, shared, options, stats, sync, sparse_grads)
+        if tier is not None:
+            be.tiers.record(tier[1], DYNAMIC, (time.perf_counter() - t0) * 1e6, len(instances), tier[2])
+            if tier[1].choice is None:
+                rt.stats.plain = f"the dynamic tier ran this batch: {TierChoice.why(tier[1])} (acrobat.runtime.tier)"
         if stats is not None:
             stats.add(rt.stats)
+        return out
+
+    def _run_plain(self, instances: Sequence, shared: tuple, rejected: str, trial: tuple[Trial[str], int],
+                   stats: RunStats | None) -> list[Any]:
+        """The batch as plain calls, one instance at a time (``acrobat.runtime.tier``: faster than the dynamic
+        tier for this program, which the static tier rejected with ``rejected``, or a turn of that
+        measurement); the run report says so.
+
+        Raises:
+            InstanceError: an instance failed (names it; the exception it raised is its cause).
+        """
+        t0 = time.perf_counter()
+        out = []
+        for i, x in enumerate(instances):
+            try:
+                out.append(self.plain(x, shared))
+            except Exception as exc:  # noqa: BLE001 - the model's own error, on this instance
+                raise InstanceError(f"instance {i}: {type(exc).__name__}: {exc} (running `{self.__name__}` as plain "
+                                    f"per-instance calls){user_line(exc)}", i) from exc
+        us = (time.perf_counter() - t0) * 1e6
+        TierChoice.record(trial[0], PLAIN, us, len(instances), trial[1])
+        if stats is not None:
+            st = RunStats(instances=len(instances), total_ms=us / 1e3, runs=1, backend="plain calls")
+            st.plain = (f"ran as plain per-instance calls, unbatched, because the static tier rejected it "
+                        f"({rejected.strip().splitlines()[0] if rejected.strip() else '?'}) and the dynamic tier "
+                        f"was not faster: {TierChoice.why(trial[0])}; Options(static=False) runs the dynamic tier "
+                        "always (acrobat.runtime.tier)")
+            stats.add(st)
         return out
 
     def _after_bug(self, reason: str, resolved: bool) -> Compiled:

@@ -36,8 +36,10 @@ from acrobat.program import Options
 from acrobat.runtime.executor import Backend
 from acrobat.runtime.stats import RunStats
 
-RAN, DYNAMIC, REJECTED, WRONG, ERROR = "ran", "ran dynamic", "rejected", "wrong", "error"
-"""An example's status on one system."""
+RAN, DYNAMIC, PLAIN, REJECTED, WRONG, ERROR = ("ran", "ran dynamic", "ran unbatched", "rejected", "wrong",
+                                               "error")
+"""An example's status on one system (``PLAIN``: the static tier rejected it and plain per-instance calls
+were faster than the dynamic tier, ``acrobat.runtime.tier``)."""
 
 LOOP = "per-instance loop"
 DYNAMIC_TIER = "dynamic"
@@ -140,6 +142,8 @@ def _check_system(name: str, run: Callable[[RunStats], list], expected: list,
         if stats.dynamic is not None:  # the static tier did not take it: say why (acrobat.runtime.dynamic)
             res.status = DYNAMIC
             res.detail = stats.dynamic.reason.strip().splitlines()[0] if stats.dynamic.reason else ""
+        elif stats.plain:  # ... and plain calls were faster than the dynamic tier (acrobat.runtime.tier)
+            res.status, res.detail = PLAIN, stats.plain
         return res, lambda: run(RunStats())
     except CompileError as exc:
         res.status, res.detail = REJECTED, _gist(exc)
@@ -168,8 +172,7 @@ def measure(ex: ModuleType, batch_size: int = 64, backends: tuple[str, ...] = ("
             def be(backend: str = real) -> Backend:
                 return ex.program.backend(backend)[0]
 
-            checked.append(_check_system(f"acrobat ({backend})", run, expected,
-                                         be if backend.startswith("compiled") else None))
+            checked.append(_check_system(f"acrobat ({backend})", run, expected, be))
         timed = [(res, fn) for res, fn in checked if fn is not None]
         policy = TimingPolicy(repeats, BUDGET_MS, min(repeats, 2))
         for (res, _), timing in zip(timed, time_by_turns([fn for _, fn in timed], policy, [0] * len(timed))):

@@ -82,6 +82,7 @@ from acrobat.runtime.plan import BlockCode, Form, KernelGraph, RowSpec, Tracer, 
 from acrobat.runtime.size_guard import SizeGuard
 from acrobat.runtime.remembered import ChoiceMemory
 from acrobat.runtime.threads import ThreadPolicy, class_rows, size_class
+from acrobat.runtime.tier import TierChoice
 from acrobat.runtime.tuning import Trial
 
 if TYPE_CHECKING:
@@ -577,6 +578,7 @@ class CompiledBackend:
         # settled choices, kept across processes (a gather chosen under forced threads per launch kept apart)
         self.memory = ChoiceMemory(self.name, f"{self.wrapper} wrapper, threads per launch {self.threads.mode}")
         self.threads.memory = self.memory
+        self.tiers = TierChoice()  # programs the static tier did not take: dynamic tier or plain calls
 
     def exclusive(self) -> ContextManager[Any]:
         """Held for a whole run: runs share the arena (overwritten by each run) and the gather probes."""
@@ -610,7 +612,7 @@ class CompiledBackend:
         """The blocks (and launch rows) still probing a choice: ``gather`` or ``threads``, e.g.
         ``treelstm_1 (8-15 rows): threads``; empty when every launched block is tuned."""
         gather = [f"{p}: gather" for k in self.kernels for p in k.probing()]
-        return gather + [f"{p}: threads" for p in self.threads.probing()]
+        return gather + [f"{p}: threads" for p in self.threads.probing()] + self.tiers.probing()
 
     def tuned(self) -> bool:
         """Whether nothing is probing (``probing``): every block launched so far has its gather mode and its

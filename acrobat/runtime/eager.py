@@ -30,6 +30,7 @@ from acrobat.runtime.plan import BlockCode, RowSpec, Tracer, flatten_forms
 from acrobat.runtime.remembered import ChoiceMemory
 from acrobat.runtime.stats import timed
 from acrobat.runtime.threads import ThreadPolicy
+from acrobat.runtime.tier import TierChoice
 
 if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
@@ -155,6 +156,7 @@ class EagerBackend:
         self.accumulate = accumulate
         self.name = "eager-accum" if accumulate else "eager"
         self.threads = ThreadPolicy(memory=ChoiceMemory(self.name))  # settled choices kept across processes
+        self.tiers = TierChoice()  # programs the static tier did not take: dynamic tier or plain calls
 
     def kernel(self, block: BlockCode, trace: Tracer) -> EagerKernel:
         if self.accumulate:
@@ -166,13 +168,14 @@ class EagerBackend:
         return self.threads.report()
 
     def probing(self) -> list[str]:
-        """The blocks (and launch rows) still probing their threads per launch."""
-        return [f"{p}: threads" for p in self.threads.probing()]
+        """The blocks (and launch rows) still probing their threads per launch, and the batch sizes whose tier
+        is on trial."""
+        return [f"{p}: threads" for p in self.threads.probing()] + self.tiers.probing()
 
     def tuned(self) -> bool:
-        """Whether nothing is probing: every launched block's threads per launch are chosen (nothing else is
-        tuned here)."""
-        return self.threads.tuned()
+        """Whether nothing is probing: every launched block's threads per launch and every batch size's tier
+        (``acrobat.runtime.tier``) are chosen."""
+        return not self.probing()
 
     def exclusive(self) -> ContextManager[Any]:
         return contextlib.nullcontext()  # each run's values live in its own Runtime: runs may overlap

@@ -41,6 +41,7 @@ from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, La
                                   RaggedLayout, RowSpec, Site, TensorLayout, Tracer, TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
+from acrobat.runtime.tier import TierChoice
 
 
 _SERIALS = itertools.count(1)
@@ -65,6 +66,7 @@ class Backend(Protocol):
     name: str
     arena: Arena | None
     threads: ThreadPolicy  # threads per launch, chosen per block (kept across runs)
+    tiers: TierChoice  # dynamic tier or plain calls, per batch size, for programs the static tier did not take
     trains: bool  # autograd may record through its runs (``loss.backward()`` through the results)
 
     def kernel(self, block: BlockCode, trace: Tracer) -> BlockKernel:

@@ -61,6 +61,7 @@ class RunStats:
     dynamic: Any = None  # the dynamic tier's figures (acrobat.runtime.dynamic.DynamicStats), when it ran
     probing: list[str] = field(default_factory=list)  # after the (last) run: blocks still probing a choice
     fallback: str | None = None  # the static tier's failure (acrobat's bug) after which the batch ran dynamically
+    plain: str | None = None  # why the (last) batch ran as plain per-instance calls, unbatched (acrobat.runtime.tier)
 
     LOW_BATCH = 0.25
     """``report()`` flags a block whose mean batch is below this share of the mean batch size (instances per run)."""
@@ -87,6 +88,8 @@ class RunStats:
         if other.runs:
             self.probing = list(other.probing)
         self.fallback = other.fallback or self.fallback
+        if other.runs:
+            self.plain = other.plain
         self.phases = max(self.phases, other.phases)
         self.stages = max(self.stages, other.stages)
         for bid, b in other.blocks.items():
@@ -117,6 +120,8 @@ class RunStats:
             lines.append(self.dynamic.report(self.blocks.values()).splitlines()[0])
         if self.fallback:
             lines.append(f"the static tier failed (acrobat's bug; the batch ran in the dynamic tier): {self.fallback}")
+        if self.plain:
+            lines.append(self.plain)
         return "\n".join(lines)
 
     def report(self) -> str:
@@ -141,6 +146,8 @@ class RunStats:
             lines.append(self.dynamic.report(self.blocks.values()))
         if self.fallback:
             lines.append(f"the static tier failed (acrobat's bug; the batch ran in the dynamic tier): {self.fallback}")
+        if self.plain:
+            lines.append(self.plain)
         if self.probing:
             lines.append(f"still probing after the last run ({len(self.probing)}; runs until then time "
                          f"settings on trial): {'; '.join(self.probing)}")
