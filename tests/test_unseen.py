@@ -6,11 +6,13 @@ instance sizes)."""
 from __future__ import annotations
 
 import random
+import warnings
 from typing import Any
 
 import pytest
 import torch
 
+from acrobat.errors import DynamicFallbackWarning
 from tests.unseen_progs import MODELS, Model
 
 
@@ -95,3 +97,18 @@ def test_gradients_equal_plain_calls(name, n):
         else:
             assert q.grad is not None, k
             torch.testing.assert_close(q.grad, want[k], msg=lambda s, k=k: f"gradient of {k}: {s}")
+
+
+@pytest.mark.xfail(strict=True, reason="the static tier puts `torch.tensor(tokens)` of per-instance length in one "
+                   "static block; instances of different lengths fail the launch (ShapeError -> InternalError) "
+                   "and the batch reruns in the dynamic tier with a DynamicFallbackWarning")
+def test_tensor_of_a_host_list_of_per_instance_length():
+    from tests.unseen_progs import ClosureParams, tensor_of_host_list
+
+    batch = [[1, 2, 3], [4, 5], [6]]
+    p = ClosureParams()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DynamicFallbackWarning)
+        with torch.no_grad():
+            got = tensor_of_host_list.run(batch, p, backend="eager")
+    torch.testing.assert_close(got, [tensor_of_host_list(x, p) for x in batch])

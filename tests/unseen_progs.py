@@ -460,3 +460,11 @@ MODELS: dict[str, Model] = {
     "doc_encoder": Model(doc_encoder, _module(DocParams), _doc),
     "pointer_hops": Model(pointer_hops, _module(HopParams), _memory),
 }
+
+
+# --- shrunk from int-tensor probes: a tensor made from a host list whose length differs per instance ------------
+
+@ab.program
+def tensor_of_host_list(tokens, p):
+    ids = torch.tensor(tokens)
+    return ids * 2 + p.W.shape[0]
