@@ -21,6 +21,8 @@ from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Mapping, ParamSpec, Sequence, TypeVar, overload
 
+import torch
+
 from acrobat import pipeline
 from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, has_tensor, shared_fact
 from acrobat.analysis.lowered import Block, LoweredFunction
@@ -155,6 +157,7 @@ class Compiled:
     facts: dict[tuple, str] | None  # shared refs -> ``shared_fact`` of their values ("missing"); None: compiled blind
     bug: str | None = None  # the compiler's own failure after which the program runs in the dynamic tier
     fields: Mapping[str, Kind] = dataclasses.field(default_factory=dict)  # attribute -> kind of the fields the program stores
+    grad_off: tuple[str, ...] = ()  # file:line of the `with torch.no_grad():` the static tier runs inline
 
 
 class Program(Function[P, R]):
@@ -336,10 +339,12 @@ class Program(Function[P, R]):
         segments = sum(b.segment is not None for b in blocks)
         names = ", ".join(dict.fromkeys(f.spec.fn.name for f in c.lowered))
         fibers = "yes (host code reads tensor values, §4.2)" if c.plan.needs_fibers else "no"
+        grad = (f"\n  runs recording autograd: in the dynamic tier, which computes `with torch.no_grad()` at "
+                f"{', '.join(c.grad_off)} without autograd as plain calls do" if c.grad_off else "")
         return (f"program `{self.__name__}` runs in the static tier (compiled: §4, §5)\n"
                 f"  functions: {names}\n"
                 f"  static blocks: {len(c.plan.blocks)} ({hoisted} hoisted, {segments} list reductions), program "
-                f"phases: {c.n_phases}, fibers: {fibers}")
+                f"phases: {c.n_phases}, fibers: {fibers}{grad}")
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
             stats: RunStats | None = None, sync: bool = False, sparse_grads: bool = False) -> list[R]:
@@ -389,7 +394,7 @@ class Program(Function[P, R]):
         """
         check_batch(instances, self.__name__)
         self.check_arity(len(shared))
-        options = options or self.options
+        options = self._grad_tier(instances, shared, options or self.options)
         c, be, rt = self._start(instances, shared, backend, options)
         rt.sync = sync
         tier = None
@@ -459,6 +464,27 @@ class Program(Function[P, R]):
         warnings.warn(f"{reason}\n  {self.__name__} runs in the dynamic tier instead (slower; Options(strict=True) "
                       "raises the error)", DynamicFallbackWarning, stacklevel=4)
         return dataclasses.replace(_dynamic(self, reason, resolved), bug=reason)
+
+    def _grad_tier(self, instances: Sequence, shared: tuple, options: Options) -> Options:
+        """The options a run takes: ``options``, or the dynamic tier's where autograd records through the run
+        and the static tier would run a ``with torch.no_grad():`` of the program inline (in the run's grad
+        mode, so gradients would flow where the plain call has none); the dynamic tier runs that body without
+        autograd. Inference runs (grad mode off, or nothing requiring grad) keep the static tier.
+
+        Raises:
+            CompileError: that case under ``Options(strict=True)``, naming the ``with`` statements.
+        """
+        if not options.static or not torch.is_grad_enabled():
+            return options
+        c = self.compile(len(shared), options, shared)
+        if not c.grad_off or c.plan.dynamic is not None or not records_grad(tensors_of(shared), instances):
+            return options
+        if options.strict:
+            raise CompileError(f"program `{self.__name__}` turns autograd off in its code (`with torch.no_grad()` "
+                               f"at {', '.join(c.grad_off)}) and this run records autograd: the static tier "
+                               "computes such a body with autograd, so write `.detach()` on the values it "
+                               "computes instead, or run without Options(strict=True) (the dynamic tier runs it)")
+        return dataclasses.replace(options, static=False)
 
     def _run_dynamic(self, failed: InternalError, instances: Sequence, shared: tuple, options: Options,
                      stats: RunStats | None, sync: bool, sparse_grads: bool) -> list[Any]:
@@ -689,8 +715,10 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
     plan = Plan(entry, located_prologue, codes, skeleton.base, skeleton.needs_fibers,
                 result_layout(entry_fn.spec.ret), fields=fields)
     facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
+    grad_off = tuple(dict.fromkeys(str(loc) for sp in table.specs.values() for loc in sp.fn.grad_off))
     return Compiled(plan, skeleton.source, prologue.source, dict(kernels.blocks), n_phases, lowered, table.entry,
-                    prologue.slots, skeleton.options, s.effects, facts, fields=types.MappingProxyType(dict(table.fields)))
+                    prologue.slots, skeleton.options, s.effects, facts, fields=types.MappingProxyType(dict(table.fields)),
+                    grad_off=grad_off)
 
 
 def located(entry: Callable, filename: str, line_map: dict[int, tuple[ir.Loc, str]], instance_pos: int = 0) -> Callable:

@@ -347,6 +347,8 @@ class Function:
     body: list[Stmt]
     loc: Loc
     source_lines: dict[int, str]  # line number -> source text, for error messages
+    # where the body turns autograd off (`with torch.no_grad():`), which the static tier runs inline
+    grad_off: list[Loc] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------- traversal

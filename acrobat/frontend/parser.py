@@ -201,6 +201,7 @@ class _Translator:
         self.is_program_fn = is_program_fn
         self.markers = markers
         self.nested: dict[str, NestedFunction] = {}  # nested defs seen so far (hoisted, see `nested_def`)
+        self.grad_off: list[ir.Loc] = []  # the `with` statements that turn autograd off (see `with_stmt`)
         self.outer: ast.FunctionDef | None = None
         closure = inspect.getclosurevars(fn)
         self.scope: dict[str, Any] = {**fn.__globals__, **closure.nonlocals}
@@ -253,7 +254,7 @@ class _Translator:
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                 self.locals.add(sub.id)
         body = self.body(node.body)
-        return ir.Function(node.name, params, body, self.loc(node), self.lines)
+        return ir.Function(node.name, params, body, self.loc(node), self.lines, self.grad_off)
 
     def body(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
@@ -372,8 +373,9 @@ class _Translator:
 
     def with_stmt(self, s: ast.With) -> list[ir.Stmt]:
         """``with torch.no_grad():`` (or ``inference_mode``/``enable_grad``/``set_grad_enabled``): the body runs
-        inline. Gradient mode is a property of the whole batched run, not of model lines: ``model.run`` computes
-        every operator in the caller's grad mode (wrap the call in ``torch.no_grad()`` for inference)."""
+        inline in the static tier, every operator in the run's grad mode. One that may turn autograd off is
+        recorded in ``grad_off``: a run that records autograd runs such a program in the dynamic tier, which
+        computes the body without autograd as the plain call does (``Program.run``)."""
         for item in s.items:
             ctx = item.context_expr
             func = ctx.func if isinstance(ctx, ast.Call) else ctx
@@ -381,6 +383,9 @@ class _Translator:
             if not (found and any(obj is getattr(torch, m, None) for m in _GRAD_MODES)) or item.optional_vars:
                 raise self.error(s, "`With` statement is not supported in an acrobat model: "
                                     + _UNSUPPORTED_STMT[ast.With])
+            if obj is not torch.enable_grad and not (isinstance(ctx, ast.Call) and ctx.args and isinstance(
+                    ctx.args[0], ast.Constant) and ctx.args[0].value is True):
+                self.grad_off.append(self.loc(s))
         return self.body(s.body)
 
     def hoist_comprehensions(self, s: ast.stmt) -> list[ast.stmt]:

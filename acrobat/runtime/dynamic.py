@@ -19,6 +19,9 @@ DFG instead of running it:
 - operators on parameters alone are computed once per run (their result is a
   shared value, as in the static tier's prologue); indexing a parameter with
   a per-instance number (an embedding lookup) is a node;
+- an operator the model calls with autograd off while the run records
+  (under its own ``with torch.no_grad():``) is a signature of its own whose
+  launches run without autograd, as the plain call computes it (``_NoGrad``);
 - anything a lazy value cannot model runs eagerly for that instance, after
   waiting for the values it reads: value reads (``bool``, ``.item()``),
   in-place operators, operators meta tensors cannot run (data-dependent
@@ -251,6 +254,12 @@ class Recorder:
         self.stats = DynamicStats()
         self.mode = _Mode(self)
         self.active = False  # a fiber runs: operators are recorded (set by the fiber scheduler)
+        self.grad = torch.is_grad_enabled()  # the run's grad mode (made by the run, before its fibers start)
+
+    def grad_off(self) -> bool:
+        """Whether the running instance's code turned autograd off where the run records (``torch.no_grad()``
+        in the model): its operators then compute without autograd, as in the plain call."""
+        return self.grad and not torch.is_grad_enabled()
 
     # -- the recording ---------------------------------------------------------------
     def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -300,9 +309,10 @@ class Recorder:
     def add(self, key: tuple, leaves: list, struct: Any, handles: list[int], hosts: list, depth: int, grad: bool,
             info: _FuncInfo) -> Any:
         """Add a DFG node of the signature ``key`` for the running instance; its lazy result."""
-        op = self.ops.get(key)
+        off = self.grad_off()
+        op = self.ops.get((key, _GRAD_OFF) if off else key)
         if op is None:
-            op = self.new_op(key, leaves, struct, info)
+            op = self.new_op(key, leaves, struct, info, off)
             if op is None:
                 return self.eager(key[0], *_unflatten(leaves, struct), info, lazy=bool(handles))
         depth += 1
@@ -334,8 +344,9 @@ class Recorder:
                 key.append((type(x), x) if type(x) is not slice else (slice, x.start, x.stop, x.step))
         return self.add(tuple(key), leaves, struct, [], hosts, 0, False, info)
 
-    def new_op(self, key: tuple, leaves: list, struct: Any, info: _FuncInfo) -> _Op | None:
-        """The block of a new operator signature, or None when meta tensors cannot run it (it runs eagerly)."""
+    def new_op(self, key: tuple, leaves: list, struct: Any, info: _FuncInfo, off: bool = False) -> _Op | None:
+        """The block of a new operator signature, or None when meta tensors cannot run it (it runs eagerly);
+        ``off``: recorded with autograd off in a run that records (``grad_off``), its launches run without it."""
         func = key[0]
         sig = key[2:]
         meta_key = (func, struct, tuple(("shared", tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x
@@ -380,13 +391,14 @@ class Recorder:
                           tuple(f"out{k}" for k in range(len(out_meta))), fn, hoisted=False)
         kernel = RowLoopKernel(block, _direct(func, leaves, sig, struct, batched, shared, template, out_spec,
                                               out_meta, out_where))
-        self.rt.add_block(block, kernel, [leaves[i] for i in shared])
-        op = self.ops[key] = _Op(block, out_spec, out_meta, out_where, self.stats.op(info.name))
+        self.rt.add_block(block, _NoGrad(kernel) if off else kernel, [leaves[i] for i in shared])
+        op = self.ops[(key, _GRAD_OFF) if off else key] = _Op(block, out_spec, out_meta, out_where,
+                                                                self.stats.op(info.name))
         return op
 
     def shared_value(self, func: Any, leaves: list, struct: Any, key: list) -> Any:
         """An operator over shared values and constants only: computed once per run, its result shared too."""
-        k = tuple(key)
+        k = (tuple(key), _GRAD_OFF) if self.grad_off() else tuple(key)
         out = self.memo.get(k)
         if out is None:
             a, kw = _unflatten(leaves, struct)
@@ -421,6 +433,23 @@ class Recorder:
         """The computed tensor of ``x`` (on a fiber, waits for it: a value read, §4.2)."""
         with torch._C.DisableTorchFunction():
             return self.rt.value(x.h)
+
+
+_GRAD_OFF = "grad off"
+"""Marks the signature (and shared value) of an operator recorded with autograd off in a run that records."""
+
+
+class _NoGrad:
+    """The kernel of an operator signature recorded under the model's own ``torch.no_grad()`` in a run that
+    records autograd (``Recorder.grad_off``): its launches run without autograd, so its outputs carry no
+    gradient, as the plain call's do. Takes and returns what the wrapped ``BlockKernel`` does."""
+
+    def __init__(self, kernel: RowLoopKernel):
+        self.kernel = kernel
+
+    def __call__(self, g: Any, rt: "Runtime") -> tuple[torch.Tensor, ...]:
+        with torch.no_grad():
+            return self.kernel(g, rt)
 
 
 def _direct(func: Any, leaves: list, sig: tuple, struct: Any, batched: list[int], shared: list[int], template: list,

@@ -9,6 +9,12 @@ so the subtrees of one instance keep batching while one of them waits.
 A flush runs only up to the earliest awaited group, and of the hoisted
 (static-depth) groups only those it needs (``Runtime.flush``): the others
 wait for every fiber's nodes, one launch per run.
+
+Grad mode is per fiber, as it is per plain call: PyTorch keeps it per
+thread and greenlets share the thread, so a fiber that waits inside
+``with torch.no_grad():`` would otherwise leave the scheduler, the
+flushes and the other fibers without autograd (and the caller too, once
+the fibers' ``with`` exits restore each other's modes out of order).
 """
 
 from __future__ import annotations
@@ -44,15 +50,17 @@ def _set_torch_function_state(saved: TorchFunctionState) -> None:
 
 
 class Fiber:
-    """One execution context: an instance's skeleton, or one concurrent call of it (``join`` set)."""
+    """One execution context: an instance's skeleton, or one concurrent call of it (``join`` set); ``grad``:
+    the grad mode it resumes in (``torch.is_grad_enabled()`` when it last switched out)."""
 
-    __slots__ = ("glet", "inst", "phase", "join")
+    __slots__ = ("glet", "inst", "phase", "join", "grad")
 
-    def __init__(self, glet: greenlet, inst: int, phase: int, join: "Join | None"):
+    def __init__(self, glet: greenlet, inst: int, phase: int, join: "Join | None", grad: bool):
         self.glet = glet
         self.inst = inst
         self.phase = phase
         self.join = join
+        self.grad = grad
 
 
 class Join:
@@ -96,11 +104,12 @@ class FiberScheduler:
         for i, inst in enumerate(instances):
             def body(i: int = i, inst: Any = inst) -> None:
                 results[i] = entry(self.rt, base, inst, *shared)[0]
-            self.ready.append(Fiber(greenlet(body, parent=self.main), i, 0, None))
+            self.ready.append(Fiber(greenlet(body, parent=self.main), i, 0, None, torch.is_grad_enabled()))
         dfg = self.rt.dfg  # the running instance and phase live on the DFG (native attributes: no property calls)
         ready = self.ready
         state = self.host_state
         run_state = _torch_function_state() if self.recorder is not None else None  # see _yield
+        run_grad = torch.is_grad_enabled()  # the caller's grad mode: flushes run in it (module docstring)
         owner: int | None = None  # the instance that changed shared host state: it runs alone until done
         held: deque[Fiber] = deque()  # the other instances' fibers, while it does
         started: set[int] = set()
@@ -115,15 +124,20 @@ class FiberScheduler:
                 before = state() if state is not None else None
                 dfg.inst = fiber.inst
                 dfg.phase = fiber.phase
-                if self.recorder is not None:
-                    self.recorder.active = True
-                    try:
+                torch._C._set_grad_enabled(fiber.grad)
+                try:
+                    if self.recorder is not None:
+                        self.recorder.active = True
+                        try:
+                            fiber.glet.switch()
+                        finally:
+                            self.recorder.active = False
+                            _set_torch_function_state(run_state)
+                    else:
                         fiber.glet.switch()
-                    finally:
-                        self.recorder.active = False
-                        _set_torch_function_state(run_state)
-                else:
-                    fiber.glet.switch()
+                finally:
+                    fiber.grad = torch.is_grad_enabled()
+                    torch._C._set_grad_enabled(run_grad)
                 fiber.phase = dfg.phase
                 if state is not None:
                     owner = self._owner(owner, fiber, before, state(), started, results)
@@ -229,7 +243,8 @@ class FiberScheduler:
         for j, thunk in enumerate(thunks[:-1]):
             def body(j: int = j, thunk: Callable = thunk) -> None:
                 results[j] = thunk()
-            self.ready.append(Fiber(greenlet(body, parent=self.main), parent.inst, self.rt.dfg.phase, join))
+            self.ready.append(Fiber(greenlet(body, parent=self.main), parent.inst, self.rt.dfg.phase, join,
+                                    torch.is_grad_enabled()))
         results[-1] = thunks[-1]()
         if join.pending:
             join.waiting = True
