@@ -159,8 +159,10 @@ def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 
 def segment_reference(op: SegmentOp) -> Callable[[list[torch.Tensor]], Any]:
-    """What segment operator ``op`` computes for one instance's list of rows (plain PyTorch)."""
+    """What segment operator ``op`` computes for one instance's list of rows (plain PyTorch): ``op`` of their
+    stack over ``op.dim``, with ``keepdim`` where it is set."""
     def run(rows: list[torch.Tensor]) -> Any:
-        return getattr(torch, op.op)(torch.stack(rows), 0)
+        keep = {"keepdim": True} if op.keepdim else {}
+        return getattr(torch, op.op)(torch.stack(rows), op.dim, **keep)
     run.__name__ = f"segment_{op.op}"
     return run
