@@ -1143,10 +1143,13 @@ class _Analyzer:
                                 "a reduction over the list axis only, and the rank of the list's items is not known "
                                 f"here, so dim={d} may be an axis of each item: write dim=0 for the list axis; "
                                 f"{_RAGGED_HINT}")
-        if d != -(r + 1):
+        if d > -(r + 1):
             raise self.error(e, f"{what} with dim={d} of a stacked list of {r}-D items reduces each item, not the "
                                 f"list (its list axis is dim=0, or dim={-(r + 1)}): reduce the items before "
                                 "stacking them, or loop over the list")
+        if d < -(r + 1):
+            raise self.error(e, f"{what} with dim={d} of a stacked list of {r}-D items is out of range (its list "
+                                f"axis is dim=0, or dim={-(r + 1)})")
         return dataclasses.replace(op, keepdim=keepdim)
 
     def join_at(self, node: ir.Expr, a: Kind, b: Kind) -> Kind:

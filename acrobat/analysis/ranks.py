@@ -9,8 +9,10 @@ rank is known. The facts are syntactic and flow-insensitive over one
 function's IR: a variable's rank is the rank every assignment in the function
 gives it (none for a parameter or a loop variable), an item of a
 comprehension's list the rank of every value its loop appends. Full
-reductions (``x.sum()``, ``torch.dot(a, b)``) are 0-D, pointwise operators
-keep their operand's rank; anything else is not known (None).
+reductions (``x.sum()``, ``torch.dot(a, b)``) and ``torch.tensor`` of a number
+are 0-D, ``torch.stack([a, b])`` of a literal list adds one to its items'
+rank, pointwise operators keep their operand's rank; anything else is not
+known (None).
 """
 
 from __future__ import annotations
@@ -98,16 +100,21 @@ class _Ranks:
                 return self.rank(x)
             case ir.BinOp(op="+" | "-" | "*" | "/", left=a, right=b):
                 ranks = [self.rank(x) for x in (a, b) if not _is_number(x)]
-                return max(ranks) if ranks and None not in ranks else None
-            case ir.Call(kind=CallKind.METHOD, target=m, receiver=x, args=[], kwargs={}) if x is not None:
+                return max(ranks) if ranks and None not in ranks else None  # type: ignore[type-var]
+            case ir.Call(kwargs=kw) if kw:
+                return None
+            case ir.Call(kind=CallKind.METHOD, target=m, receiver=x, args=[]) if x is not None:
                 return 0 if m in _FULL_METHODS else self.rank(x) if ragged.is_rowwise_method(m) else None
-            case ir.Call(kind=CallKind.TORCH, target=f, args=[x], kwargs={}):
+            case ir.Call(kind=CallKind.TORCH, target=f, args=[ir.ListExpr(items=items)]) if ragged.is_stack(f):
+                r = _agree([self.rank(x) for x in items])
+                return None if r is None else r + 1
+            case ir.Call(kind=CallKind.TORCH, target=f, args=[x]):
                 if known(_FULL_FUNCTIONS, f):
                     return 0
                 if f is torch.tensor:
                     return 0 if _is_number(x) else None
                 return self.rank(x) if ragged.is_rowwise_function(f, only_operand=True) else None
-            case ir.Call(kind=CallKind.TORCH, target=f, args=[_, _], kwargs={}) if known(_DOTS, f):
+            case ir.Call(kind=CallKind.TORCH, target=f, args=[_, _]) if known(_DOTS, f):
                 return 0
         return None
 
@@ -115,18 +122,19 @@ class _Ranks:
         match e:
             case ir.Name(id=name):
                 return self.through(name, "rows")
-            case ir.Call(kind=CallKind.TORCH, target=f, args=[ir.Name(id=xs)], kwargs={}) if ragged.is_stack(f):
-                return _agree([self.rank(put.args[0]) for put in comprehension_puts(self.fn, xs)])
             case ir.Subscript(obj=s, index=ir.Slice()):
-                return self.rows(s)
-            case ir.Call(kind=CallKind.METHOD, target=m, receiver=s, args=[], kwargs={}) if s is not None and \
-                    ragged.is_rowwise_method(m):
-                return self.rows(s)
-            case ir.Call(kind=CallKind.TORCH, target=f, args=[s], kwargs={}) if ragged.is_rowwise_function(
-                    f, only_operand=True):
                 return self.rows(s)
             case ir.BinOp(op="+" | "-" | "*" | "/", left=a, right=b) if _is_number(a) or _is_number(b):
                 return self.rows(b if _is_number(a) else a)
+            case ir.Call(kwargs=kw) if kw:
+                return None
+            case ir.Call(kind=CallKind.TORCH, target=f, args=[ir.Name(id=xs)]) if ragged.is_stack(f):
+                return _agree([self.rank(put.args[0]) for put in comprehension_puts(self.fn, xs)])
+            case ir.Call(kind=CallKind.METHOD, target=m, receiver=s, args=[]) if s is not None and \
+                    ragged.is_rowwise_method(m):
+                return self.rows(s)
+            case ir.Call(kind=CallKind.TORCH, target=f, args=[s]) if ragged.is_rowwise_function(f, only_operand=True):
+                return self.rows(s)
         return None
 
 

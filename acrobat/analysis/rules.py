@@ -507,9 +507,9 @@ def _without_unit_axis(x: ir.Expr) -> ir.Expr | None:
                 and (args == [] and list(kw) == ["dim"] and zero(kw["dim"]) or len(args) == 1 and not kw and
                      zero(args[0])):
             return r
-        case ir.Call(kind=CallKind.TORCH, target=torch.unsqueeze, args=[r, d], kwargs={}) if zero(d):
+        case ir.Call(kind=CallKind.TORCH, target=torch.unsqueeze, args=[r, d], kwargs=kw) if not kw and zero(d):
             return r
         case ir.Call(kind=CallKind.METHOD, target="view" | "reshape", receiver=r, args=[ir.Const(value=one), *rest],
-                     kwargs={}) if r is not None and rest and type(one) is int and one == 1:
+                     kwargs=kw) if not kw and r is not None and rest and type(one) is int and one == 1:
             return ir.Call(x.loc, CallKind.METHOD, x.target, rest, {}, receiver=r)
     return None
