@@ -1052,6 +1052,7 @@ class _Analyzer:
                 raise self.error(e, "sum() of a list of tensors takes the list only: add a start value after it")
             return self.ragged_node(e, "segment", ragged.SEGMENT_OPS["sum"], DYNAMIC)
         if kind is CallKind.METHOD and isinstance(recv, RaggedK):
+            assert e.receiver is not None
             if what in ragged.SEGMENT_OPS:
                 return self.segment(e, self.segment_form(e, ragged.SEGMENT_OPS[what], e.receiver, e.args,
                                                          f".{what}()"))

@@ -19,6 +19,13 @@ whatever the lists' lengths:
   segment reduction over the rows of the launch (``acrobat.runtime.segments``,
   whose ``defsegment`` table names them, their torch functions and kernels).
   ``a @ S`` of two ragged tensors is a row-wise product and a segment sum.
+  A negative ``dim`` is the list axis where it is ``-(r+1)`` for rows of rank
+  r: a reduction's where the text fixes r (``acrobat.analysis.ranks``), a
+  normalization's read against the rows at run time (issue 18 §2).
+
+``torch.cat`` of a comprehension's items each written with a leading unit
+axis (``e.unsqueeze(0)``) is rewritten into ``torch.stack`` of the items by
+a call rule (``acrobat.analysis.rules``).
 
 The per-instance functions below are what a row or a segment computes for
 one instance; generated block code calls them (the runtime's batched
