@@ -138,3 +138,68 @@ def module_not_rowwise(toks, p):
     """A module that mixes rows (softmax over dim 0): rejected when the run starts, never applied row by row."""
     S = torch.stack(_embed(toks, p))
     return p.mix(S).sum(0)  # M:mix
+
+
+# -- issue 18 §2: negative dims of a stacked list, torch.cat of unit-axis items (tests/test_ragged_dims.py) --------
+
+
+@ab.program
+def scalar_rows(toks, p):
+    """Reductions and normalizations over dim=-1 of a stack of 0-D items (dot products): the list axis."""
+    S = torch.stack([torch.dot(p.emb[t], p.h0) for t in toks])
+    top = S.max(-1)
+    low = S.min(dim=-1, keepdim=True)
+    return (torch.softmax(S, dim=-1), F.log_softmax(S * 2.0, -1), S.sum(-1), S.mean(dim=-1, keepdim=True),
+            torch.amax(S, -1), S.amin(-1, True), torch.logsumexp(S, -1), top.values, top.indices, low.values,
+            low.indices, S.argmax(-1))
+
+
+@ab.program
+def vector_rows(toks, p):
+    """softmax over dim=-1 of a stack of 1-D items normalizes each item; over dim=-2 the list; keepdim over dim 0."""
+    V = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks])
+    return V.softmax(-1), torch.log_softmax(V, dim=-2), V.sum(0, keepdim=True), torch.max(V, 0, True).values
+
+
+@ab.program
+def cat_unsqueezed(toks, p):
+    """torch.cat of unit-axis items, written four ways, is torch.stack of the items."""
+    A = torch.cat([p.emb[t].unsqueeze(0) for t in toks])
+    B = torch.cat([p.emb[t][None] for t in toks], dim=0)
+    C = torch.cat([torch.unsqueeze(p.emb[t] @ p.W, 0) for t in toks], 0)
+    D = torch.cat([(p.emb[t] @ p.W).view(1, -1) for t in toks])
+    E = torch.cat([p.emb[t].reshape(1, 2, 2) for t in toks])
+    return A.max(dim=0).values, B.sum(0), torch.softmax(C @ p.h0, dim=-1), D, E.mean(0)
+
+
+@ab.program
+def neg_dim_unknown_rank(toks, p):
+    """dim=-1 of a reduction whose items' rank the text does not fix: rejected (it may be an axis of each item)."""
+    V = torch.stack([torch.tanh(p.emb[t]) for t in toks])
+    return V.sum(-1)  # M:unknown_rank
+
+
+@ab.program
+def neg_dim_of_each_item(toks, p):
+    """dim=-1 of a stack of 1-D items (the text fixes their rank): reduces each item, not the list: rejected."""
+    S = torch.stack([torch.stack([p.emb[t].sum(), p.emb[t].amax()]) for t in toks])
+    return S.sum(-1)  # M:each_item
+
+
+@ab.program
+def neg_dim_out_of_range(toks, p):
+    """dim=-2 of a stack of 0-D items: out of range (PyTorch raises IndexError): rejected."""
+    S = torch.stack([p.emb[t].sum() for t in toks])
+    return S.logsumexp(dim=-2)  # M:out_of_range
+
+
+@ab.program
+def cat_along_rows(toks, p):
+    """torch.cat of unit-axis items along dim 1 is no stack: rejected as before."""
+    return torch.cat([p.emb[t][None] for t in toks], dim=1).sum(0)  # M:cat_rows
+
+
+@ab.program
+def cat_returned(toks, p):
+    """torch.cat of unsqueezed items, returned as it is."""
+    return torch.cat([torch.tanh(p.emb[t]).unsqueeze(0) for t in toks])

@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import ragged
+from acrobat.analysis import ragged, ranks
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -1038,7 +1038,7 @@ class _Analyzer:
             return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
         if kind is CallKind.TORCH and ragged.is_stack(what) and is_list and isinstance(
                 args[0].elem, (TensorK, RaggedK)):
-            self.dim_zero(e, e.args[1:], "torch.stack")
+            self.dim_zero(e, e.args[1:])
             elem = args[0].elem
             return self.ragged_node(e, "stack", None, RaggedK(elem.depth + 1) if isinstance(elem, RaggedK) else RAGGED)
         for k in ([recv] if recv is not None else []) + args + kws:
@@ -1052,8 +1052,10 @@ class _Analyzer:
                 raise self.error(e, "sum() of a list of tensors takes the list only: add a start value after it")
             return self.ragged_node(e, "segment", ragged.SEGMENT_OPS["sum"], DYNAMIC)
         if kind is CallKind.METHOD and isinstance(recv, RaggedK):
+            assert e.receiver is not None
             if what in ragged.SEGMENT_OPS:
-                return self.segment(e, ragged.SEGMENT_OPS[what], self.dim_zero(e, e.args, f".{what}()"))
+                return self.segment(e, self.segment_form(e, ragged.SEGMENT_OPS[what], e.receiver, e.args,
+                                                         f".{what}()"))
             if ragged.is_rowwise_method(what) and not e.args and not e.kwargs:
                 return self.ragged_node(e, "rows", None, RAGGED)
             if what in ("squeeze", "unsqueeze") and len(e.args) == 1 and not e.kwargs and isinstance(
@@ -1066,7 +1068,7 @@ class _Analyzer:
         if kind is CallKind.TORCH and args and isinstance(args[0], RaggedK):
             op = ragged.segment_function(what)
             if op is not None:
-                return self.segment(e, ragged.SEGMENT_OPS[op], self.dim_zero(e, e.args[1:], op))
+                return self.segment(e, self.segment_form(e, ragged.SEGMENT_OPS[op], e.args[0], e.args[1:], op))
             others = args[1:] + kws
             if ragged.is_rowwise_function(what, only_operand=not others) and not any(
                     contains(k, RaggedK) for k in others) and "dim" not in e.kwargs:
@@ -1094,9 +1096,7 @@ class _Analyzer:
                 raise self.error(e, f"a {k} operand of a stacked list: {_RAGGED_HINT}")
         return self.ragged_node(e, "rows", None, RAGGED)
 
-    def segment(self, e: ir.Call, op: SegmentOp, has_dim: bool) -> Kind:
-        if not has_dim:
-            op = dataclasses.replace(op, flat=True)
+    def segment(self, e: ir.Call, op: SegmentOp) -> Kind:
         kind = RAGGED if op.ragged_out else DYNAMIC
         return self.ragged_node(e, "segment", op, TupleK((DYNAMIC, DYNAMIC)) if op.n_outputs == 2 else kind)
 
@@ -1104,16 +1104,54 @@ class _Analyzer:
         self.spec.ragged[e.nid] = (how, op)
         return k
 
-    def dim_zero(self, e: ir.Call, rest: list[ir.Expr], what: str) -> bool:
-        """Check that a stack or reduction of a per-instance list works along dim 0 (the list axis);
-        True when ``dim`` is given (``torch.stack``, ``argmax`` and ``argmin`` may leave it out)."""
+    def dim_zero(self, e: ir.Call, rest: list[ir.Expr]) -> None:
+        """Check that ``torch.stack`` of a per-instance list (``rest``: its arguments after the list) stacks along
+        dim 0, the list axis."""
         dim = rest[0] if rest else e.kwargs.get("dim")
-        extra = [k for k in e.kwargs if k != "dim" and not (k == "keepdim" and _const(e.kwargs[k]) is False)]
-        no_dim_ok = what == "torch.stack" or what.strip(".()") in ragged.FLAT_OK
-        if len(rest) > 1 or extra or dim is None and not no_dim_ok or dim is not None and _const(dim) != 0:
+        if len(rest) > 1 or any(k != "dim" for k in e.kwargs) or dim is not None and _const(dim) != 0:
+            raise self.error(e, "torch.stack of a list whose length differs per instance must work along the list "
+                                f"axis: write dim=0 and no other options; {_RAGGED_HINT}")
+
+    def segment_form(self, e: ir.Call, op: SegmentOp, operand: ir.Expr, rest: list[ir.Expr], what: str) -> SegmentOp:
+        """``op`` as ``e`` applies it to the stacked list ``operand`` (``rest``: the positional arguments after the
+        list): over the list axis, written ``dim=0`` or as a negative dim. A reduction's negative dim must be the
+        list axis of rows whose rank the program text fixes (``acrobat.analysis.ranks``: ``dim=-(r+1)`` for
+        r-D rows); a normalization's (softmax, log_softmax) is kept and read against the rows' rank at run time
+        (the list axis, or an axis of every row: ``acrobat.runtime.segments``). Reductions take ``keepdim``;
+        argmax/argmin may leave out ``dim`` (``flat``). Issue 18 §2, beyond the paper's §3 language.
+
+        Raises:
+            CompileError: other options; a dim that is not the list axis, or that is not known to be.
+        """
+        dim = rest[0] if rest else e.kwargs.get("dim")
+        keep = rest[1] if len(rest) > 1 else e.kwargs.get("keepdim")
+        keepdim = keep is not None and _const(keep) is True
+        d = _const(dim)
+        if len(rest) > 2 or any(k not in ("dim", "keepdim") for k in e.kwargs) or keep is not None and (
+                not isinstance(_const(keep), bool) or keepdim and op.ragged_out) or dim is None and (
+                keepdim or what.strip(".()") not in ragged.FLAT_OK) or dim is not None and (
+                type(d) is not int or d > 0):
             raise self.error(e, f"{what} of a list whose length differs per instance must work along the list axis: "
-                                f"write dim=0 and no other options; {_RAGGED_HINT}")
-        return dim is not None
+                                "write dim=0 (or the negative dim that is the list axis), with no other options "
+                                f"than a reduction's keepdim; {_RAGGED_HINT}")
+        if dim is None:
+            return dataclasses.replace(op, flat=True)
+        if d == 0 or op.ragged_out:
+            return dataclasses.replace(op, dim=d, keepdim=keepdim)
+        r = ranks.row_rank(operand, self.spec.fn)
+        if r is None:
+            raise self.error(e, f"{what} with dim={d} of a list whose length differs per instance: acrobat batches "
+                                "a reduction over the list axis only, and the rank of the list's items is not known "
+                                f"here, so dim={d} may be an axis of each item: write dim=0 for the list axis; "
+                                f"{_RAGGED_HINT}")
+        if d > -(r + 1):
+            raise self.error(e, f"{what} with dim={d} of a stacked list of {r}-D items reduces each item, not the "
+                                f"list (its list axis is dim=0, or dim={-(r + 1)}): reduce the items before "
+                                "stacking them, or loop over the list")
+        if d < -(r + 1):
+            raise self.error(e, f"{what} with dim={d} of a stacked list of {r}-D items is out of range (its list "
+                                f"axis is dim=0, or dim={-(r + 1)})")
+        return dataclasses.replace(op, keepdim=keepdim)
 
     def join_at(self, node: ir.Expr, a: Kind, b: Kind) -> Kind:
         try:

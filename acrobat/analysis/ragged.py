@@ -19,6 +19,13 @@ whatever the lists' lengths:
   segment reduction over the rows of the launch (``acrobat.runtime.segments``,
   whose ``defsegment`` table names them, their torch functions and kernels).
   ``a @ S`` of two ragged tensors is a row-wise product and a segment sum.
+  A negative ``dim`` is the list axis where it is ``-(r+1)`` for rows of rank
+  r: a reduction's where the text fixes r (``acrobat.analysis.ranks``), a
+  normalization's read against the rows at run time (issue 18 §2).
+
+``torch.cat`` of a comprehension's items each written with a leading unit
+axis (``e.unsqueeze(0)``) is rewritten into ``torch.stack`` of the items by
+a call rule (``acrobat.analysis.rules``).
 
 The per-instance functions below are what a row or a segment computes for
 one instance; generated block code calls them (the runtime's batched
@@ -159,8 +166,10 @@ def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 
 def segment_reference(op: SegmentOp) -> Callable[[list[torch.Tensor]], Any]:
-    """What segment operator ``op`` computes for one instance's list of rows (plain PyTorch)."""
+    """What segment operator ``op`` computes for one instance's list of rows (plain PyTorch): ``op`` of their
+    stack over ``op.dim``, with ``keepdim`` where it is set."""
     def run(rows: list[torch.Tensor]) -> Any:
-        return getattr(torch, op.op)(torch.stack(rows), 0)
+        keep = {"keepdim": True} if op.keepdim else {}
+        return getattr(torch, op.op)(torch.stack(rows), op.dim, **keep)
     run.__name__ = f"segment_{op.op}"
     return run

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from acrobat.analysis import ranks
 from acrobat.analysis.kinds import (BOTTOM, HOST, UNRESOLVED, ChoiceK, DictK, HostK, Kind, KindConflict, ListK,
                                     RaggedK, SharedK, TensorK, TupleK, contains, describe_ref, has_shared, has_tensor,
                                     join)
@@ -458,3 +459,57 @@ def _module_choice(a: _Analyzer, s: Site) -> Kind | None:
             raise a.error(e, f"the modules of shared {describe_ref(s.recv.ref)} return values of different kinds "
                              "(one a tensor, one a tuple): give them one kind of result") from None
     return k
+
+
+# -- lists of tensors as operands: torch.cat of items with a leading unit axis -----------------------------------
+
+
+@defcall(CallKind.TORCH, torch.cat, torch.concat, torch.concatenate)
+def _cat_of_unit_items(a: _Analyzer, s: Site) -> Kind | None:
+    """``torch.cat([h[v].unsqueeze(0) for v in vs])``: a comprehension's list whose items each get a new leading
+    axis of length 1 (``e.unsqueeze(0)``, ``e[None]``, ``e.view(1, ...)``, ``e.reshape(1, ...)``), concatenated
+    along dim 0, is ``torch.stack`` of the items without that axis. The call and the comprehension's appends are
+    rewritten so, for every specialization (it holds for any tensors), and the stack is a stacked list whose
+    length differs per instance (``acrobat.analysis.ragged``, issue 18 §2). Other ``torch.cat`` calls are left
+    to the other rules; a list of other items, or one held in a variable of the model, stays an operand the
+    static tier rejects (``blocks``: stack it)."""
+    e = s.e
+    dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim")
+    if not (s.args and isinstance(s.args[0], ListK) and isinstance(e.args[0], ir.Name)) or len(e.args) > 2 or \
+            any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or dim is not None and not (
+            isinstance(dim, ir.Const) and type(dim.value) is int and dim.value == 0):
+        return None
+    puts = ranks.comprehension_puts(a.spec.fn, e.args[0].id)
+    items = [_without_unit_axis(put.args[0]) for put in puts]
+    if not puts or any(item is None for item in items):
+        return None
+    if s.args[0].elem is BOTTOM:
+        return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
+    if not isinstance(s.args[0].elem, TensorK):
+        return None
+    for put, item in zip(puts, items):
+        put.args[0] = item  # type: ignore[assignment]
+    e.target, e.args, e.kwargs = torch.stack, e.args[:1], {}
+    a.changed = True
+    return a.call(e)
+
+
+def _without_unit_axis(x: ir.Expr) -> ir.Expr | None:
+    """``e`` for ``x`` written as ``e`` with a new leading axis of length 1 (``e.unsqueeze(0)``,
+    ``torch.unsqueeze(e, 0)``, ``e[None]``; ``e.view(-1)`` for ``e.view(1, -1)``, and so for ``reshape`` with
+    more sizes after the 1), else None."""
+    def zero(d: ir.Expr | None) -> bool:
+        return isinstance(d, ir.Const) and type(d.value) is int and d.value == 0
+    match x:
+        case ir.Subscript(obj=obj, index=ir.Const(value=None)):
+            return obj
+        case ir.Call(kind=CallKind.METHOD, target="unsqueeze", receiver=r, args=args, kwargs=kw) if r is not None \
+                and (args == [] and list(kw) == ["dim"] and zero(kw["dim"]) or len(args) == 1 and not kw and
+                     zero(args[0])):
+            return r
+        case ir.Call(kind=CallKind.TORCH, target=torch.unsqueeze, args=[r, d], kwargs=kw) if not kw and zero(d):
+            return r
+        case ir.Call(kind=CallKind.METHOD, target="view" | "reshape", receiver=r, args=[ir.Const(value=one), *rest],
+                     kwargs=kw) if not kw and r is not None and rest and type(one) is int and one == 1:
+            return ir.Call(x.loc, CallKind.METHOD, x.target, rest, {}, receiver=r)
+    return None

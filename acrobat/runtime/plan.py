@@ -56,13 +56,19 @@ class SegmentOp:
     ``n_outputs`` is 2 for ``max``/``min`` (values, indices); ``ragged_out``
     when the result has one row per input row (softmax, log_softmax);
     ``flat`` for ``argmax``/``argmin`` without ``dim`` (checked at run time
-    to be the 1-D case, where they equal ``dim=0``).
+    to be the 1-D case, where they equal ``dim=0``). ``dim`` is 0 (the list
+    axis), or for ``softmax``/``log_softmax`` a negative dim as written,
+    which the kernel reads against the rows' rank at run time (the list
+    axis, or an axis of every row); ``keepdim`` keeps the list axis of a
+    reduction as a length-1 axis.
     """
 
     op: str
     n_outputs: int = 1
     ragged_out: bool = False
     flat: bool = False  # argmax/argmin written without dim: the same as dim=0 only for a 1-D stacked list
+    dim: int = 0
+    keepdim: bool = False
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,7 +33,8 @@ class SegmentKernel:
     """The batched launch of a segment block: ``(N, ...)`` rows in; ``(B, ...)`` (or ``(N, ...)``) out.
 
     Raises (when called):
-        ShapeError: the rows of one instance's list differ in shape (names the instance and source line).
+        ShapeError: the rows of one instance's list differ in shape, or a normalization's negative dim is out of
+            range for them (names the instance and source line).
     """
 
     def __init__(self, block: BlockCode):
@@ -52,7 +53,23 @@ class SegmentKernel:
             raise mark_limit(ShapeError(f"instance {g.insts[0]}: {self.op.op} without dim= of a stacked list of "
                                         f"{x.dim() - 1}-D rows flattens it: write dim=0 (per column) or flatten the "
                                         f"rows first\n{self.block.where()}", instance=g.insts[0]))
-        return timed(rt.stats, "kernel_ms", rt.sync, lambda: segment_op(self.op.op, x, lengths))
+        if self.op.dim < -x.dim():
+            raise ShapeError(f"instance {g.insts[0]}: {self.op.op}(dim={self.op.dim}) of a stacked list of "
+                             f"{x.dim() - 1}-D rows: dimension out of range (PyTorch raises IndexError)\n"
+                             f"{self.block.where()}", instance=g.insts[0])
+        return timed(rt.stats, "kernel_ms", rt.sync, lambda: self.launch(x, lengths))
+
+    def launch(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The operator over ``x``, the ``(N, ...)`` rows of the group's lists (``lengths``: ``(B,)``, summing to
+        N): a segment launch over the list axis, its reductions ``(B, ...)`` (``(B, 1, ...)`` with keepdim); or,
+        for a normalization whose negative dim is an axis of every row (the rows are not 0-D), that operator
+        along it over all rows at once, ``(N, ...)``, as each instance's stacked list gives it."""
+        op = self.op
+        if op.dim < 0 and op.dim != -x.dim():
+            assert op.ragged_out, "reductions over a negative dim are made dim=0 at compile time"
+            return (getattr(torch, op.op)(x, op.dim),)
+        out = segment_op(op.op, x, lengths)
+        return tuple(o.unsqueeze(1) for o in out) if op.keepdim else out
 
     def _shape_error(self, g: Group, rt: "Runtime") -> ShapeError:
         start = 0

@@ -15,8 +15,9 @@ children and by ``main``),
 chained assignment, ``list.reverse()``, ``if xs:`` on a list,
 ``tuple(torch.chunk(...))``, ``.max(dim)`` pairs (``.values``, unpacked), a
 module of an ``nn.ModuleList`` chosen by a per-instance int (dynamic tier),
-``torch.stack`` with reductions, softmax attention, ``nn`` cells and
-modules, and inline value reads (``x * x.max().item()``).
+``torch.stack`` with reductions (also over ``dim=-1`` of 0-D items, and
+``keepdim=True``), softmax attention, ``torch.cat`` of unsqueezed items,
+``nn`` cells and modules, and inline value reads (``x * x.max().item()``).
 
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
@@ -336,7 +337,8 @@ class Gen:
         options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert", "setitem", "insert", "pop"]
         if nested:
             options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth"]
-        options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert", "starred_call"]
+        options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert", "starred_call",
+                    "dense_list"]
         if sc.loop:
             options += ["break", "continue"]
         if sc.ret is not None:
@@ -498,6 +500,8 @@ class Gen:
             return lines
         if k == "starred_call":
             return self.starred_call(sc)
+        if k == "dense_list" and sc.of("L"):
+            return self.dense_list(sc)
         if k == "max_pair":
             name = self.fresh("t")
             if sc.of("L") and self.ch.coin(50):
@@ -648,6 +652,32 @@ class Gen:
         name = self.fresh("t")
         sc.vars[name] = "T"
         return [f"{name} = {call}"]
+
+    def dense_list(self, sc: Scope) -> list[str]:
+        """A T from a list L by the dense forms of a per-instance-length list (issue 18 §2): ``torch.cat`` of its
+        items with a leading unit axis, a softmax or reduction over ``dim=-1`` of a stack of 0-D items, a
+        softmax over ``dim=-1`` (each item) or ``dim=-2`` (the list) of a stack of items, ``keepdim=True``."""
+        lst, name, v = self.ch.pick(sc.of("L")), self.fresh("t"), self.fresh("v")
+        form = self.ch.int(0, 2)
+        if form == 0:
+            self.feat("torch.cat of unsqueezed items")
+            unit = self.ch.pick([f"{v}.unsqueeze(0)", f"{v}[None]", f"{v}.view(1, -1)", f"{v}.reshape(1, -1)",
+                                 f"torch.unsqueeze({v}, 0)"])
+            reduce = self.ch.pick([".max(dim=0).values", ".sum(0)", ".amax(0)", "[-1]"])
+            value = f"torch.cat([{unit} for {v} in {lst}]){reduce}"
+        elif form == 1:
+            self.feat("dim=-1 of stacked scalars")
+            scores = f"torch.stack([({v} * {self.tensor(sc)}).sum() for {v} in {lst}])"
+            value = self.ch.pick([f"torch.softmax({scores}, dim=-1) @ torch.stack({lst})",
+                                  f"{self.tensor(sc)} * torch.logsumexp({scores}, -1, keepdim=True)",
+                                  f"{self.tensor(sc)} * {scores}.mean(dim=-1)"])
+        else:
+            self.feat("softmax over dim=-1 of a stack")
+            value = self.ch.pick([f"torch.softmax(torch.stack({lst}), dim=-1)[-1]",
+                                  f"torch.log_softmax(torch.stack({lst}), dim=-2)[0]",
+                                  f"torch.stack({lst}).sum(0, keepdim=True)[0]"])
+        sc.vars[name] = "T"
+        return [f"{name} = {value}"]
 
     def new_int(self, sc: Scope, value: str) -> str:
         """``k = value`` for a new int variable ``k`` (visible after this statement)."""
