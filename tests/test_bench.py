@@ -282,26 +282,29 @@ def test_systems_are_timed_by_turns_and_a_failing_one_does_not_stop_the_others()
     assert isinstance(out[2], RuntimeError) and timed.count("x") == 2
 
 
-def test_compare_times_in_process_systems_by_turns(setups):
+def test_compare_times_in_process_systems_by_turns(setups, monkeypatch):
     """A slow-down between two systems timed one after the other made their ratio wrong; by turns, it is
-    shared: here a clock that slows after the first few runs must give two equal systems equal medians."""
+    shared: on a clock that runs 4x slower after the first 10 calls, two equal systems get equal medians
+    (one after the other, the second would be timed entirely on the slow machine)."""
     from acrobat.bench import compare as cmp_mod
+    from acrobat.bench import timing as timing_mod
     from acrobat.bench.base import FnRunner
     from acrobat.bench.systems import System
 
     s = setups[HARNESS_MODELS[0]]
     expected = [s.spec.reference(x, s.params) for x in s.instances]
-    calls = [0]
+    clock, calls = [0.0], [0]
+    monkeypatch.setattr(timing_mod.time, "perf_counter", lambda: clock[0])
 
-    def slow_later():
+    def slows_down():  # 4 calls check and warm up the two systems, then 12 are timed
         calls[0] += 1
-        time.sleep(0.002 if calls[0] > 10 else 0.0005)  # 4 calls check and warm up
+        clock[0] += 0.002 if calls[0] > 10 else 0.0005
         return expected
 
-    systems = [System(f"same {k}", "pytorch", lambda _: FnRunner(slow_later)) for k in "ab"]
+    systems = [System(f"same {k}", "pytorch", lambda _: FnRunner(slows_down)) for k in "ab"]
     res = cmp_mod.compare(s, systems, TimingPolicy(repeats=6), None, None)
     a, b = (r.timing.median for r in res.results)
-    assert max(a, b) / min(a, b) < 1.5, (a, b)
+    assert a == pytest.approx(1.25) and b == pytest.approx(1.25)  # each: three runs of 0.5 ms, three of 2 ms
 
 
 def test_run_bench_ablation_only_at_the_largest_batch():
