@@ -17,11 +17,13 @@ exactly where the loop leaves ``None``.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import random
 from dataclasses import dataclass
 
 import pytest
+import sympy
 import torch
 import torch.nn.functional as F
 import torch.utils._pytree as pytree
@@ -36,6 +38,7 @@ from acrobat.data.synthetic import synthetic_trees
 from acrobat.models import MODELS, get_model
 from acrobat.runtime import accumulate, compiled_train
 from acrobat.runtime.backend import AUTO_ENV
+from acrobat.runtime.size_guard import SizeGuard
 
 TOL = {
     torch.float32: {"rtol": 1e-4, "atol": 1e-5},
@@ -184,6 +187,16 @@ def test_compiled_training_beyond_a_bound_inductor_put_on_the_batch_runs_the_eag
         torch.testing.assert_close(W.grad, W0.grad, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(b.grad, b0.grad, rtol=1e-4, atol=1e-4)
     assert stats.compiles == 0
+
+
+def test_a_bound_on_the_batch_is_kept_with_the_cached_kernel():
+    """The bound a training kernel holds under is written beside Inductor's cache and read back the same
+    (``kernel_facts``): a kernel loaded from the cache runs its eager graph past the bound too."""
+    s = sympy.Symbol("s26", integer=True, positive=True)
+    guard = SizeGuard(sympy.Le(s, 4096), [s], [0])
+    back = SizeGuard.of_fact(json.loads(json.dumps(guard.fact())))
+    assert not back.specializes
+    assert [back.holds([torch.empty(n, 2)]) for n in (2, 4096, 4097)] == [True, True, False]
 
 
 @pytest.mark.parametrize("backend", ["eager", "auto", "eager-accum/sinks", "compiled"])
