@@ -360,10 +360,12 @@ class Program(Function[P, R]):
                 ``"eager"`` (vmap, op by op; supports autograd), ``"eager-accum"`` (``"eager"`` with
                 gathers whose backward adds gradient rows into one buffer per source output: faster
                 training steps, the same gradients), ``"compiled"`` (TorchInductor kernels,
-                profile-guided gather fusion; inference only; the first run of each process compiles
+                profile-guided gather fusion; the first run of each process compiles
                 the kernels or loads them from the disk cache, saying so on stderr, and the next runs
-                tune them: time with ``acrobat.benchmark``), ``"compiled-explicit"`` or
-                ``"compiled-fused"`` (one gather mode forced).
+                tune them: time with ``acrobat.benchmark``; while autograd records it runs
+                ``"compiled-train"``), ``"compiled-train"`` (``"eager-accum"``'s graphs compiled by
+                TorchInductor with their backward kernels, §5 extended to training), ``"compiled-explicit"``
+                or ``"compiled-fused"`` (one gather mode forced; inference only).
                 ``stats.backend`` says which one ran.
             options: optimization switches (defaults to the program's).
             stats: if given, the run's figures are added to it.
@@ -380,7 +382,8 @@ class Program(Function[P, R]):
             equal to running ``self(instance, *shared)`` alone.
 
         Raises:
-            AcrobatError: a compiled backend named while autograd would record (it runs inference only).
+            AcrobatError: ``"compiled-explicit"`` or ``"compiled-fused"`` named while autograd would record
+                (they run inference only).
             BatchError: ``instances`` is not a list (or tuple) of instances (one instance passed alone),
                 an empty batch, or not as many shared arguments as the entry takes.
             CompileError: see ``compile``.

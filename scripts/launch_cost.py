@@ -60,11 +60,11 @@ def boxed(fn: Callable, args: list) -> Callable[[], Any]:
 
 def variants(graph: Any, args: list, aoti: bool) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
     """Each way of calling ``graph``'s kernel on ``args`` (its leaves), and why any is missing."""
-    from acrobat.runtime.compiled import _COMPILE_LOCK, compile_graph
+    from acrobat.runtime.compiled import COMPILE_LOCK, compile_graph
 
     fns: dict[str, Callable[[], Any]] = {}
     failed: dict[str, str] = {}
-    with _COMPILE_LOCK, torch.no_grad():
+    with COMPILE_LOCK, torch.no_grad():
         for wrapper in ("python", "cpp"):
             fn, _, _ = compile_graph(graph, wrapper)
             fns[wrapper] = boxed(fn, args)
@@ -209,7 +209,7 @@ def model_blocks(name: str, batch_size: int, hidden: int, aoti: bool) -> None:
             fns, failed = variants(graph, args, aoti)
             leaves = sum(isinstance(a, torch.Tensor) for a in args)
             show(f"{name} {k.block.name} ({leaves} tensors)", median_us(fns, rounds=9, calls=100), failed)
-            with compiled._COMPILE_LOCK, torch._inductor.config.patch(size_asserts=False):
+            with compiled.COMPILE_LOCK, torch._inductor.config.patch(size_asserts=False):
                 w = torch._inductor.compile(graph.gm, graph.example_inputs)
             wrapped_calls[id(v)] = (lambda w: lambda leaves: w(*leaves))(w)
 

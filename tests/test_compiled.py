@@ -132,11 +132,12 @@ def test_compiled_on_random_trees(seed, n):
         torch.testing.assert_close(out, [spec.reference(t, params) for t in trees], **TOL)
 
 
-def test_compiled_refuses_autograd(dataset):
+def test_compiled_with_a_forced_gather_refuses_autograd(dataset):
+    """The arena kernels run inference only; ``compiled`` itself trains on ``compiled-train`` (test_training)."""
     spec = get_model("treelstm")
     params = spec.make_params(len(dataset.vocab), HIDDEN, 0)
     with pytest.raises(AcrobatError, match="inference only"):
-        spec.program.run(spec.instances(dataset.trees)[:4], params, backend="compiled")
+        spec.program.run(spec.instances(dataset.trees)[:4], params, backend="compiled-explicit")
 
 
 def test_unknown_backend_and_gather_mode():

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from acrobat.bench.train_step import compare_steps
+from acrobat.bench.train_step import compare_steps, run_train_bench
 from acrobat.cli import main
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.data.tree import Tree
@@ -99,11 +99,18 @@ def test_bench_train_checks_and_times_every_system(dataset):
     spec = MODELS["treelstm"]
     cmp = compare_steps(spec, spec.instances(dataset.trees[:3]), len(dataset.vocab), 8, 0, repeats=1)
     by = {r.system: r for r in cmp.results}
-    for name in ("acrobat (eager-accum)", "acrobat (eager)", "acrobat (eager, dense embedding updates)", "hand-batched PyTorch",
-                 "PyTorch per instance"):
+    for name in ("acrobat (eager-accum)", "acrobat (compiled)", "acrobat (eager)",
+                 "acrobat (eager, dense embedding updates)", "hand-batched PyTorch", "PyTorch per instance"):
         assert by[name].status == "ok" and len(by[name].forward_ms) == 1 and by[name].peak_bytes > 0
-    assert by["acrobat (compiled)"].status == "not available"
     assert by["DyNet (autobatch)"].status in ("not installed", "not available")
+
+
+def test_bench_train_runs_the_system_groups_asked_for_and_the_check(dataset):
+    spec = MODELS["treelstm"]
+    cmp = compare_steps(spec, spec.instances(dataset.trees[:3]), len(dataset.vocab), 8, 0, repeats=1, groups=["hand"])
+    assert [r.system for r in cmp.results] == ["hand-batched PyTorch", "PyTorch per instance"]
+    with pytest.raises(ValueError, match="unknown system ablation"):
+        run_train_bench(["treelstm"], [2], groups=["ablation"])
 
 
 def test_training_example_runs():

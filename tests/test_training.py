@@ -1,6 +1,7 @@
-"""Training through a batched run: gradients equal the per-instance loop's (the eager backends).
+"""Training through a batched run: gradients equal the per-instance loop's (the eager backends, and
+``compiled``, which trains on ``compiled-train``, on a few models).
 
-``eager`` and ``eager-accum`` are both checked; ``eager-accum`` runs each block's
+``eager`` and ``eager-accum`` are both checked on every model and example; ``eager-accum`` runs each block's
 traced aten graph (``TracedKernel``) and gathers whose backward accumulates rows
 into one buffer per source output (``acrobat.runtime.accumulate``), which it
 uses for large sources only: ``eager-accum/sinks`` gives every source a sink
@@ -16,23 +17,28 @@ exactly where the loop leaves ``None``.
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import random
 from dataclasses import dataclass
 
 import pytest
+import sympy
 import torch
 import torch.nn.functional as F
 import torch.utils._pytree as pytree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
+from torch._dynamo.utils import counters
 
 import acrobat as ab
 import examples
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.models import MODELS, get_model
-from acrobat.runtime import accumulate
+from acrobat.runtime import accumulate, compiled_train
 from acrobat.runtime.backend import AUTO_ENV
+from acrobat.runtime.size_guard import SizeGuard
 
 TOL = {
     torch.float32: {"rtol": 1e-4, "atol": 1e-5},
@@ -70,7 +76,7 @@ def _sinks_for_every_source(request, monkeypatch):
 
 
 def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch.dtype,
-                backend: str = "eager") -> None:
+                backend: str = "eager", stats: ab.RunStats | None = None) -> None:
     """``backward`` of the batched run's loss equals that of the per-instance loop's (sum of instances).
 
     ``dtype`` is the parameters' and torch's default dtype (models make constants with ``torch.zeros(H)``).
@@ -80,7 +86,7 @@ def check_grads(program, reference, params: nn.Module, batch: list, dtype: torch
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        out = program.run(batch, params, backend=backend.split("/")[0])
+        out = program.run(batch, params, backend=backend.split("/")[0], stats=stats)
         weighted_sum(out).backward()
         sum(weighted_sum(reference(x, plain)) for x in batch).backward()
     finally:
@@ -109,7 +115,91 @@ def test_example_gradients(name, dtype, backend):
     check_grads(ex.program, ex.reference, ex.make_params(0), ex.instances(6, 2), dtype, backend)
 
 
-@pytest.mark.parametrize("backend", ["eager", "auto", "eager-accum/sinks"])
+COMPILED_CASES = [("model", "treelstm"), ("model", "birnn"), ("example", "node_classifier_rnn")]
+"""What ``compiled`` trains in the suite (float32): each block's compile takes seconds on a 2-core machine;
+every paper model and example was checked by hand (the module docstring of ``acrobat.runtime.compiled_train``)."""
+
+
+@pytest.mark.parametrize("kind,name", COMPILED_CASES)
+def test_compiled_training_gradients(dataset, kind, name):
+    """``backend="compiled"`` under grad trains on ``compiled-train``: every block's traced graph compiled by
+    TorchInductor with its backward kernel; gradients equal the per-instance loop's."""
+    if kind == "model":
+        spec = MODELS[name]
+        program = spec.program
+        check_grads(program, spec.reference, spec.make_params(len(dataset.vocab), 12, 1),
+                    spec.instances(dataset.trees[:6]), torch.float32, "compiled")
+    else:
+        ex = examples.load(name)
+        program = ex.program
+        check_grads(program, ex.reference, ex.make_params(0), ex.instances(6, 2), torch.float32, "compiled")
+    be, kernels = program.backend("compiled-train")
+    assert all(k.eager_graphs == 0 and not k.untraceable for k in kernels.values() if hasattr(k, "eager_graphs"))
+    assert sum(k.compiled for k in kernels.values() if hasattr(k, "compiled")) >= 1, be.report()
+
+
+def test_compiled_training_serves_a_new_batch_size_without_compiling(dataset):
+    """One compiled forward/backward pair per block serves every batch size: a second size compiles nothing
+    (acrobat's count and AOTAutograd's), and its gradients are right too."""
+    spec = MODELS["treelstm"]
+    p = spec.make_params(len(dataset.vocab), 12, 1)
+    weighted_sum(spec.program.run(spec.instances(dataset.trees[:6]), p, backend="compiled")).backward()
+    before = dict(counters["aot_autograd"])
+    stats = ab.RunStats()
+    check_grads(spec.program, spec.reference, spec.make_params(len(dataset.vocab), 12, 1),
+                spec.instances(dataset.trees[6:17]), torch.float32, "compiled", stats)
+    assert stats.backend == "compiled-train" and stats.compiles == 0
+    assert dict(counters["aot_autograd"]) == before
+
+
+def test_compiled_training_runs_the_eager_graph_of_a_block_inductor_cannot_compile(monkeypatch, caplog):
+    """A block whose training graph Inductor fails on trains through its eager traced graph: a warning, and
+    the report says why."""
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no kernel today")
+
+    monkeypatch.setattr(compiled_train, "compile_graph", refuse)
+    biased.reset_backends()
+    W, b = torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True)
+    xs = [torch.randn(4) for _ in range(5)]
+    with caplog.at_level(logging.WARNING, logger="acrobat.compile"):
+        weighted_sum(biased.run([Point(x) for x in xs], W, b, backend="compiled")).backward()
+    W0, b0 = W.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    sum(weighted_sum(torch.tanh(x @ W0 + b0)) for x in xs).backward()
+    torch.testing.assert_close(W.grad, W0.grad)
+    torch.testing.assert_close(b.grad, b0.grad)
+    be, _ = biased.backend("compiled-train", 2)
+    assert "eager traced graph: RuntimeError: no kernel today" in be.report()
+    assert "could not compile its training graph" in caplog.text
+
+
+def test_compiled_training_beyond_a_bound_inductor_put_on_the_batch_runs_the_eager_graph():
+    """A float32 backward kernel sums its bias gradient over the batch rows, which Inductor compiles for at
+    most 4096 rows (a cascade sum above): a launch of more rows runs the eager traced graph, right too."""
+    biased.reset_backends()
+    for n in (6, 4200):
+        W, b = torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True)
+        xs = [torch.randn(4) for _ in range(n)]
+        stats = ab.RunStats()
+        weighted_sum(biased.run([Point(x) for x in xs], W, b, backend="compiled", stats=stats)).backward()
+        W0, b0 = W.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+        sum(weighted_sum(torch.tanh(x @ W0 + b0)) for x in xs).backward()
+        torch.testing.assert_close(W.grad, W0.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(b.grad, b0.grad, rtol=1e-4, atol=1e-4)
+    assert stats.compiles == 0
+
+
+def test_a_bound_on_the_batch_is_kept_with_the_cached_kernel():
+    """The bound a training kernel holds under is written beside Inductor's cache and read back the same
+    (``kernel_facts``): a kernel loaded from the cache runs its eager graph past the bound too."""
+    s = sympy.Symbol("s26", integer=True, positive=True)
+    guard = SizeGuard(sympy.Le(s, 4096), [s], [0])
+    back = SizeGuard.of_fact(json.loads(json.dumps(guard.fact())))
+    assert not back.specializes
+    assert [back.holds([torch.empty(n, 2)]) for n in (2, 4096, 4097)] == [True, True, False]
+
+
+@pytest.mark.parametrize("backend", ["eager", "auto", "eager-accum/sinks", "compiled"])
 def test_a_weight_read_only_by_item_keeps_grad_none(dataset, backend):
     """DRNN reads its child/sibling probabilities with ``.item()`` only: their weights get no gradient,
     as in plain PyTorch (horizontal fusion computes them in one matmul with the label weights)."""
@@ -209,6 +299,11 @@ def project(inst, W):
     return torch.tanh(inst.x @ W)
 
 
+@ab.program
+def biased(inst, W, b):
+    return torch.tanh(inst.x @ W + b)
+
+
 def test_auto_trains_instance_tensors_with_frozen_parameters(monkeypatch):
     """Frozen weights, instance tensors that require grad: ``auto`` runs eager-accum (not its inference
     backend, compiled), gradients reach the instances as in the per-instance loop."""
@@ -225,13 +320,33 @@ def test_auto_trains_instance_tensors_with_frozen_parameters(monkeypatch):
         torch.testing.assert_close(x.grad, y.grad)
 
 
+@pytest.mark.parametrize("backend", ["compiled-explicit", "compiled-fused"])
 @pytest.mark.parametrize("requires", ["instance", "weight"])
-def test_compiled_under_autograd_is_refused_with_the_fix(requires):
+def test_a_forced_gather_under_autograd_is_refused_with_the_fix(requires, backend):
     W = torch.randn(4, 3, requires_grad=requires == "weight")
     batch = [Point(torch.randn(4, requires_grad=requires == "instance")) for _ in range(3)]
     what = "a tensor inside an instance" if requires == "instance" else "a shared parameter"
-    with pytest.raises(ab.AcrobatError, match=f"inference only.*{what} requires grad.*backend='eager-accum'"):
-        project.run(batch, W, backend="compiled")
+    with pytest.raises(ab.AcrobatError, match=f"inference only.*{what} requires grad.*backend='eager-accum'"
+                                              ".*'compiled' \\(which trains on 'compiled-train'\\)"):
+        project.run(batch, W, backend=backend)
+
+
+@pytest.mark.parametrize("requires", ["instance", "weight"])
+def test_compiled_under_autograd_trains_on_compiled_train(requires):
+    """``backend="compiled"`` while autograd records (through a weight or an instance's tensor) runs
+    ``compiled-train``; gradients reach what requires grad as in the per-instance loop."""
+    W = torch.randn(4, 3, requires_grad=requires == "weight")
+    xs = [torch.randn(4, requires_grad=requires == "instance") for _ in range(3)]
+    stats = ab.RunStats()
+    weighted_sum(project.run([Point(x) for x in xs], W, backend="compiled", stats=stats)).backward()
+    assert stats.backend == "compiled-train"
+    W0 = W.detach().clone().requires_grad_(W.requires_grad)
+    plain = [x.detach().clone().requires_grad_(x.requires_grad) for x in xs]
+    sum(weighted_sum(torch.tanh(x @ W0)) for x in plain).backward()
+    for got, want in [(W, W0), *zip(xs, plain)]:
+        assert (got.grad is None) == (want.grad is None)
+        if want.grad is not None:
+            torch.testing.assert_close(got.grad, want.grad)
 
 
 # --------------------------------------------------------------------- dropout while training

@@ -25,7 +25,8 @@ from acrobat.bench.processes import run_in_processes
 from acrobat.bench.report import markdown, read_json
 from acrobat.bench.suite import BenchSettings, run_bench, write_outputs
 from acrobat.bench.systems import GROUPS, select
-from acrobat.bench.train_step import TRAIN_MODELS, run_train_bench, train_markdown, write_train_outputs
+from acrobat.bench.train_step import (TRAIN_GROUPS, TRAIN_MODELS, run_train_bench, train_markdown,
+                                      write_train_outputs)
 from acrobat.models import MODELS
 from acrobat.models.berxit import SEQ_LEN as BERXIT_SEQ_LEN, SIZES as BERXIT_SIZES
 from acrobat.serve.command import add_load_arguments
@@ -47,7 +48,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                        help=f"models to run (default: all of {', '.join(MODELS)})")
     bench.add_argument("--sizes", help=f"comma-separated model sizes (default {FULL['sizes']}; --quick: small)")
     bench.add_argument("--batch-sizes", help=f"comma-separated batch sizes (default {FULL['batch_sizes']})")
-    bench.add_argument("--systems", help=f"comma-separated system groups (default all: {','.join(GROUPS)})")
+    bench.add_argument("--systems", help=f"comma-separated system groups (default all: {','.join(GROUPS)}; "
+                       f"with --train: {','.join(TRAIN_GROUPS)}, the per-instance loop always runs as the check)")
     bench.add_argument("--repeats", type=int, help=f"timed runs per system after a warm-up "
                        f"(default {FULL['repeats']}; --quick: {QUICK['repeats']})")
     bench.add_argument("--quick", action="store_true", help="small size, batch sizes 8 and 64, up to 3 timed "
@@ -62,7 +64,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     bench.add_argument("--grad", action="store_true", help="time forward passes with autograd recording "
                        "(default: inference mode)")
     bench.add_argument("--train", action="store_true", help="time training steps instead (forward, backward, "
-                       "optimizer, peak memory; acrobat eager vs hand-batched, TorchFold, DyNet, per instance), "
+                       "optimizer, peak memory; acrobat eager-accum, compiled and eager vs hand-batched, "
+                       "TorchFold, DyNet, per instance), "
                        f"models {', '.join(TRAIN_MODELS)} by default, batch sizes 25,64, small size; writes "
                        "train-bench.json and train-bench.md")
     bench.add_argument("--data", help="SST tree file or folder (default: ../shared/data/sst if present, "
@@ -166,10 +169,13 @@ def cmd_train_bench(args: argparse.Namespace) -> int:
     size = _list(args.sizes or "small", "sizes")[0]
     repeats = args.repeats if args.repeats is not None else (3 if args.quick else 5)
     models = args.models or list(TRAIN_MODELS)
+    groups = _list(args.systems, "systems") if args.systems else None
     command = shlex.join(["acrobat", "bench", "--train", *args.models, "--batch-sizes", ",".join(map(str, batch_sizes)),
                           "--sizes", size, "--repeats", str(repeats)] + (["--threads", str(args.threads)]
-                                                                         if args.threads else []))
-    cmps = run_train_bench(models, batch_sizes, size, repeats, args.data, args.seed, progress=not args.no_progress)
+                                                                         if args.threads else [])
+                         + (["--systems", ",".join(groups)] if groups else []))
+    cmps = run_train_bench(models, batch_sizes, size, repeats, args.data, args.seed, progress=not args.no_progress,
+                           groups=groups)
     print(train_markdown(cmps, command))
     print("wrote " + ", ".join(str(p) for p in write_train_outputs(cmps, command, Path(args.out))))
     return 0

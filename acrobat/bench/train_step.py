@@ -16,12 +16,16 @@ that step, not the timed ones).
 
 Systems: acrobat on the ``eager-accum`` backend (what ``auto`` runs under
 grad: gathers whose backward accumulates rows into one buffer per source
-output, ``acrobat.runtime.accumulate``) with sparse embedding gradients; on
-the plain ``eager`` backend (one zero-filled gradient per gather), with
-sparse and with dense embedding gradients (the saving of updating only the
-rows used); acrobat compiled (shown as not available until
-``backend="compiled"`` trains); hand-batched PyTorch; TorchFold; DyNet (not
-installed here, or its training step not implemented); per-instance PyTorch.
+output, ``acrobat.runtime.accumulate``) with sparse embedding gradients;
+acrobat compiled (``backend="compiled"``, which trains on ``compiled-train``:
+the same graphs compiled by TorchInductor with their backward kernels,
+``acrobat.runtime.compiled_train``; its compiles happen in the untimed
+gradient check) with sparse embedding gradients; on the plain ``eager``
+backend (one zero-filled gradient per gather), with sparse and with dense
+embedding gradients (the saving of updating only the rows used);
+hand-batched PyTorch; TorchFold; DyNet (not installed here, or its training
+step not implemented); per-instance PyTorch. ``--systems`` picks groups of
+them (``TRAIN_GROUPS``); the per-instance loop always runs (it is the check).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -47,12 +51,12 @@ from acrobat.bench.machine import machine_line
 from acrobat.bench.torchfold_models import TORCHFOLD_CANNOT, TORCHFOLD_MODELS, load_torchfold
 from acrobat.data import load_dataset
 from acrobat.models import ModelSpec, get_model
-from acrobat.runtime.backend import get_backend
 from acrobat.train import TrainOptimizer
 
 TRAIN_MODELS = ("treelstm", "birnn", "mvrnn", "stackrnn", "drnn")
 """Models ``--train`` runs by default: the issue's targets (tree and sequence models, value reads)."""
 ACROBAT = "acrobat (eager-accum)"
+COMPILED = "acrobat (compiled)"
 REFERENCE = "PyTorch per instance"
 
 Forward = Callable[[torch.nn.Module], Any]  # params -> per-instance outputs
@@ -62,12 +66,6 @@ def _acrobat(backend: str, sparse: bool) -> Callable[[ModelSpec, list], Forward]
     def make(spec: ModelSpec, instances: list) -> Forward:
         return lambda p: spec.program.run(instances, p, backend=backend, sparse_grads=sparse)
     return make
-
-
-def _compiled(spec: ModelSpec, instances: list) -> Forward:
-    if not get_backend("compiled").trains:
-        raise Unavailable("inference only (backend='compiled' does not support grad yet)")
-    return lambda p: spec.program.run(instances, p, backend="compiled")
 
 
 def _hand(spec: ModelSpec, instances: list) -> Forward:
@@ -97,17 +95,19 @@ def _per_instance(spec: ModelSpec, instances: list) -> Forward:
     return lambda p: [spec.reference(x, p) for x in instances]
 
 
-SYSTEMS: list[tuple[str, Callable[[ModelSpec, list], Forward]]] = [
-    (ACROBAT, _acrobat("eager-accum", True)),
-    ("acrobat (eager)", _acrobat("eager", True)),
-    ("acrobat (eager, dense embedding updates)", _acrobat("eager", False)),
-    ("acrobat (compiled)", _compiled),
-    ("hand-batched PyTorch", _hand),
-    ("TorchFold", _torchfold),
-    ("DyNet (autobatch)", _dynet),
-    (REFERENCE, _per_instance),
+SYSTEMS: list[tuple[str, str, Callable[[ModelSpec, list], Forward]]] = [
+    (ACROBAT, "acrobat", _acrobat("eager-accum", True)),
+    (COMPILED, "acrobat", _acrobat("compiled", True)),
+    ("acrobat (eager)", "acrobat", _acrobat("eager", True)),
+    ("acrobat (eager, dense embedding updates)", "acrobat", _acrobat("eager", False)),
+    ("hand-batched PyTorch", "hand", _hand),
+    ("TorchFold", "torchfold", _torchfold),
+    ("DyNet (autobatch)", "dynet", _dynet),
+    (REFERENCE, "pytorch", _per_instance),
 ]
-"""Every system ``--train`` times, in report order."""
+"""Every system ``--train`` times, in report order: (name, its ``--systems`` group, its forward's maker)."""
+TRAIN_GROUPS = tuple(dict.fromkeys(group for _, group, _ in SYSTEMS))
+"""The groups ``--train --systems`` takes."""
 
 
 def loss_of(outputs: Any) -> torch.Tensor:
@@ -203,12 +203,16 @@ def _same_grads(a: dict, b: dict) -> bool:
 
 
 def compare_steps(spec: ModelSpec, instances: list, vocab: int, hidden: int, seed: int, repeats: int,
-                  on_progress: Callable[[str], None] = lambda _: None) -> TrainComparison:
-    """Check every system's gradients against the per-instance loop's, then time their steps interleaved."""
+                  on_progress: Callable[[str], None] = lambda _: None,
+                  groups: Sequence[str] | None = None) -> TrainComparison:
+    """Check every system's gradients against the per-instance loop's, then time their steps interleaved
+    (the systems of ``groups`` only, default all; the per-instance loop always runs, as the check)."""
     cmp = TrainComparison(spec.name, len(instances), hidden)
     trainees: dict[str, _Trainee] = {}
     expected = None
-    for name, make in reversed(SYSTEMS):  # the per-instance reference first: its gradients are the check
+    chosen = [(name, make) for name, group, make in SYSTEMS
+              if groups is None or group in groups or name == REFERENCE]
+    for name, make in reversed(chosen):  # the per-instance reference first: its gradients are the check
         res = StepResult(name)
         cmp.results.insert(0, res)
         on_progress(f"{spec.name} b{len(instances)}: check {name}")
@@ -242,8 +246,17 @@ def compare_steps(spec: ModelSpec, instances: list, vocab: int, hidden: int, see
 
 
 def run_train_bench(models: list[str], batch_sizes: list[int], size: str = "small", repeats: int = 5,
-                    data: str | None = None, seed: int = 0, progress: bool = True) -> list[TrainComparison]:
-    """Every (model, batch size) configuration on SST train trees (or synthetic ones)."""
+                    data: str | None = None, seed: int = 0, progress: bool = True,
+                    groups: Sequence[str] | None = None) -> list[TrainComparison]:
+    """Every (model, batch size) configuration on SST train trees (or synthetic ones), with the systems of
+    ``groups`` (``TRAIN_GROUPS``; default all).
+
+    Raises:
+        ValueError: an unknown group in ``groups``.
+    """
+    unknown = [g for g in groups or () if g not in TRAIN_GROUPS]
+    if unknown:
+        raise ValueError(f"--train: unknown system {', '.join(unknown)}; choose from {', '.join(TRAIN_GROUPS)}")
     ds = load_dataset(data, split="train", limit=max(batch_sizes))
     out = []
     bar = tqdm(total=len(models) * len(batch_sizes), file=sys.stderr, disable=not progress, dynamic_ncols=True,
@@ -254,7 +267,7 @@ def run_train_bench(models: list[str], batch_sizes: list[int], size: str = "smal
             for bs in batch_sizes:
                 instances = spec.instances(ds.trees)[:bs]
                 out.append(compare_steps(spec, instances, len(ds.vocab), spec.hidden(size), seed, repeats,
-                                         lambda what: bar.set_description(what)))
+                                         lambda what: bar.set_description(what), groups))
                 bar.update(1)
     finally:
         bar.close()
@@ -288,8 +301,9 @@ def train_markdown(cmps: list[TrainComparison], command: str) -> str:
                          f"| {r.median('optimizer'):.1f} | {mb} | {speed} |")
         lines.append("")
     lines += [f"### {ACROBAT}'s speedup over each system: geometric mean over the configurations both ran", ""]
-    for name, _ in SYSTEMS:
-        if name == ACROBAT:
+    ran = {r.system for c in cmps for r in c.results}
+    for name, _, _ in SYSTEMS:
+        if name == ACROBAT or name not in ran:  # a system --systems left out
             continue
         ratios = [c.step_ms(name) / c.step_ms(ACROBAT) for c in cmps  # type: ignore[operator]
                   if c.step_ms(name) is not None and c.step_ms(ACROBAT) is not None]

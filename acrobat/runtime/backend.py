@@ -11,7 +11,11 @@ tensor per block output. Two backends exist:
   backward accumulates gradient rows into one buffer per source output
   (``acrobat.runtime.accumulate``): faster training steps, same gradients;
 - ``compiled``: one TorchInductor kernel per block with arena memory and
-  profile-guided gather fusion (``acrobat.runtime.compiled``).
+  profile-guided gather fusion (``acrobat.runtime.compiled``); inference
+  only: while autograd records, ``compiled`` runs ``compiled-train``;
+- ``compiled-train``: ``eager-accum``'s traced graphs compiled by
+  TorchInductor with AOTAutograd, a forward and a backward kernel per block
+  (``acrobat.runtime.compiled_train``).
 
 ``auto`` (the default of ``Program.run``) is no backend of its own: each
 run picks ``eager-accum`` while autograd records (grad mode on and a shared
@@ -46,18 +50,28 @@ def _compiled(gather: str) -> Callable[[], Backend]:
     return make
 
 
+def _compiled_train() -> Backend:
+    from acrobat.runtime.compiled_train import CompiledTrainBackend  # imports torch._inductor lazily
+
+    return CompiledTrainBackend()
+
+
 BACKENDS: dict[str, Callable[[], Backend]] = {
     "eager": EagerBackend,
     "compiled": _compiled("auto"),  # profile-guided gather choice per block
     "compiled-explicit": _compiled("explicit"),
     "compiled-fused": _compiled("fused"),
     "eager-accum": lambda: EagerBackend(accumulate=True),  # traced graphs, gathers' gradients accumulated
+    "compiled-train": _compiled_train,  # eager-accum's traced graphs compiled with their backward
 }
 
 
 TRAINING = "eager-accum"
 """The backend ``auto`` picks while autograd records (``choose_backend``): 1.05-2.4x ``eager``'s training
 step (``acrobat bench --train``, BENCHMARKS.md "Training"), the same gradients."""
+COMPILED_TRAINING = "compiled-train"
+"""The backend ``"compiled"`` runs while autograd records (``choose_backend``): its kernels compiled with
+their backward (``acrobat.runtime.compiled_train``)."""
 AUTO = "auto"
 """The backend name that picks one per run (``choose_backend``)."""
 BACKEND_NAMES = (AUTO, *BACKENDS)
@@ -131,10 +145,13 @@ the test suite sets ``eager``, which compiles nothing)."""
 
 
 def choose_backend(name: str, slots: Sequence[Any], instances: Sequence[Any] = ()) -> str:
-    """The backend a run with ``backend=name`` uses: ``name`` itself, or for ``"auto"`` ``TRAINING``
-    (``"eager-accum"``) when autograd records through the shared values ``slots`` or a tensor in
-    ``instances`` (``records_grad``), else ``"compiled"`` (or the backend named by ``$ACROBAT_AUTO_BACKEND``).
+    """The backend a run with ``backend=name`` uses: ``name`` itself; ``COMPILED_TRAINING``
+    (``"compiled-train"``) for ``"compiled"`` when autograd records through the shared values ``slots`` or a
+    tensor in ``instances`` (``records_grad``); for ``"auto"`` ``TRAINING`` (``"eager-accum"``) when autograd
+    records, else ``"compiled"`` (or the backend named by ``$ACROBAT_AUTO_BACKEND``).
     """
+    if name == "compiled":
+        return COMPILED_TRAINING if records_grad(slots, instances) else name
     if name != AUTO:
         return name
     if records_grad(slots, instances):
@@ -162,13 +179,13 @@ def check_trains(be: Backend, slots: Sequence[Any], instances: Sequence[Any]) ->
         return
     raise AcrobatError(f"backend {be.name!r} runs inference only (outputs live in reused arena memory), but grad "
                        f"mode is on and {what}: use backend='eager-accum' or 'eager' (or 'auto', which picks "
-                       f"{TRAINING!r}) for training, or "
+                       f"{TRAINING!r}), or 'compiled' (which trains on {COMPILED_TRAINING!r}) for training, or "
                        "run under torch.no_grad()/torch.inference_mode() for inference")
 
 
 def get_backend(name: str) -> Backend:
     """A new backend called ``name`` (``"eager"``, ``"eager-accum"``, ``"compiled"``, ``"compiled-explicit"``,
-    ``"compiled-fused"``).
+    ``"compiled-fused"``, ``"compiled-train"``).
 
     Raises:
         ValueError: unknown backend name (the message lists the known ones).

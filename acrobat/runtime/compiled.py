@@ -53,14 +53,14 @@ The backend runs inference only: the arena is overwritten by the next run.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 import numpy as np
 import torch
@@ -77,7 +77,7 @@ from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import POOL_SHIFT, ROW_BITS, Group, handle_matrix
 from acrobat.runtime.eager import EagerKernel
 from acrobat.runtime.gather import IndexBuffer, LaunchIndex, gather, host_columns, select_rows
-from acrobat.runtime.progress import CompileProgress, say
+from acrobat.runtime.progress import CompileNotes
 from acrobat.runtime.plan import BlockCode, Form, KernelGraph, RowSpec, Tracer, flatten_forms
 from acrobat.runtime.size_guard import SizeGuard
 from acrobat.runtime.remembered import ChoiceMemory
@@ -89,7 +89,7 @@ if TYPE_CHECKING:
     from acrobat.runtime.executor import Runtime
 
 log = logging.getLogger("acrobat.compile")
-_COMPILE_LOCK = threading.Lock()  # kernel tracing and compiling are not thread-safe in torch
+COMPILE_LOCK = threading.Lock()  # kernel tracing and compiling are not thread-safe in torch
 
 MAX_SPECIALIZED = 8  # kernels per signature compiled for sizes the compiler specialized on (SizeGuard)
 PROBE_RUNS = 5
@@ -437,12 +437,12 @@ class CompiledKernel:
         load it from the disk cache); ``hints``: the dim-0 sizes to compile for (see ``trace_block``)."""
         t0 = time.perf_counter()
         # Tracing (torch.fx's patcher) and Inductor's hooks are process-global: one compile at a time.
-        with _COMPILE_LOCK, self.backend.progress.kernel(self.block.name, self.block.site.loc,
+        with COMPILE_LOCK, self.backend.notes.progress.kernel(self.block.name, self.block.site.loc,
                                                          "fused" if fused else "explicit") as hit:
-            hits = counters["inductor"]["fxgraph_cache_hit"]
+            hits = cache_hits()
             graph = self.trace(self.block, in_rows, shared, fused, rt.device, hints)
             fn, code, guard = compile_graph(graph, self.backend.wrapper)
-            hit.append(counters["inductor"]["fxgraph_cache_hit"] > hits)
+            hit.append(cache_hits() > hits)
         tensor_slots = [slot for slot, role in zip(graph.in_slots, self.block.batched_roles) if role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]
         variant = Variant(graph.out_rows, graph.storage_rows, graph.in_slots, fn, code, guard=guard,
@@ -456,29 +456,42 @@ class CompiledKernel:
         return variant
 
 
-def compile_graph(graph: KernelGraph, wrapper: str) -> tuple[Callable, list[str], SizeGuard | None]:
+def compile_graph(graph: KernelGraph, wrapper: str,
+                  train: bool = False) -> tuple[Callable, list[str], SizeGuard | None]:
     """``graph`` compiled by TorchInductor with ``wrapper`` (see ``WRAPPERS``), or loaded from its disk cache:
     a boxed call of the kernel (``fn(list of the arguments' leaves)``, see ``_direct_call``), the generated
-    wrapper module's source, and the sizes the kernel holds for (None: every size; ``SizeGuard``).
+    wrapper module(s)' source, and the sizes the kernel holds for (None: every size; ``SizeGuard``).
 
-    A graph Inductor specializes on its sizes is compiled afresh for the sizes ``graph`` hints, never taken
-    from Inductor's cache, which would hand back one compiled for other sizes (``kernel_facts``). Callers
-    hold ``_COMPILE_LOCK`` (the hooks used are process-global)."""
+    ``train``: a training graph (``acrobat.runtime.compiled_train``): compiled with grad mode on through
+    AOTAutograd for the example inputs that require grad, into a forward and a backward kernel (the
+    backward compiled now, not at the first ``backward``); the call is AOTAutograd's, which autograd records.
+
+    A graph Inductor specializes on its sizes (fixes one to a constant) is compiled afresh for the sizes
+    ``graph`` hints, never taken from Inductor's cache, which would hand back one compiled for other sizes;
+    a graph whose sizes Inductor only bounded (a float32 sum over the batch rows in a backward kernel uses
+    a cascade sum above 4096 rows) is taken from the cache with the bound learnt on its fresh compile
+    (``kernel_facts``). Callers hold ``COMPILE_LOCK`` (the hooks used are process-global)."""
     key = kernel_facts.graph_key(graph, wrapper)
     known = kernel_facts.load(key)
     use_cache = known is None or not known.get("specialized", True)
-    fn, code, hit = _inductor_compile(graph, wrapper, use_cache)
+    fn, code, hit = _inductor_compile(graph, wrapper, use_cache, train)
     if hit and known is None:  # cached before acrobat kept its facts: compile it once more to learn them
-        fn, code, hit = _inductor_compile(graph, wrapper, use_cache=False)
+        fn, code, hit = _inductor_compile(graph, wrapper, use_cache=False, train=train)
+    if hit and known is not None:
+        return fn, code, SizeGuard.of_fact(known["guard"]) if known.get("guard") else None
     guard = SizeGuard.of(graph.example_inputs)
     if known is None:
-        kernel_facts.save(key, {"specialized": guard is not None})
+        fact = guard.fact() if guard is not None else None
+        kernel_facts.save(key, {"specialized": guard is not None and (guard.specializes or fact is None),
+                                "guard": fact})
     return fn, code, guard
 
 
-def _inductor_compile(graph: KernelGraph, wrapper: str, use_cache: bool) -> tuple[Callable, list[str], bool]:
-    """``graph`` through ``torch._inductor.compile`` (with its FX graph and AOTAutograd caches, or without):
-    the boxed call, the wrapper module's source, and whether it came from the cache."""
+def _inductor_compile(graph: KernelGraph, wrapper: str, use_cache: bool,
+                      train: bool = False) -> tuple[Callable, list[str], bool]:
+    """``graph`` through ``torch._inductor.compile`` (with its FX graph and AOTAutograd caches, or without;
+    ``train``: see ``compile_graph``): the boxed call, the wrapper module's source, and whether it came from
+    the cache."""
     code: list[str] = []
     compiled: list[CompiledFxGraph] = []
     before = GraphLowering.save_output_code, CompiledFxGraph.post_compile
@@ -489,24 +502,35 @@ def _inductor_compile(graph: KernelGraph, wrapper: str, use_cache: bool) -> tupl
         compiled.append(self)
 
     CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
-    hits = counters["inductor"]["fxgraph_cache_hit"]
+    hits = cache_hits()
     try:
         # An inference graph: no autograd bookkeeping in the kernel's wrapper. Without per-call size
         # asserts: the key fixes the shared arguments' strides, and every batched input, index and
         # output the runtime passes is contiguous with the traced row shape (about 1 µs per input).
-        patch = {"size_asserts": False, "cpp_wrapper": wrapper == "cpp", "fx_graph_cache": use_cache}
-        with inductor_cache(), torch.no_grad(), torch._inductor.config.patch(patch), \
-                torch._functorch.config.patch(enable_autograd_cache=use_cache):
+        # A training graph keeps them (its inputs come from autograd-recorded gathers).
+        patch = {"size_asserts": train, "cpp_wrapper": wrapper == "cpp", "fx_graph_cache": use_cache}
+        with inductor_cache(), torch.enable_grad() if train else torch.no_grad(), \
+                torch._inductor.config.patch(patch), \
+                torch._functorch.config.patch(enable_autograd_cache=use_cache, force_non_lazy_backward_lowering=train), \
+                warnings.catch_warnings():
+            # torch's own: AOTAutograd deep-copies the backward graph, whose pytree spec warns
+            warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated", category=FutureWarning)
             wrapped = torch._inductor.compile(graph.gm, graph.example_inputs)
     finally:
         GraphLowering.save_output_code, CompiledFxGraph.post_compile = before
-    return _direct_call(compiled, wrapped), code, counters["inductor"]["fxgraph_cache_hit"] > hits
+    return _direct_call(compiled, wrapped), code, cache_hits() > hits
+
+
+def cache_hits() -> int:
+    """How many graphs this process loaded from Inductor's FX graph cache or AOTAutograd's cache (a training
+    graph's hit is AOTAutograd's)."""
+    return counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]
 
 
 def _direct_call(compiled: list[CompiledFxGraph], wrapped: Callable) -> Callable:
     """A boxed call of the kernel (on its arguments' pytree leaves): Inductor's own ``call`` of the one graph
     compiled, when the graph returns nothing (see the module docstring); else ``wrapped`` (what
-    ``torch._inductor.compile`` returned)."""
+    ``torch._inductor.compile`` returned: a training graph's forward and backward are two)."""
     if len(compiled) == 1 and compiled[0].current_callable is not None and compiled[0].output_strides == []:
         return compiled[0].current_callable
     return lambda leaves: wrapped(*leaves)
@@ -572,8 +596,7 @@ class CompiledBackend:
         self.arena = Arena()
         self.kernels: list[CompiledKernel] = []
         self._lock = threading.Lock()
-        self._announced = False
-        self.progress = CompileProgress("", 0)  # this run's compiles (``compiling``)
+        self.notes = CompileNotes()  # this run's compiles (``compiling``)
         self.threads = ThreadPolicy()
         # settled choices, kept across processes (a gather chosen under forced threads per launch kept apart)
         self.memory = ChoiceMemory(self.name, f"{self.wrapper} wrapper, threads per launch {self.threads.mode}")
@@ -584,24 +607,12 @@ class CompiledBackend:
         """Held for a whole run: runs share the arena (overwritten by each run) and the gather probes."""
         return self._lock
 
-    @contextlib.contextmanager
-    def compiling(self, program: str, n_blocks: int) -> Iterator[None]:
+    def compiling(self, program: str, n_blocks: int) -> ContextManager[None]:
         """Held around each run of ``program`` (``n_blocks`` static blocks with kernels): on the first run a
         line saying the blocks are compiled or loaded from the disk cache; during each compile a live
         line; after a run that compiled, how many kernels were compiled and loaded, in how long
-        (``acrobat.runtime.progress``)."""
-        if not self._announced:
-            self._announced = True
-            say(f"{program}: {n_blocks} static block(s) to compile with TorchInductor or load from its cache "
-                f"({inductor_dir()}) on their first launches ...")
-        self.progress = CompileProgress(program, n_blocks)
-        try:
-            yield
-        finally:
-            line = self.progress.summary(str(inductor_dir()))
-            self.progress = CompileProgress(program, n_blocks)
-            if line is not None:
-                say(line)
+        (``acrobat.runtime.progress.CompileNotes``)."""
+        return self.notes.run(program, n_blocks, inductor_dir())
 
     def kernel(self, block: BlockCode, trace: Tracer) -> CompiledKernel:
         k = CompiledKernel(self, block, trace)

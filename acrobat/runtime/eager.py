@@ -105,15 +105,32 @@ class TracedKernel(EagerKernel):
                    tuple((tuple(x.shape), x.stride(), x.dtype, x.requires_grad) if isinstance(x, torch.Tensor) else x
                          for x in leaves))
             self.run_shared = (rt.serial, leaves, sig)
-        rows = tuple(RowSpec.of(a) for a in args)
-        gm = self.graphs.get((rows, sig))
-        if gm is None:
+        key = self.signature(args, sig)
+        fn = self.graphs.get(key)
+        if fn is None:
             try:
-                gm = self.graphs[(rows, sig)] = self.trace(self.block, rows, shared, False, rt.device, store=False).gm
+                fn = self.graphs[key] = self.graph(args, shared, leaves, rt)
             except Exception:  # noqa: BLE001 - vmap runs it (and reports a real failure with its source line)
                 self.untraceable = True
                 return timed(rt.stats, "kernel_ms", rt.sync, lambda: self.batched(*args, *shared))
-        return timed(rt.stats, "kernel_ms", rt.sync, lambda: tuple(gm(*args, *leaves)))
+        return timed(rt.stats, "kernel_ms", rt.sync, lambda: tuple(fn(*args, *leaves)))
+
+    def signature(self, args: list[torch.Tensor], shared_sig: tuple) -> tuple:
+        """The key of a launch's graph: its batched arguments' per-instance specs and ``shared_sig`` (the shared
+        arguments' signature, sparse lookups, device and default dtype)."""
+        return tuple(RowSpec.of(a) for a in args), shared_sig
+
+    def graph(self, args: list[torch.Tensor], shared: list[Any], leaves: list[Any],
+              rt: Runtime) -> Callable[..., tuple[torch.Tensor, ...]]:
+        """The callable a new signature's launches run, ``fn(*args, *leaves) -> tuple of (B, ...)``: the block's
+        batched aten graph, traced for the launch's arguments ``args`` and shared arguments ``shared``
+        (``leaves``: their pytree leaves, what the graph takes).
+
+        Raises:
+            Exception: the block cannot be traced (the launch then runs through ``vmap``).
+        """
+        rows = [RowSpec.of(a) for a in args]
+        return self.trace(self.block, rows, shared, False, rt.device, store=False).gm
 
 
 class RowLoopKernel(EagerKernel):
@@ -152,9 +169,9 @@ class EagerBackend:
     arena = None
     trains = True  # out of place: autograd records through every launch
 
-    def __init__(self, accumulate: bool = False) -> None:
+    def __init__(self, accumulate: bool = False, name: str | None = None) -> None:
         self.accumulate = accumulate
-        self.name = "eager-accum" if accumulate else "eager"
+        self.name = name or ("eager-accum" if accumulate else "eager")
         self.threads = ThreadPolicy(memory=ChoiceMemory(self.name))  # settled choices kept across processes
         self.tiers = TierChoice()  # programs the static tier did not take: dynamic tier or plain calls
 

@@ -8,9 +8,12 @@ a cache hit acrobat cannot see whether the kernel holds for every batch
 size. It learns that from a fresh compile, whose shape environment shows
 the specialization, and keeps the fact here: ``specialized`` graphs are
 then always compiled for the sizes at hand, never taken from Inductor's
-cache. One small JSON file per graph, under
-``acrobat.cachedir.inductor_dir() / "acrobat-facts"``, keyed by the graph's
-code, its inputs' shapes and dtypes, the wrapper and the torch version.
+cache. A graph whose sizes were only bounded (``guard``: a backward kernel's
+float32 sum over the batch rows, exact up to 4096 rows; ``SizeGuard.fact``)
+is taken from the cache and given back that bound. One small JSON file per
+graph, under ``acrobat.cachedir.inductor_dir() / "acrobat-facts"``, keyed by
+the graph's code, its inputs' shapes, dtypes and (training graphs) which
+require grad, the wrapper and the torch version.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 from acrobat.cachedir import inductor_dir
 from acrobat.runtime.plan import KernelGraph
 
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 
 
 def graph_key(graph: KernelGraph, wrapper: str) -> str:
@@ -35,7 +38,7 @@ def graph_key(graph: KernelGraph, wrapper: str) -> str:
     def meta(x: Any) -> str:
         if isinstance(x, torch.Tensor):
             shape = tuple(s if isinstance(s, int) else "?" for s in x.shape)
-            return f"T{shape}{x.dtype}{x.device}"
+            return f"T{shape}{x.dtype}{x.device}" + ("R" if x.requires_grad else "")  # training graphs
         return repr(type(x)) if not isinstance(x, (int, float, bool, str, type(None))) else repr(x)
 
     text = "\n".join([graph.gm.code, *map(meta, graph.example_inputs), wrapper, torch.__version__,

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 from tqdm import tqdm
@@ -92,3 +93,30 @@ class CompileProgress:
                                                         (self.compiled, "compiled")) if k]
         return (f"{self.program}: {' and '.join(parts)} in {self.seconds:.1f} s ({self.n_blocks} static block(s); "
                 f"cache {cache})")
+
+
+class CompileNotes:
+    """What a compiling backend says across its runs: on its first run, that ``n_blocks`` blocks will be
+    compiled or loaded from the cache; during each run, its compiles (``progress``, a ``CompileProgress``);
+    after a run that compiled, the summary line."""
+
+    def __init__(self) -> None:
+        self.announced = False
+        self.progress = CompileProgress("", 0)  # the current run's compiles
+
+    @contextlib.contextmanager
+    def run(self, program: str, n_blocks: int, cache: Path) -> Iterator[None]:
+        """Held around each run of ``program`` (``n_blocks`` static blocks with kernels, ``cache`` the folder
+        kernels are cached in)."""
+        if not self.announced:
+            self.announced = True
+            say(f"{program}: {n_blocks} static block(s) to compile with TorchInductor or load from its cache "
+                f"({cache}) on their first launches ...")
+        self.progress = CompileProgress(program, n_blocks)
+        try:
+            yield
+        finally:
+            line = self.progress.summary(str(cache))
+            self.progress = CompileProgress(program, n_blocks)
+            if line is not None:
+                say(line)

@@ -31,10 +31,12 @@ class SizeGuard:
     ``inputs[j]`` is the kernel argument whose dim 0 is ``symbols[j]``.
     """
 
-    def __init__(self, condition: sympy.Basic, symbols: list[sympy.Symbol], inputs: list[int]):
+    def __init__(self, condition: sympy.Basic, symbols: list[sympy.Symbol], inputs: list[int],
+                 specializes: bool = False):
         self.condition = condition
         self.symbols = symbols
         self.inputs = inputs
+        self.specializes = specializes  # a size was fixed to a constant (not only bounded)
         self._checked: dict[tuple[int, ...], bool] = {}
 
     @staticmethod
@@ -52,12 +54,29 @@ class SizeGuard:
                     where.setdefault(symbol, i)
         if env is None:
             return None
-        conditions = [g.expr for g in env.guards]
-        conditions += [sympy.Eq(s, v) for s, v in env.replacements.items() if s in where and v.is_number]
-        conditions = [c for c in conditions if c is not sympy.true]
+        fixed = [sympy.Eq(s, v) for s, v in env.replacements.items() if s in where and v.is_number]
+        conditions = [c for c in [g.expr for g in env.guards] + fixed if c is not sympy.true]
         if not conditions:
             return None
-        return SizeGuard(sympy.And(*conditions), list(where), [where[s] for s in where])
+        return SizeGuard(sympy.And(*conditions), list(where), [where[s] for s in where], bool(fixed))
+
+    def fact(self) -> dict[str, Any] | None:
+        """The guard as JSON data (its symbols named by the kernel inputs whose dim 0 they are), for
+        ``acrobat.runtime.kernel_facts``; ``SizeGuard.of_fact`` reads it back. None when it cannot be read
+        back (a condition with torch's own sympy functions)."""
+        names = {s: sympy.Symbol(f"dim0_of_input{i}", integer=True) for s, i in zip(self.symbols, self.inputs)}
+        condition = self.condition.xreplace(names)
+        fact = {"condition": sympy.srepr(condition), "inputs": self.inputs, "specializes": self.specializes}
+        try:
+            return fact if SizeGuard.of_fact(fact).condition == condition else None
+        except Exception:  # noqa: BLE001 - sympy's parser failed on it
+            return None
+
+    @staticmethod
+    def of_fact(fact: dict[str, Any]) -> "SizeGuard":
+        """The guard ``fact()`` described."""
+        symbols = [sympy.Symbol(f"dim0_of_input{i}", integer=True) for i in fact["inputs"]]
+        return SizeGuard(sympy.parse_expr(fact["condition"]), symbols, list(fact["inputs"]), fact["specializes"])
 
     def sizes(self, args: Sequence[torch.Tensor]) -> tuple[int, ...]:
         """The dim-0 sizes of the guarded inputs among a launch's arguments ``args``."""
