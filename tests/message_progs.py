@@ -167,3 +167,41 @@ def shared_conflict(toks, p):
     if len(toks) > 1:  # M:shared_conflict
         h = 3
     return h
+
+
+@ab.program
+def shared_item_write(toks, p):
+    z = torch.zeros(4, dtype=p.W.dtype)
+    z[0] = 1.0  # M:shared_item
+    return p.emb[toks[0]] + z
+
+
+@ab.program
+def shared_item_write_fixed(toks, p):  # the fix: a new tensor, `torch.where(mask, v, x)`
+    z = torch.zeros(4, dtype=p.W.dtype)
+    z = torch.where(torch.arange(4) == 0, torch.ones_like(z), z)
+    return p.emb[toks[0]] + z
+
+
+@ab.program
+def slice_write(toks, p):
+    x = p.emb[toks[0]] @ p.W
+    x[1:3] = p.b[1:3]  # M:slice_write
+    return x
+
+
+@ab.program
+def slice_write_fixed(toks, p):  # the fix: a new tensor by torch.cat
+    x = p.emb[toks[0]] @ p.W
+    x = torch.cat([x[:1], p.b[1:3], x[3:]])
+    return x
+
+
+@ab.program
+def index_param_by_tensor(toks, p):
+    return p.emb[torch.tensor(toks)].sum(0)  # M:param_by_tensor
+
+
+@ab.program
+def index_param_by_tensor_fixed(toks, p):  # the fix: index with host numbers, one row each
+    return torch.stack([p.emb[t] for t in toks]).sum(0)

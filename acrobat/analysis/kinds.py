@@ -1170,6 +1170,9 @@ class _Analyzer:
             if ki is not HOST:
                 raise self.error(i, "index a stacked list (`torch.stack(xs)[i]`) with a host number or slice")
             return ko if isinstance(i, ir.Slice) else ko.rows
+        if has_tensor(ki) and isinstance(ko, SharedK) and not ko.host:
+            raise self.error(i, f"indexing {ko} with a per-instance tensor: index it with host numbers "
+                                "(`W[t]` for each `t`, or an `nn.Embedding` called on `torch.tensor(t)`)")
         if has_tensor(ki) and not has_tensor(ko):
             raise self.error(i, "indexing host data with a tensor: turn the index into a host value first, e.g. `xs[int(i)]`")
         if isinstance(ko, SharedK) and ko.ref[0] == "arg" and isinstance(i, ir.Const):

@@ -355,7 +355,12 @@ def _dict_method(a: _Analyzer, s: Site) -> Kind:
 def _shared_mutation(a: _Analyzer, s: Site) -> None:
     # `p.items.append(x)`: a model parameter is the same for every instance, so no instance may change it
     if isinstance(s.recv, SharedK):
-        raise a.error(s.e, f"`.{s.e.target}()` changes a model parameter, which every instance shares: keep "
+        if s.recv.ref[0] != "arg" and s.e.target == "__setitem__":  # `z = torch.zeros(4); z[0] = v`
+            raise a.error(s.e, "item assignment writes into a tensor every instance shares (one made from constants "
+                               "and parameters alone, as `torch.zeros(4)` is): build a new tensor instead (e.g. "
+                               "`torch.where(mask, v, x)` or `torch.cat`)")
+        what = "a model parameter" if s.recv.ref[0] == "arg" else "a value every instance shares"
+        raise a.error(s.e, f"`.{s.e.target}()` changes {what}, which every instance shares: keep "
                            "per-instance state in variables of the model function")
 
 

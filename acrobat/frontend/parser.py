@@ -488,7 +488,8 @@ class _Translator:
         match s:
             case ast.Assign(targets=[ast.Subscript(value=ast.Name(id=lst), slice=idx)], value=value) if lst in self.locals:
                 if isinstance(idx, ast.Slice):
-                    raise self.error(s, "slice assignment is not supported: build a new list (`xs = xs[:i] + [v]`)")
+                    raise self.error(s, "slice assignment is not supported: build a new list (`xs = xs[:i] + [v]`), or "
+                                        "for a tensor a new tensor (`x = torch.cat([x[:i], v, x[j:]])`)")
                 return ir.ExprStmt(loc, ir.Call(loc, ir.CallKind.METHOD, "__setitem__",
                                                 [self.expr(idx), self.expr(value)], {},
                                                 receiver=ir.Name(loc, lst)))
