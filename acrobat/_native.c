@@ -47,7 +47,7 @@
  *   LazyBase holds a Lazy's fields (handle, meta, depth, requires_grad, recorder); Recording.record(func,
  *   args) is Recorder.call's common case: positional arguments that are lazy values, constants and shared
  *   tensors, a signature seen before. It builds the same key the Python path builds, adds the node and
- *   makes the Lazy results (about 0.2 µs where the Python path takes about 1.2 µs); anything else it
+ *   makes the Lazy results (about 0.3 µs a call, node included, where the Python path takes 1.2-1.4 µs); anything else it
  *   declines (NotImplemented) before changing anything, and the Python path, which made every op it can
  *   find, takes the call.
  */
