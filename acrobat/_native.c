@@ -1,7 +1,8 @@
 /* acrobat._native: the runtime's per-DFG-node and per-launch bookkeeping (paper §4.1), in C.
  *
  * This is acrobat's whole native boundary (plain CPython C API, no numpy or torch headers; built by
- * setup.py with setuptools and a C compiler; acrobat.runtime.dfg is its one Python user). Two parts:
+ * setup.py with setuptools and a C compiler; its Python users are acrobat.runtime.dfg and, for part 3,
+ * acrobat.runtime.lazy and acrobat.runtime.dynamic). Three parts:
  *
  * 1. DFG construction (per node). The generated skeleton adds a DFG node with one call,
  *    ``_rt.dfg.node(depth, block_id, *handles)``, instead of five Python statements (a dict lookup
@@ -40,6 +41,15 @@
  *
  *   The distinct ``h >> shift`` of a group's handles: the groups it reads (ValueTable.read_groups),
  *   which a partial flush on fibers needs to run only the hoisted groups it must. Replaces np.unique.
+ *
+ * 3. The dynamic tier's operator call (per recorded node; DESIGN.md "two tiers").
+ *
+ *   LazyBase holds a Lazy's fields (handle, meta, depth, requires_grad, recorder); Recording.record(func,
+ *   args) is Recorder.call's common case: positional arguments that are lazy values, constants and shared
+ *   tensors, a signature seen before. It builds the same key the Python path builds, adds the node and
+ *   makes the Lazy results (about 0.3 µs a call, node included, where the Python path takes 1.2-1.4 µs); anything else it
+ *   declines (NotImplemented) before changing anything, and the Python path, which made every op it can
+ *   find, takes the call.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -447,6 +457,328 @@ static PyObject *sources(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return out;
 }
 
+/* ---- 3. The dynamic tier: recording an operator call (per recorded node) ---------------------- */
+
+/* LazyBase: the storage of acrobat.runtime.lazy.Lazy (a per-instance tensor not computed yet: a DFG node's
+ * output handle, its Meta, its depth, whether autograd records it, its Recorder). Lazy subclasses it in
+ * Python for everything a tensor does; Recording reads and makes them without attribute lookups. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *h;    /* int: the node output's handle */
+    PyObject *meta; /* acrobat.runtime.lazy.Meta: shape and dtype, interned */
+    PyObject *rec;  /* the run's Recorder */
+    Py_ssize_t depth;
+    char requires_grad;
+} LazyObject;
+
+static PyObject *LazyBase_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"h", "meta", "depth", "requires_grad", "rec", NULL};
+    PyObject *h, *meta, *rec;
+    Py_ssize_t depth;
+    int requires_grad;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOnpO", kwlist, &h, &meta, &depth, &requires_grad, &rec))
+        return NULL;
+    LazyObject *self = (LazyObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->h = Py_NewRef(h);
+    self->meta = Py_NewRef(meta);
+    self->rec = Py_NewRef(rec);
+    self->depth = depth;
+    self->requires_grad = (char)requires_grad;
+    return (PyObject *)self;
+}
+
+static int LazyBase_traverse(LazyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->h); /* a heap subclass's type is visited by its own tp_traverse (subtype_traverse) */
+    Py_VISIT(self->meta);
+    Py_VISIT(self->rec);
+    return 0;
+}
+
+static int LazyBase_clear(LazyObject *self) {
+    Py_CLEAR(self->h);
+    Py_CLEAR(self->meta);
+    Py_CLEAR(self->rec);
+    return 0;
+}
+
+/* Also a heap subclass's base dealloc: subtype_dealloc releases the subclass's reference to its type. */
+static void LazyBase_dealloc(LazyObject *self) {
+    PyObject_GC_UnTrack(self);
+    LazyBase_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef LazyBase_members[] = {
+    {"h", T_OBJECT_EX, offsetof(LazyObject, h), READONLY, "int: the handle of the node output"},
+    {"meta", T_OBJECT_EX, offsetof(LazyObject, meta), READONLY, "Meta: the value's shape and dtype"},
+    {"depth", T_PYSSIZET, offsetof(LazyObject, depth), READONLY, "int: the node's depth"},
+    {"requires_grad", T_BOOL, offsetof(LazyObject, requires_grad), READONLY, "bool: autograd records the value"},
+    {"rec", T_OBJECT_EX, offsetof(LazyObject, rec), READONLY, "the run's Recorder"},
+    {NULL},
+};
+
+static PyTypeObject LazyBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.LazyBase",
+    .tp_doc = "LazyBase(h, meta, depth, requires_grad, rec): the fields of acrobat.runtime.lazy.Lazy.",
+    .tp_basicsize = sizeof(LazyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = LazyBase_new,
+    .tp_traverse = (traverseproc)LazyBase_traverse,
+    .tp_clear = (inquiry)LazyBase_clear,
+    .tp_dealloc = (destructor)LazyBase_dealloc,
+    .tp_members = LazyBase_members,
+};
+
+#define MAX_FAST_ARGS 8 /* positional arguments Recording.record takes (acrobat.runtime.dynamic._MAX_POSITIONAL) */
+
+/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step): the common call of
+ * acrobat.runtime.dynamic.Recorder.call in C. record(func, args) signs the call exactly as the Python path
+ * does, key = (func, positional[n], *parts) with per argument the part of a Lazy (its meta), a constant of a
+ * type in ``scalars`` ((type, value)) or a shared tensor (its id, a key of ``shared``, whose value is its
+ * requires_grad); when every argument is one of these, at least one is a Lazy and ``ops`` holds the key's op
+ * (a tuple: block id, output metas, their floating flags, kind 0 one tensor / 1 a tuple of tensors, OpStats),
+ * it adds the node to ``dfg``, counts it on the OpStats and returns the Lazy result (or tuple of them);
+ * otherwise NotImplemented, having changed nothing (the Python path takes the call). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled;
+    long long output_step;
+} RecordingObject;
+
+static PyObject *nodes_str, *one; /* "nodes", interned; the int 1 */
+
+static int Recording_init(RecordingObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"dfg", "ops", "shared", "scalars", "positional", "lazy", "rec", "grad_enabled",
+                             "output_step", NULL};
+    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled;
+    long long step;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOL", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
+                                     &PyDict_Type, &shared, &PyFrozenSet_Type, &scalars, &PyTuple_Type, &positional,
+                                     &PyType_Type, &lazy, &rec, &grad_enabled, &step))
+        return -1;
+    if (!PyType_IsSubtype((PyTypeObject *)lazy, &LazyBaseType)) {
+        PyErr_SetString(PyExc_TypeError, "Recording: lazy must subclass LazyBase");
+        return -1;
+    }
+    PyObject *fields[] = {dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled};
+    PyObject **slots[] = {&self->dfg, &self->ops, &self->shared, &self->scalars, &self->positional, &self->lazy,
+                          &self->rec, &self->grad_enabled};
+    for (int i = 0; i < 8; i++)
+        Py_XSETREF(*slots[i], Py_NewRef(fields[i]));
+    self->output_step = step;
+    return 0;
+}
+
+static int Recording_traverse(RecordingObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dfg);
+    Py_VISIT(self->ops);
+    Py_VISIT(self->shared);
+    Py_VISIT(self->scalars);
+    Py_VISIT(self->positional);
+    Py_VISIT(self->lazy);
+    Py_VISIT(self->rec);
+    Py_VISIT(self->grad_enabled);
+    return 0;
+}
+
+static int Recording_clear(RecordingObject *self) {
+    Py_CLEAR(self->dfg);
+    Py_CLEAR(self->ops);
+    Py_CLEAR(self->shared);
+    Py_CLEAR(self->scalars);
+    Py_CLEAR(self->positional);
+    Py_CLEAR(self->lazy);
+    Py_CLEAR(self->rec);
+    Py_CLEAR(self->grad_enabled);
+    return 0;
+}
+
+static void Recording_dealloc(RecordingObject *self) {
+    PyObject_GC_UnTrack(self);
+    Recording_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A new Lazy of the recording's class (a new reference, or NULL). */
+static PyObject *new_lazy(RecordingObject *self, PyObject *h, PyObject *meta, Py_ssize_t depth, int grad) {
+    PyTypeObject *type = (PyTypeObject *)self->lazy;
+    LazyObject *z = (LazyObject *)type->tp_alloc(type, 0);
+    if (z == NULL)
+        return NULL;
+    z->h = Py_NewRef(h);
+    z->meta = Py_NewRef(meta);
+    z->rec = Py_NewRef(self->rec);
+    z->depth = depth;
+    z->requires_grad = (char)grad;
+    return (PyObject *)z;
+}
+
+/* The results of node h of op: one Lazy, or a tuple of them (output k's handle is h + k * output_step). */
+static PyObject *op_results(RecordingObject *self, PyObject *op, long kind, PyObject *h, Py_ssize_t depth, int grad) {
+    PyObject *metas = PyTuple_GET_ITEM(op, 1), *floating = PyTuple_GET_ITEM(op, 2);
+    if (!PyTuple_Check(metas) || !PyTuple_Check(floating) || PyTuple_GET_SIZE(floating) != PyTuple_GET_SIZE(metas) ||
+        PyTuple_GET_SIZE(metas) == 0) {
+        PyErr_SetString(PyExc_TypeError, "Recording: an op's output metas and floating flags must be equal tuples");
+        return NULL;
+    }
+    if (kind == 0)
+        return new_lazy(self, h, PyTuple_GET_ITEM(metas, 0), depth, grad && PyTuple_GET_ITEM(floating, 0) == Py_True);
+    long long base = PyLong_AsLongLong(h);
+    if (base == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(metas);
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
+        PyObject *hk = PyLong_FromLongLong(base + k * self->output_step);
+        PyObject *z = hk == NULL ? NULL
+                      : new_lazy(self, hk, PyTuple_GET_ITEM(metas, k), depth,
+                                 grad && PyTuple_GET_ITEM(floating, k) == Py_True);
+        Py_XDECREF(hk);
+        if (z == NULL)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, k, z);
+    }
+    return out;
+}
+
+/* record(func, args: tuple) -> the call's lazy result, or NotImplemented (see Recording). */
+static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "record(func, args) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *func = args[0], *targs = args[1];
+    if (!PyTuple_Check(targs))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t n = PyTuple_GET_SIZE(targs);
+    if (n > MAX_FAST_ARGS || n >= PyTuple_GET_SIZE(self->positional))
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *key = PyTuple_New(n + 2);
+    if (key == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(key, 0, Py_NewRef(func));
+    PyTuple_SET_ITEM(key, 1, Py_NewRef(PyTuple_GET_ITEM(self->positional, n)));
+    PyObject *handles[MAX_FAST_ARGS];
+    Py_ssize_t nh = 0, depth = 0;
+    int grad = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(targs, i), *part;
+        PyTypeObject *tp = Py_TYPE(x);
+        if ((PyObject *)tp == self->lazy) {
+            LazyObject *z = (LazyObject *)x;
+            part = Py_NewRef(z->meta);
+            handles[nh++] = z->h; /* borrowed: args holds the Lazy */
+            if (z->depth > depth)
+                depth = z->depth;
+            grad |= z->requires_grad;
+        } else {
+            int scalar = PySet_Contains(self->scalars, (PyObject *)tp);
+            if (scalar < 0)
+                goto error;
+            if (scalar) {
+                /* 0.0 == -0.0 and NaN != NaN as keys: such constants take the Python path (``_const_part``) */
+                if (tp == &PyComplex_Type || (tp == &PyFloat_Type && (PyFloat_AS_DOUBLE(x) == 0.0 ||
+                                                                     PyFloat_AS_DOUBLE(x) != PyFloat_AS_DOUBLE(x))))
+                    goto python;
+                part = PyTuple_Pack(2, (PyObject *)tp, x);
+                if (part == NULL)
+                    goto error;
+            } else {
+                part = PyLong_FromVoidPtr(x); /* id(x) */
+                if (part == NULL)
+                    goto error;
+                PyObject *requires_grad = PyDict_GetItemWithError(self->shared, part); /* borrowed */
+                if (requires_grad == NULL) {
+                    Py_DECREF(part);
+                    if (PyErr_Occurred())
+                        goto error;
+                    goto python; /* the instance's own tensor, a container, another object */
+                }
+                grad |= requires_grad == Py_True;
+            }
+        }
+        PyTuple_SET_ITEM(key, i + 2, part);
+    }
+    if (nh == 0)
+        goto python; /* shared values and constants only: computed once, or run eagerly */
+    PyObject *op = PyDict_GetItemWithError(self->ops, key); /* borrowed */
+    if (op == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto python; /* a new signature */
+    }
+    if (!PyTuple_Check(op) || PyTuple_GET_SIZE(op) < 5) {
+        PyErr_SetString(PyExc_TypeError, "Recording: an op must be a tuple (bid, out_meta, floating, kind, stats, ...)");
+        goto error;
+    }
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(op, 3));
+    if (kind == -1 && PyErr_Occurred())
+        goto error;
+    if (kind != 0 && kind != 1)
+        goto python; /* a result of another structure: pytree builds it */
+    Py_INCREF(op);
+    Py_DECREF(key);
+    PyObject *depth_obj = PyLong_FromSsize_t(depth + 1), *h = NULL, *nodes = NULL, *result = NULL;
+    GroupObject *g = depth_obj == NULL ? NULL : pending_group((DfgObject *)self->dfg, depth_obj, PyTuple_GET_ITEM(op, 0));
+    if (g != NULL)
+        h = add_node((DfgObject *)self->dfg, g, handles, 0, nh, NULL);
+    PyObject *stats = PyTuple_GET_ITEM(op, 4);
+    if (h != NULL)
+        nodes = PyObject_GetAttr(stats, nodes_str);
+    if (nodes != NULL) {
+        PyObject *more = PyNumber_Add(nodes, one);
+        int failed = more == NULL || PyObject_SetAttr(stats, nodes_str, more) < 0;
+        Py_XDECREF(more);
+        if (failed)
+            Py_CLEAR(h);
+        Py_DECREF(nodes);
+    } else {
+        Py_CLEAR(h);
+    }
+    if (h != NULL && grad) {
+        PyObject *enabled = PyObject_CallNoArgs(self->grad_enabled);
+        grad = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
+        Py_XDECREF(enabled);
+        if (grad < 0)
+            Py_CLEAR(h);
+    }
+    if (h != NULL)
+        result = op_results(self, op, kind, h, depth + 1, grad);
+    Py_XDECREF(h);
+    Py_XDECREF(depth_obj);
+    Py_DECREF(op);
+    return result;
+python:
+    Py_DECREF(key);
+    Py_RETURN_NOTIMPLEMENTED;
+error:
+    Py_DECREF(key);
+    return NULL;
+}
+
+static PyMethodDef Recording_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))Recording_record, METH_FASTCALL,
+     "record(func, args: tuple) -> the call's lazy result, or NotImplemented for the Python path"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RecordingType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Recording",
+    .tp_doc = "Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step): the dynamic "
+              "tier's common operator call, recorded in C (see the module source).",
+    .tp_basicsize = sizeof(RecordingObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Recording_init,
+    .tp_traverse = (traverseproc)Recording_traverse,
+    .tp_clear = (inquiry)Recording_clear,
+    .tp_dealloc = (destructor)Recording_dealloc,
+    .tp_methods = Recording_methods,
+};
+
 static PyMethodDef methods[] = {
     {"arena_rows", (PyCFunction)(void (*)(void))arena_rows, METH_FASTCALL,
      "arena_rows(handles, arena_offset, pool_base, out) -> bool: locate a launch's handles in the arena "
@@ -461,13 +793,20 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "acrobat._native",
                                     methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&GroupType) < 0 || PyType_Ready(&DfgType) < 0)
+    if (PyType_Ready(&GroupType) < 0 || PyType_Ready(&DfgType) < 0 || PyType_Ready(&LazyBaseType) < 0 ||
+        PyType_Ready(&RecordingType) < 0)
+        return NULL;
+    nodes_str = PyUnicode_InternFromString("nodes");
+    one = PyLong_FromLong(1);
+    if (nodes_str == NULL || one == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Group", (PyObject *)&GroupType) < 0 ||
-        PyModule_AddObjectRef(m, "Dfg", (PyObject *)&DfgType) < 0) {
+        PyModule_AddObjectRef(m, "Dfg", (PyObject *)&DfgType) < 0 ||
+        PyModule_AddObjectRef(m, "LazyBase", (PyObject *)&LazyBaseType) < 0 ||
+        PyModule_AddObjectRef(m, "Recording", (PyObject *)&RecordingType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

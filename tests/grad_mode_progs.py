@@ -42,3 +42,16 @@ def no_grad_read(tokens, p):
                 s = s * 2
         h = torch.tanh(h @ p.W + p.emb[t] * s)
     return h
+
+
+@ab.program
+def same_op_with_and_without_grad(tokens, p):
+    """The same operator signature recorded with autograd on, then under `no_grad` (the recorder's fast path
+    must not put the second into the first's launches, which record autograd)."""
+    h = torch.zeros(H)
+    for t in tokens:
+        x = torch.tanh(p.emb[t] @ p.W)
+        with torch.no_grad():
+            m = torch.tanh(p.emb[t] @ p.W)
+        h = h + x * m
+    return h

@@ -16,7 +16,7 @@ import torch
 import acrobat as ab
 from tests import grad_mode_progs as gp
 
-PROGRAMS = [gp.no_grad_scale, gp.no_grad_read]
+PROGRAMS = [gp.no_grad_scale, gp.no_grad_read, gp.same_op_with_and_without_grad]
 OPTIONS = {"default": None, "dynamic": ab.Options(static=False)}
 
 

@@ -46,13 +46,15 @@ counts the operators recorded, their launches and mean batch
 from __future__ import annotations
 
 import itertools
+from struct import pack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import torch
 import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 
+from acrobat._native import Recording
 from acrobat.runtime.dfg import OUTPUT_STEP
 from acrobat.runtime.batching import Leaf, RuleMismatch, rule_for
 from acrobat.runtime.eager import RowLoopKernel
@@ -83,6 +85,7 @@ _SHAPE_QUERIES = {torch.Tensor.dim, torch.Tensor.ndimension, torch.Tensor.size, 
                   torch.Tensor.dtype.__get__, torch.Tensor.device.__get__}
 _SCALAR_TYPES = {int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout,
                  torch.memory_format, slice, type(Ellipsis), torch.Size}
+_FAST_SCALARS = frozenset(_SCALAR_TYPES - {slice})  # the constants keyed (type, value): all but slices
 
 
 def _name(func: Any) -> str:
@@ -148,20 +151,32 @@ class _Mode(TorchFunctionMode):
         self.rec = rec
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        if not self.rec.active:  # the runtime's own operators (a flush between fibers' steps)
+        rec = self.rec
+        if not rec.active:  # the runtime's own operators (a flush between fibers' steps)
             return func(*args, **(kwargs or {}))
-        return self.rec.call(func, args, kwargs or {})
+        if not kwargs and (not rec.grad or torch.is_grad_enabled()):  # `Recorder.call`'s first step, inline
+            out = rec.record(func, args)
+            if out is not NotImplemented:
+                return out
+        return rec.call(func, args, kwargs or {})
 
 
-@dataclass(frozen=True)
-class _Op:
-    """A recorded operator signature's block, and where its results go."""
+class _Op(NamedTuple):
+    """A recorded operator signature's block, and where its results go. ``acrobat._native.Recording`` reads
+    the first five fields by position."""
 
-    block: BlockCode
-    out_spec: Any  # pytree spec of the operator's result (None: the result is one tensor)
+    bid: int  # block.id
     out_meta: tuple[Meta, ...]  # per tensor output
-    out_where: tuple[int, ...]  # the leaf positions of the tensor outputs in the result
+    floating: tuple[bool, ...]  # per tensor output: its dtype is floating (autograd may record it)
+    kind: int  # _ONE, _TUPLE or _TREE
     stats: OpStats
+    block: BlockCode
+    out_spec: Any  # the result's pytree spec (None: one tensor)
+    out_where: tuple[int, ...]  # the leaf positions of the tensor outputs in the result
+
+
+_ONE, _TUPLE, _TREE = 0, 1, 2
+"""``_Op.kind``: the result is one tensor, a tuple of tensors only, or another structure (pytree builds it)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +187,8 @@ class _FuncInfo:
     eager: bool  # writes into a tensor or reads a value: run it for the instance, on values
     random: bool
     lookup: bool  # indexing a tensor: a parameter indexed by a per-instance number is a node
+    shape_query: bool  # answered directly for the instance's own tensor (``_SHAPE_QUERIES``)
+    special: bool  # eager or shape_query: ``Recorder.call`` looks closer
 
 
 _FUNCS: dict[Any, _FuncInfo] = {}
@@ -179,6 +196,9 @@ _META_CACHE: dict[Any, tuple[Any, tuple, tuple[int, ...]] | None] = {}
 """Per operator signature (shapes, dtypes, constants): its result's structure and tensor metas (None: meta
 tensors cannot run it), kept across runs."""
 _NESTED = (list, tuple, dict)
+_MAX_POSITIONAL = 8  # acrobat._native's MAX_FAST_ARGS
+_POSITIONAL = tuple((0,) * n for n in range(_MAX_POSITIONAL))
+"""``_flatten``'s structure of ``n`` positional arguments holding no list, tuple or dict."""
 
 
 def _info(func: Any) -> _FuncInfo:
@@ -186,7 +206,9 @@ def _info(func: Any) -> _FuncInfo:
     if info is None:
         name = _name(func)
         eager = name in _EAGER_NAMES or (name.endswith("_") and not name.endswith("__"))
-        info = _FUNCS[func] = _FuncInfo(name, eager, _random(func), func in _LOOKUPS)
+        shape_query = func in _SHAPE_QUERIES
+        info = _FUNCS[func] = _FuncInfo(name, eager, _random(func), func in _LOOKUPS, shape_query,
+                                        eager or shape_query)
     return info
 
 
@@ -215,6 +237,13 @@ def _flatten(args: tuple, kwargs: dict) -> tuple[list, Any] | None:
         leaves.extend(kwargs.values())
         struct.append(tuple(kwargs))
     return leaves, tuple(struct)
+
+
+def _leaves(args: tuple, kwargs: dict) -> tuple[list, Any]:
+    """The leaves of ``args`` and ``kwargs`` and their structure: ``_flatten``'s, or ``torch.utils._pytree``'s
+    spec where containers nest."""
+    flat = _flatten(args, kwargs)
+    return flat if flat is not None else pytree.tree_flatten((args, kwargs))
 
 
 def _unflatten(leaves: list, struct: Any) -> tuple[tuple, dict]:
@@ -247,9 +276,14 @@ class Recorder:
     def __init__(self, rt: "Runtime", shared: tuple, site: Site, first_block: int):
         self.rt = rt
         self.site = site
-        self.shared: dict[int, torch.Tensor] = {id(t): t for t in tensors_of(shared)}
-        self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
         self.ops: dict[Any, _Op] = {}
+        self.held: list[torch.Tensor] = tensors_of(shared)  # the shared tensors, alive while their ids are keys
+        self.shared: dict[int, bool] = {id(t): _requires_grad(t) for t in self.held}  # by id: requires_grad
+        self.node = rt.dfg.node
+        self.node_hosts = rt.dfg.node_hosts
+        self.record = Recording(rt.dfg, self.ops, self.shared, _FAST_SCALARS, _POSITIONAL, Lazy, self,
+                                torch.is_grad_enabled, OUTPUT_STEP).record  # `call`'s common case, in C
+        self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
         self.block_ids = itertools.count(first_block)
         self.stats = DynamicStats()
         self.mode = _Mode(self)
@@ -263,68 +297,96 @@ class Recorder:
 
     # -- the recording ---------------------------------------------------------------
     def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
-        """``func(*args, **kwargs)`` in the dynamic tier: a recorded node's lazy result, or the eager result."""
-        if func in _SHAPE_QUERIES and args and type(args[0]) is not Lazy:
-            return func(*args, **kwargs)  # `x.dim()` of the instance's own tensor (an nn module checking it)
+        """``func(*args, **kwargs)`` in the dynamic tier: a recorded node's lazy result, or the eager result.
+
+        The node's signature (``key``) is ``(func, struct, *parts)``, one part per leaf of the arguments: a
+        lazy value's ``Meta``, the ``Meta.Host`` of the instance's own tensor, the ``id`` of a shared tensor
+        (alive for the run: ``Recorder.held``), a constant's ``(type, value)``. Positional arguments with
+        no list or tuple among them (the common call: ``x @ W``, ``torch.sigmoid(x)``) are the leaves
+        themselves; others go through ``_flatten``.
+        """
+        if not kwargs and (not self.grad or torch.is_grad_enabled()):  # (grad off: its own signatures, `add`)
+            out = self.record(func, args)
+            if out is not NotImplemented:
+                return out
         info = _FUNCS.get(func) or _info(func)
-        if info.eager or "out" in kwargs:
-            return self.eager(func, args, kwargs, info)
-        flat = _flatten(args, kwargs)
-        leaves, struct = flat if flat is not None else pytree.tree_flatten((args, kwargs))
-        key: list = [func, struct]
-        handles: list[int] = []
-        hosts: list = []
-        depth = 0
-        grad = False
-        tensors = False
+        if info.special:
+            if info.shape_query and args and type(args[0]) is not Lazy:
+                return func(*args, **kwargs)  # `x.dim()` of the instance's own tensor (an nn module checking it)
+            if info.eager:
+                return self.eager(func, args, kwargs, info)
+        if kwargs:
+            if "out" in kwargs:
+                return self.eager(func, args, kwargs, info)
+            leaves, struct = _leaves(args, kwargs)
+        elif len(args) < _MAX_POSITIONAL:
+            leaves, struct = args, _POSITIONAL[len(args)]
+        else:
+            leaves, struct = _leaves(args, kwargs)
         shared = self.shared
-        for x in leaves:
-            t = type(x)
-            if t is Lazy:
-                key.append(x.meta)
-                handles.append(x.h)
-                if x.depth > depth:
-                    depth = x.depth
-                grad = grad or x.requires_grad
-            elif t in _SCALAR_TYPES:
-                key.append((t, x) if t is not slice else (t, x.start, x.stop, x.step))
-            elif isinstance(x, torch.Tensor):
-                tensors = True
-                grad = grad or x.requires_grad
-                if id(x) in shared:
-                    key.append(x)
-                else:  # the instance's own tensor (its data, or one made by its code): a batched input
+        while True:  # twice at most: positional leaves holding a list or tuple are flattened, then signed again
+            key: list = [func, struct]
+            handles: list[int] = []
+            hosts: list = []
+            depth = 0
+            grad = False
+            tensors = False
+            for x in leaves:
+                t = type(x)
+                if t is Lazy:
+                    key.append(x.meta)
+                    handles.append(x.h)
+                    if x.depth > depth:
+                        depth = x.depth
+                    if x.requires_grad:
+                        grad = True
+                elif t in _SCALAR_TYPES:
+                    key.append(_const_part(t, x))
+                elif (shared_grad := shared.get(id(x))) is not None:  # a shared tensor
+                    key.append(id(x))
+                    tensors = True
+                    if shared_grad:
+                        grad = True
+                elif isinstance(x, torch.Tensor):  # the instance's own tensor (its data, or one made by its code)
                     key.append(meta_of(x.shape, x.dtype).host)
                     hosts.append(x)
+                    tensors = True
+                    grad = grad or _requires_grad(x)
+                elif t in _NESTED and leaves is args:
+                    break
+                else:
+                    return self.eager(func, args, kwargs, info)  # an object the key cannot hold
             else:
-                return self.eager(func, args, kwargs, info)  # an object the key cannot hold
+                break
+            leaves, struct = _leaves(args, kwargs)
         if not handles and not hosts:
             if not tensors or info.random:
                 return self.eager(func, args, kwargs, info, lazy=False)  # the instance's own (torch.zeros, randn)
             if info.lookup and any(type(x) is int for x in leaves[1:]):
                 return self.lookup(func, leaves, struct, info)
-            return self.shared_value(func, leaves, struct, key)
+            return self.shared_value(func, leaves, struct, tuple(key))
         return self.add(tuple(key), leaves, struct, handles, hosts, depth, grad, info)
 
-    def add(self, key: tuple, leaves: list, struct: Any, handles: list[int], hosts: list, depth: int, grad: bool,
-            info: _FuncInfo) -> Any:
+    def add(self, key: tuple, leaves: Sequence, struct: Any, handles: list[int], hosts: list, depth: int,
+            grad: bool, info: _FuncInfo) -> Any:
         """Add a DFG node of the signature ``key`` for the running instance; its lazy result."""
         off = self.grad_off()
         op = self.ops.get((key, _GRAD_OFF) if off else key)
         if op is None:
             op = self.new_op(key, leaves, struct, info, off)
             if op is None:
-                return self.eager(key[0], *_unflatten(leaves, struct), info, lazy=bool(handles))
+                return self.eager(key[0], *_unflatten(list(leaves), struct), info, lazy=bool(handles))
         depth += 1
-        dfg = self.rt.dfg
-        bid = op.block.id
-        h = dfg.node_hosts(depth, bid, tuple(hosts), *handles) if hosts else dfg.node(depth, bid, *handles)
+        h = self.node_hosts(depth, op.bid, tuple(hosts), *handles) if hosts else self.node(depth, op.bid, *handles)
         op.stats.nodes += 1
-        grad = grad and torch.is_grad_enabled()
-        if op.out_spec is None:
+        if grad:
+            grad = torch.is_grad_enabled()
+        if op.kind == _ONE:
             m = op.out_meta[0]
             return Lazy(h, m, depth, grad and m.floating, self)
         outs = [Lazy(h + k * OUTPUT_STEP, m, depth, grad and m.floating, self) for k, m in enumerate(op.out_meta)]
+        if op.kind == _TUPLE:  # torch.chunk, torch.split, torch.unbind
+            return tuple(outs)
         result: list = [None] * op.out_spec.num_leaves
         for k, i in enumerate(op.out_where):
             result[i] = outs[k]
@@ -338,10 +400,10 @@ class Recorder:
             if type(x) is int:
                 key.append(int)
                 hosts.append(x)
-            elif isinstance(x, torch.Tensor):
-                key.append(x)
+            elif isinstance(x, torch.Tensor):  # shared: `call` found no lazy value or instance tensor
+                key.append(id(x))
             else:
-                key.append((type(x), x) if type(x) is not slice else (slice, x.start, x.stop, x.step))
+                key.append(_const_part(type(x), x))
         return self.add(tuple(key), leaves, struct, [], hosts, 0, False, info)
 
     def new_op(self, key: tuple, leaves: list, struct: Any, info: _FuncInfo, off: bool = False) -> _Op | None:
@@ -349,8 +411,8 @@ class Recorder:
         ``off``: recorded with autograd off in a run that records (``grad_off``), its launches run without it."""
         func = key[0]
         sig = key[2:]
-        meta_key = (func, struct, tuple(("shared", tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x
-                                        for x in sig))
+        meta_key = (func, struct, tuple(("shared", tuple(x.shape), x.dtype) if type(part) is int else part
+                                        for x, part in zip(leaves, sig)))
         meta = _META_CACHE.get(meta_key, False)
         if meta is False:
             meta = _META_CACHE[meta_key] = _infer(func, leaves, struct)
@@ -367,7 +429,7 @@ class Recorder:
             elif isinstance(part, Meta.Host) or part is int:
                 batched.append(i)
                 params.append(BatchedParam(f"x{i}", "host", info.name, self.site))
-            elif isinstance(x, torch.Tensor):
+            elif type(part) is int:
                 shared.append(i)
         template = list(leaves)
         for i in batched + shared:
@@ -392,20 +454,24 @@ class Recorder:
         kernel = RowLoopKernel(block, _direct(func, leaves, sig, struct, batched, shared, template, out_spec,
                                               out_meta, out_where))
         self.rt.add_block(block, _NoGrad(kernel) if off else kernel, [leaves[i] for i in shared])
-        op = self.ops[(key, _GRAD_OFF) if off else key] = _Op(block, out_spec, out_meta, out_where,
-                                                                self.stats.op(info.name))
+        kind = _ONE if out_spec is None else _TUPLE if out_spec.type is tuple and len(out_where) == (
+            out_spec.num_leaves) and all(c.is_leaf() for c in out_spec.children()) else _TREE
+        op = self.ops[(key, _GRAD_OFF) if off else key] = _Op(bid, out_meta, tuple(m.floating for m in out_meta),
+                                                                kind, self.stats.op(info.name), block, out_spec,
+                                                                out_where)
         return op
 
-    def shared_value(self, func: Any, leaves: list, struct: Any, key: list) -> Any:
+    def shared_value(self, func: Any, leaves: Sequence, struct: Any, key: tuple) -> Any:
         """An operator over shared values and constants only: computed once per run, its result shared too."""
-        k = (tuple(key), _GRAD_OFF) if self.grad_off() else tuple(key)
+        k = (key, _GRAD_OFF) if self.grad_off() else key
         out = self.memo.get(k)
         if out is None:
             a, kw = _unflatten(leaves, struct)
             out = self.memo[k] = func(*a, **kw)
             for t in pytree.tree_leaves(out):
                 if isinstance(t, torch.Tensor):
-                    self.shared[id(t)] = t
+                    self.held.append(t)
+                    self.shared[id(t)] = _requires_grad(t)
         return out
 
     def eager(self, func: Any, args: tuple, kwargs: dict, info: _FuncInfo, lazy: bool = True) -> Any:
@@ -520,15 +586,28 @@ def _infer(func: Any, leaves: list, struct: Any) -> tuple[Any, tuple, tuple[int,
     return out_spec, tuple(meta_of(out_leaves[i].shape, out_leaves[i].dtype) for i in where), where
 
 
+def _const_part(t: type, x: Any) -> Any:
+    """The signature part of constant ``x`` of type ``t``: ``(t, x)``, a slice's bounds, and a float's (or a
+    complex's) bits where equality would merge constants that compute differently (``0.0 == -0.0``: ``1 / x``
+    gives ``inf`` and ``-inf``) or never match (NaN)."""
+    if t is slice:
+        return (t, x.start, x.stop, x.step)
+    if t is float and (x == 0.0 or x != x) or t is complex:
+        return (t, pack("<2d", x.real, x.imag))
+    return (t, x)
+
+
+def _requires_grad(t: torch.Tensor) -> bool:
+    """``t.requires_grad``, read past the recorder's own mode (which would record the read as an operator)."""
+    with torch._C.DisableTorchFunction():
+        return t.requires_grad
+
+
 def _random(func: Any) -> bool:
     name = _name(func)
     return name in ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "bernoulli", "multinomial",
                     "normal", "poisson", "dropout", "dropout_", "alpha_dropout", "feature_alpha_dropout",
                     "dropout1d", "dropout2d", "dropout3d", "rrelu", "randperm", "uniform_", "normal_")
-
-
-def _const_key(x: Any) -> Any:
-    return (x.start, x.stop, x.step) if isinstance(x, slice) else x
 
 
 def tensors_of(values: Any, seen: set[int] | None = None) -> list[torch.Tensor]:

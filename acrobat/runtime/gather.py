@@ -134,8 +134,10 @@ def gather(table: ValueTable, handles: np.ndarray, device: torch.device) -> torc
     """The explicit gather of one column (§5.2): the ``(B, ...)`` batch of the values ``handles`` (B,).
 
     Values from one group output are selected at once (a view when their
-    rows are contiguous); values from several are selected per source,
-    concatenated and put back in batch order.
+    rows are contiguous); values from several are selected per source and
+    concatenated when the sources come in runs, else copied straight to
+    their batch positions (``index_copy_``: one copy of each row, not a
+    concatenation and a reordering copy).
 
     Raises:
         AcrobatError: a value whose group has not run yet.
@@ -147,16 +149,17 @@ def gather(table: ValueTable, handles: np.ndarray, device: torch.device) -> torc
         return select_rows(g.outputs()[k], rows, device)
     order = np.argsort(src, kind="stable")
     ordered = src[order]
+    segments = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)  # per source, its batch positions
     parts = []
-    for seg in np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1):
+    for seg in segments:
         g, k = table.source(int(src[seg[0]]))
         parts.append(select_rows(g.outputs()[k], rows[seg], device))
-    out = torch.cat(parts)
     if (order[1:] > order[:-1]).all():  # the sources came in runs: already in batch order
-        return out
-    inverse = np.empty_like(order)
-    inverse[order] = np.arange(len(order))
-    return out.index_select(0, torch.from_numpy(inverse).to(device))
+        return torch.cat(parts)
+    out = parts[0].new_empty((len(handles), *parts[0].shape[1:]))
+    for seg, part in zip(segments, parts):
+        out.index_copy_(0, torch.from_numpy(seg).to(device), part)
+    return out
 
 
 def gather_values(table: ValueTable, handles: np.ndarray, device: torch.device,

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from acrobat._native import LazyBase
+
 if TYPE_CHECKING:
     from acrobat.runtime.dynamic import Recorder
 
@@ -59,21 +61,16 @@ def meta_of(shape: torch.Size, dtype: torch.dtype) -> Meta:
     return m
 
 
-class Lazy:
+class Lazy(LazyBase):
     """A per-instance tensor whose value a DFG node computes later (see the module docstring).
 
-    ``h`` is the node's output handle (``acrobat.runtime.dfg``); ``meta`` the shape and dtype the value will
-    have; ``depth`` its scheduling depth; ``rec`` the run's ``Recorder``.
+    ``Lazy(h, meta, depth, requires_grad, rec)``: ``h`` is the node's output handle (``acrobat.runtime.dfg``);
+    ``meta`` the shape and dtype the value will have; ``depth`` its scheduling depth; ``rec`` the run's
+    ``Recorder``. The fields are read-only and live in C (``acrobat._native.LazyBase``), where the recorder's
+    common path reads and makes them (``acrobat._native.Recording``).
     """
 
-    __slots__ = ("h", "meta", "depth", "requires_grad", "rec")
-
-    def __init__(self, h: int, meta: Meta, depth: int, requires_grad: bool, rec: "Recorder"):
-        self.h = h
-        self.meta = meta
-        self.depth = depth
-        self.requires_grad = requires_grad
-        self.rec = rec
+    __slots__ = ()
 
     @property
     def shape(self) -> torch.Size:

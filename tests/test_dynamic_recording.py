@@ -1,0 +1,163 @@
+"""The dynamic tier's recording of an operator call (acrobat.runtime.dynamic ``Recorder.call``, and its common
+case in C, ``acrobat._native.Recording``): the native path signs a call exactly as the Python path does.
+
+Programs mix, at one depth, calls whose signatures differ only in a constant's value or type, in which
+shared tensor of one shape they read (two parameters, a value computed once from one), in the instance's
+own tensors, keyword arguments and list arguments (the Python path): a key that merged two of them would
+give a wrong answer, which the comparison with plain per-instance PyTorch catches.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import acrobat as ab
+from acrobat.runtime import dynamic
+from tests import dynamic_progs as dp
+
+DYNAMIC = ab.Options(static=False)
+STEPS = 9
+
+
+class Params(nn.Module):
+    """Two weights of one shape (``W``, ``V``): keys must tell shared tensors apart by identity."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.emb = nn.Parameter(torch.randn(10, 4, generator=g, dtype=torch.float64) * 0.5)
+        self.W = nn.Parameter(torch.randn(4, 4, generator=g, dtype=torch.float64) * 0.5)
+        self.V = nn.Parameter(torch.randn(4, 4, generator=g, dtype=torch.float64) * 0.5)
+        self.b = nn.Parameter(torch.randn(4, generator=g, dtype=torch.float64) * 0.1)
+
+
+@ab.program
+def scripted(inst, p):
+    """(4,): the steps ``script`` names, one per token, in one instance's order."""
+    tokens, script = inst
+    h = p.emb[tokens[0]]
+    for t, s in zip(tokens, script):
+        x = p.emb[t]
+        if s == 0:
+            h = h @ p.W + x
+        elif s == 1:
+            h = h @ p.V + x
+        elif s == 2:
+            h = torch.tanh(h) * 2.0
+        elif s == 3:
+            h = torch.tanh(h) * 3
+        elif s == 4:
+            h = 0.5 - h
+        elif s == 5:
+            a, b = torch.chunk(torch.cat([h, x]), 2)
+            h = a * torch.sigmoid(b)
+        elif s == 6:
+            h = h + torch.full((4,), float(t), dtype=h.dtype)
+        elif s == 7:
+            h = h @ p.W.t() + p.b
+        else:
+            h = torch.sub(h, x, alpha=2.0)
+    return h
+
+
+def _python_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call through the Python path: the native one declines all."""
+
+    class Declines:
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def record(self, func: object, args: tuple) -> object:
+            return NotImplemented
+
+    monkeypatch.setattr(dynamic, "Recording", Declines)
+
+
+def _run(batch: list, p: Params) -> tuple[list[torch.Tensor], list[tuple[str, int, int]], int]:
+    """The batched results, per block (name, launches, nodes), and how many nodes the Python path added."""
+    added = 0
+    add = dynamic.Recorder.add
+
+    def counting(self, *args):
+        nonlocal added
+        added += 1
+        return add(self, *args)
+
+    dynamic.Recorder.add = counting
+    try:
+        stats = ab.RunStats()
+        with torch.no_grad():
+            got = scripted.run(batch, p, backend="eager", options=DYNAMIC, stats=stats)
+    finally:
+        dynamic.Recorder.add = add
+    blocks = sorted((b.name, b.launches, b.nodes) for b in stats.blocks.values())
+    return got, blocks, added
+
+
+batches = st.lists(
+    st.integers(1, 6).flatmap(lambda n: st.tuples(st.lists(st.integers(0, 9), min_size=n, max_size=n),
+                                                   st.lists(st.integers(0, STEPS - 1), min_size=n, max_size=n))),
+    min_size=1, max_size=5)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(batches)
+def test_the_native_path_records_what_the_python_path_records(batch):
+    p = Params()
+    with torch.no_grad():
+        want = [scripted(x, p) for x in batch]
+    got, blocks, added = _run(batch, p)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+    with pytest.MonkeyPatch.context() as mp:
+        _python_only(mp)
+        got_py, blocks_py, added_py = _run(batch, p)
+    torch.testing.assert_close(got_py, want, rtol=1e-9, atol=1e-10)
+    assert blocks == blocks_py, "the same nodes in the same launches on both paths"
+    nodes = sum(n for _, _, n in blocks)
+    assert added_py == nodes and added <= nodes
+
+
+def test_a_signature_of_one_instance_is_not_found_for_another():
+    """One depth, one operator, signatures that differ only in a constant (2.0 / 3 / 2), in the shared
+    weight of one shape (W / V) or in an instance's own tensor: five launches, each right."""
+    p = Params()
+    batch = [([1, 2], [2, 0]), ([3, 4], [3, 1]), ([5, 6], [0, 6]), ([7, 8], [1, 2]), ([2, 2], [6, 3])]
+    with torch.no_grad():
+        want = [scripted(x, p) for x in batch]
+    got, blocks, added = _run(batch, p)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+    assert added < sum(n for _, _, n in blocks), "repeated signatures are recorded by the native path"
+
+
+def test_an_instance_tensor_operand_reads_no_value():
+    """``lazy + t`` with ``t`` the instance's own tensor records one operator: reading ``t.requires_grad``
+    is not itself recorded (it was, as an eager call per instance, through the recorder's mode)."""
+    p = Params()
+    stats = ab.RunStats()
+    with torch.no_grad():
+        scripted.run([([1, 2], [6, 6]), ([3], [6])], p, backend="eager", options=DYNAMIC, stats=stats)
+    assert set(stats.dynamic.ops) == {"__getitem__", "full", "__add__"}, stats.dynamic.ops
+
+
+@ab.program
+def _signed_zeros(tokens, p):
+    h = p.b
+    for t in tokens:
+        x = p.emb[t] @ p.W
+        h = h + torch.clamp(x / 0.0, -5.0, 5.0) + torch.clamp(x / -0.0, -3.0, 3.0) + x * float("nan") * 0.0
+    return h
+
+
+def test_constants_that_compare_equal_but_compute_differently_have_their_own_signatures():
+    """``0.0 == -0.0`` as keys: ``x / 0.0`` and ``x / -0.0`` at one depth shared a launch, which computed both
+    with the first constant (the wrong sign of infinity for the second)."""
+    p = dp.Params()
+    batch = [[1, 2], [3], [4, 5, 6]]
+    with torch.no_grad():
+        want = [_signed_zeros(x, p) for x in batch]
+        got = _signed_zeros.run(batch, p, backend="eager", options=ab.Options(static=False))
+    torch.testing.assert_close(got, want, equal_nan=True)
