@@ -148,7 +148,7 @@ def _signed_zeros(tokens, p):
     h = p.b
     for t in tokens:
         x = p.emb[t] @ p.W
-        h = h + torch.clamp(x / 0.0, -5.0, 5.0) + torch.clamp(x / -0.0, -3.0, 3.0) + x * float("nan") * 0.0
+        h = h + torch.clamp(x / 0.0, -5.0, 5.0) + torch.clamp(x / -0.0, -3.0, 3.0)
     return h
 
 
@@ -160,4 +160,4 @@ def test_constants_that_compare_equal_but_compute_differently_have_their_own_sig
     with torch.no_grad():
         want = [_signed_zeros(x, p) for x in batch]
         got = _signed_zeros.run(batch, p, backend="eager", options=ab.Options(static=False))
-    torch.testing.assert_close(got, want, equal_nan=True)
+    torch.testing.assert_close(got, want)
