@@ -94,10 +94,10 @@ def _name(func: Any) -> str:
 
 @dataclass
 class OpStats:
-    """One recorded operator's figures in a run: DFG nodes and launches."""
+    """One recorded operator's figures in a run: DFG nodes and calls run eagerly (its launches are its blocks'
+    ``BlockStats``, named ``"<operator> (dynamic)"``)."""
 
     nodes: int = 0
-    launches: int = 0
     eager: int = 0  # calls run eagerly for one instance (value reads, in-place, no meta kernel)
 
 
@@ -132,7 +132,6 @@ class DynamicStats:
             for name, s in src.ops.items():
                 mine = out.op(name)
                 mine.nodes += s.nodes
-                mine.launches += s.launches
                 mine.eager += s.eager
         return out
 
