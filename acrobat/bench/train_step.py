@@ -20,8 +20,12 @@ output, ``acrobat.runtime.accumulate``) with sparse embedding gradients; on
 the plain ``eager`` backend (one zero-filled gradient per gather), with
 sparse and with dense embedding gradients (the saving of updating only the
 rows used); acrobat compiled (shown as not available until
-``backend="compiled"`` trains); hand-batched PyTorch; TorchFold; DyNet (not
-installed here, or its training step not implemented); per-instance PyTorch.
+``backend="compiled"`` trains); hand-batched PyTorch; TorchFold; DyNet with
+autobatching (``acrobat.bench.dynet_train``: the same step in DyNet worker
+processes, the faster of its two autobatch strategies; its lookup tables
+updated in the rows used; no peak memory); per-instance PyTorch. Systems
+other than DyNet train in this process (``_Trainee``); each is a
+``Trainee``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
 import torch.utils._pytree as pytree
@@ -42,7 +46,7 @@ from tqdm import tqdm
 
 from acrobat.bench.base import Unavailable
 from acrobat.bench.compare import ATOL, RTOL
-from acrobat.bench.dynet_models import dynet_installed
+from acrobat.bench.dynet_train import DynetTrainee
 from acrobat.bench.machine import machine_line
 from acrobat.bench.torchfold_models import TORCHFOLD_CANNOT, TORCHFOLD_MODELS, load_torchfold
 from acrobat.data import load_dataset
@@ -54,6 +58,8 @@ TRAIN_MODELS = ("treelstm", "birnn", "mvrnn", "stackrnn", "drnn")
 """Models ``--train`` runs by default: the issue's targets (tree and sequence models, value reads)."""
 ACROBAT = "acrobat (eager-accum)"
 REFERENCE = "PyTorch per instance"
+LR = 0.05
+"""Adagrad's learning rate in every system's step."""
 
 Forward = Callable[[torch.nn.Module], Any]  # params -> per-instance outputs
 
@@ -87,27 +93,17 @@ def _torchfold(spec: ModelSpec, instances: list) -> Forward:
     return lambda p: fn(instances, p)
 
 
-def _dynet(spec: ModelSpec, instances: list) -> Forward:
-    if not dynet_installed():
-        raise Unavailable("not installed (scripts/install-dynet.sh)")
-    raise Unavailable("DyNet's training step is not implemented in acrobat's baselines yet (inference only)")
-
-
 def _per_instance(spec: ModelSpec, instances: list) -> Forward:
     return lambda p: [spec.reference(x, p) for x in instances]
 
 
-SYSTEMS: list[tuple[str, Callable[[ModelSpec, list], Forward]]] = [
-    (ACROBAT, _acrobat("eager-accum", True)),
-    ("acrobat (eager)", _acrobat("eager", True)),
-    ("acrobat (eager, dense embedding updates)", _acrobat("eager", False)),
-    ("acrobat (compiled)", _compiled),
-    ("hand-batched PyTorch", _hand),
-    ("TorchFold", _torchfold),
-    ("DyNet (autobatch)", _dynet),
-    (REFERENCE, _per_instance),
-]
-"""Every system ``--train`` times, in report order."""
+def _in_process(make: Callable[[ModelSpec, list], Forward]) -> MakeTrainee:
+    """A system that is a PyTorch forward: it trains in this process (``_Trainee``)."""
+    return lambda spec, instances, params: _Trainee(make(spec, instances), params)
+
+
+def _dynet(spec: ModelSpec, instances: list, params: torch.nn.Module) -> Trainee:
+    return DynetTrainee(spec, instances, params, LR)
 
 
 def loss_of(outputs: Any) -> torch.Tensor:
@@ -126,7 +122,7 @@ class StepResult:
     forward_ms: list[float] = field(default_factory=list)  # forward and loss, per timed step
     backward_ms: list[float] = field(default_factory=list)
     optimizer_ms: list[float] = field(default_factory=list)
-    peak_bytes: int | None = None
+    peak_bytes: int | None = None  # None: not measured (DyNet)
 
     def median(self, phase: str) -> float:
         return statistics.median(getattr(self, f"{phase}_ms"))
@@ -152,14 +148,37 @@ class TrainComparison:
         return r.step_ms if r is not None else None
 
 
-class _Trainee:
-    """One system's weights, forward and optimizer on one configuration."""
+class Trainee(Protocol):
+    """One system's training step on one configuration (its own copy of the weights and optimizer state)."""
 
-    def __init__(self, spec: ModelSpec, instances: list, vocab: int, hidden: int, seed: int,
-                 make: Callable[[ModelSpec, list], Forward]):
-        self.forward = make(spec, instances)
-        self.params = spec.make_params(vocab, hidden, seed)
-        self.opt = TrainOptimizer(self.params, "adagrad", 0.05, 0.0)
+    def grads(self) -> dict[str, torch.Tensor | None]:
+        """The gradients of one forward and backward (no optimizer step), dense, by parameter name."""
+        ...
+
+    def step(self, res: StepResult | None = None) -> None:
+        """One training step, timed for ``res`` when given."""
+        ...
+
+    def finish(self, res: StepResult) -> None:
+        """After the timed steps: what is left to fill in ``res`` (peak memory)."""
+        ...
+
+    def close(self) -> None:
+        """Free what the trainee holds outside this process."""
+        ...
+
+
+MakeTrainee = Callable[[ModelSpec, list, torch.nn.Module], Trainee]
+"""``make(spec, instances, params)``: a system's trainee (raises ``Unavailable`` where it cannot train)."""
+
+
+class _Trainee:
+    """A system that trains in this process: its forward, weights and ``TrainOptimizer`` (Adagrad)."""
+
+    def __init__(self, forward: Forward, params: torch.nn.Module):
+        self.forward = forward
+        self.params = params
+        self.opt = TrainOptimizer(self.params, "adagrad", LR, 0.0)
 
     def step(self, res: StepResult | None = None) -> None:
         t0 = time.perf_counter()
@@ -182,15 +201,31 @@ class _Trainee:
         self.params.zero_grad(set_to_none=True)
         return out
 
-    def peak_bytes(self) -> int:
-        """Most bytes allocated at once during one step, above what was live when it began."""
+    def finish(self, res: StepResult) -> None:
+        """Peak memory: most bytes allocated at once during one more step, above what was live when it began."""
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             self.step()
         cur = peak = 0
         for e in sorted(prof.events(), key=lambda e: e.time_range.start):
             cur += e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage
             peak = max(peak, cur)
-        return peak
+        res.peak_bytes = peak
+
+    def close(self) -> None:
+        """Nothing to free outside this process."""
+
+
+SYSTEMS: list[tuple[str, MakeTrainee]] = [
+    (ACROBAT, _in_process(_acrobat("eager-accum", True))),
+    ("acrobat (eager)", _in_process(_acrobat("eager", True))),
+    ("acrobat (eager, dense embedding updates)", _in_process(_acrobat("eager", False))),
+    ("acrobat (compiled)", _in_process(_compiled)),
+    ("hand-batched PyTorch", _in_process(_hand)),
+    ("TorchFold", _in_process(_torchfold)),
+    ("DyNet (autobatch)", _dynet),
+    (REFERENCE, _in_process(_per_instance)),
+]
+"""Every system ``--train`` times, in report order."""
 
 
 def _same_grads(a: dict, b: dict) -> bool:
@@ -206,38 +241,44 @@ def compare_steps(spec: ModelSpec, instances: list, vocab: int, hidden: int, see
                   on_progress: Callable[[str], None] = lambda _: None) -> TrainComparison:
     """Check every system's gradients against the per-instance loop's, then time their steps interleaved."""
     cmp = TrainComparison(spec.name, len(instances), hidden)
-    trainees: dict[str, _Trainee] = {}
+    trainees: dict[str, Trainee] = {}
+    made: list[Trainee] = []
     expected = None
-    for name, make in reversed(SYSTEMS):  # the per-instance reference first: its gradients are the check
-        res = StepResult(name)
-        cmp.results.insert(0, res)
-        on_progress(f"{spec.name} b{len(instances)}: check {name}")
-        try:
-            t = _Trainee(spec, instances, vocab, hidden, seed, make)
-            grads = t.grads()
-        except Unavailable as exc:
-            res.status, res.detail = ("not installed" if str(exc).startswith("not installed") else "not available",
-                                      str(exc))
-            continue
-        except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
-            res.status, res.detail = "error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
-            continue
-        if expected is None:
-            expected = grads
-        elif not _same_grads(grads, expected):
-            res.status, res.detail = "wrong", "gradients differ from the per-instance PyTorch loop's"
-            continue
-        trainees[name] = t
-    for name, t in trainees.items():
-        t.step()  # warm-up (the first optimizer step makes its state)
-    for r in range(repeats):
+    try:
+        for name, make in reversed(SYSTEMS):  # the per-instance reference first: its gradients are the check
+            res = StepResult(name)
+            cmp.results.insert(0, res)
+            on_progress(f"{spec.name} b{len(instances)}: check {name}")
+            try:
+                t = make(spec, instances, spec.make_params(vocab, hidden, seed))
+                made.append(t)
+                grads = t.grads()
+            except Unavailable as exc:
+                res.status, res.detail = ("not installed" if str(exc).startswith("not installed")
+                                          else "not available", str(exc))
+                continue
+            except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
+                res.status, res.detail = "error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+                continue
+            if expected is None:
+                expected = grads
+            elif not _same_grads(grads, expected):
+                res.status, res.detail = "wrong", "gradients differ from the per-instance PyTorch loop's"
+                continue
+            trainees[name] = t
+        for name, t in trainees.items():
+            t.step()  # warm-up (the first optimizer step makes its state)
+        for r in range(repeats):
+            for res in cmp.results:
+                if res.system in trainees:
+                    on_progress(f"{spec.name} b{len(instances)}: round {r + 1}/{repeats} {res.system}")
+                    trainees[res.system].step(res)
         for res in cmp.results:
             if res.system in trainees:
-                on_progress(f"{spec.name} b{len(instances)}: round {r + 1}/{repeats} {res.system}")
-                trainees[res.system].step(res)
-    for res in cmp.results:
-        if res.system in trainees:
-            res.peak_bytes = trainees[res.system].peak_bytes()
+                trainees[res.system].finish(res)
+    finally:
+        for t in made:
+            t.close()
     return cmp
 
 
@@ -271,7 +312,7 @@ def train_markdown(cmps: list[TrainComparison], command: str) -> str:
     lines = [f"## Training step: `{command}`", "", f"machine: {machine_line()}", "",
              "One step = forward + loss + backward + Adagrad step; medians of interleaved rounds, ms. Peak memory: "
              "torch profiler CPU memory events, most bytes allocated at once during one step above what was live "
-             "at its start.", ""]
+             "at its start (n/a: DyNet, which allocates from its own memory pools).", ""]
     for c in cmps:
         ref = c.step_ms(ACROBAT)
         lines += [f"### {c.model}, hidden {c.hidden}, batch {c.batch_size}", "",
@@ -283,10 +324,11 @@ def train_markdown(cmps: list[TrainComparison], command: str) -> str:
                 lines.append(f"| {r.system} | {why} | | | | | |")
                 continue
             speed = f"{r.step_ms / ref:.2f}x" if ref else ""
-            mb = f"{r.peak_bytes / 2**20:.1f}" if r.peak_bytes is not None else ""
+            mb = f"{r.peak_bytes / 2**20:.1f}" if r.peak_bytes is not None else "n/a"
             lines.append(f"| {r.system} | {r.step_ms:.1f} | {r.median('forward'):.1f} | {r.median('backward'):.1f} "
                          f"| {r.median('optimizer'):.1f} | {mb} | {speed} |")
-        lines.append("")
+        notes = [f"- {r.system}: {r.detail}" for r in c.results if r.step_ms is not None and r.detail]
+        lines += [""] + (notes + [""] if notes else [])
     lines += [f"### {ACROBAT}'s speedup over each system: geometric mean over the configurations both ran", ""]
     for name, _ in SYSTEMS:
         if name == ACROBAT:
