@@ -202,8 +202,8 @@ def node_logits_fn(task: Task, system: str, params: nn.Module, sparse_grads: boo
             import dynet  # noqa: F401
         except ImportError:
             raise Unavailable("DyNet is not installed (scripts/install-dynet.sh builds it, about 15 min)") from None
-        raise Unavailable("DyNet training is not implemented in acrobat's baselines yet (only inference: "
-                          "acrobat bench)")
+        raise Unavailable("DyNet is not a system of acrobat train (its training step is timed by "
+                          "acrobat bench --train)")
     raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
 
 

@@ -7,28 +7,34 @@ everything else runs without DyNet.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import pickle
 
 import pytest
 import torch
 
-from acrobat.bench import dynet_models
+from acrobat.bench import dynet_models, dynet_train
 from acrobat.bench.base import OutOfMemory, Setup, Unavailable
 from acrobat.bench.compare import NOT_AVAILABLE, OK, OUT_OF_MEMORY, Comparison, SystemResult, run_system
 from acrobat.bench.dynet_models import DYNET_MODELS, DynetRunner, dynet_installed
+from acrobat.bench.dynet_train import DynetTrainee
 from acrobat.bench.dynet_worker import MODELS as WORKER_MODELS
 from acrobat.bench.dynet_worker import is_memory_error
 from acrobat.bench.report import BenchReport, geomeans, markdown
 from acrobat.bench.systems import System, select
 from acrobat.bench.timing import Timing, TimingPolicy
+from acrobat.bench import train_step
+from acrobat.bench.train_step import LR, StepResult, TrainComparison, loss_of, train_markdown
 from acrobat.models import GENERATED_VOCAB, MODELS, ModelSpec
 from acrobat.models.berxit import BerxitParams, berxit_instances
+from acrobat.train import TrainOptimizer
 
 ONE = TimingPolicy(repeats=1, min_repeats=1)
 HIDDEN = 8
 """Tiny hidden size for the model checks (Berxit: 2 heads of 4)."""
 BATCH = 4
+TRAIN_BATCH = 3
 
 
 def _tiny_berxit(spec: ModelSpec) -> Setup:
@@ -155,6 +161,25 @@ def test_unavailable_is_still_not_available(tiny):
     assert res.status == NOT_AVAILABLE
 
 
+def test_a_training_worker_that_fails_is_an_error_with_its_reason():
+    worker = dynet_train._Worker({"model": "nope", "strategy": 1})
+    try:
+        with pytest.raises(RuntimeError, match="training, agenda-based.*no DyNet version of 'nope'"):
+            worker.ask("grads")
+    finally:
+        worker.close()
+
+
+def test_the_train_report_shows_dynet_without_peak_memory_and_with_its_strategy():
+    dynet = StepResult("DyNet (autobatch)", detail="best: agenda-based (other: depth-based 9.0 ms)",
+                       forward_ms=[2.0], backward_ms=[3.0], optimizer_ms=[1.0])
+    acrobat = StepResult("acrobat (eager-accum)", forward_ms=[1.0], backward_ms=[1.0], optimizer_ms=[1.0],
+                         peak_bytes=2**20)
+    text = train_markdown([TrainComparison("treelstm", 3, 8, [acrobat, dynet])], "acrobat bench --train")
+    assert "| DyNet (autobatch) | 6.0 | 2.0 | 3.0 | 1.0 | n/a | 2.00x |" in text
+    assert "- DyNet (autobatch): best: agenda-based (other: depth-based 9.0 ms)" in text
+
+
 # ------------------------------------------------------------------ with DyNet
 
 needs_dynet = pytest.mark.skipif(not dynet_installed(), reason="DyNet is not installed (scripts/install-dynet.sh)")
@@ -192,3 +217,58 @@ def test_decisions_vary_in_the_tiny_setups(tiny):
         sizes = [len(tiny["drnn"].spec.reference(x, tiny["drnn"].params)) for x in tiny["drnn"].instances]
     assert len(set(layers)) > 1 and min(layers) < tiny["berxit"].params.layers, layers
     assert len(set(sizes)) > 1, sizes
+
+
+@needs_dynet
+@pytest.mark.parametrize("name", ["treelstm", "birnn", "mvrnn", "stackrnn", "drnn"])
+def test_dynet_training_step_matches_per_instance_pytorch(tiny, monkeypatch, name):
+    """DyNet's first-step gradients of ``loss_of`` (summed over the instances) are the per-instance PyTorch
+    loop's, and two of its Adagrad steps leave the weights two of ``TrainOptimizer``'s steps leave (lookup
+    tables included). Adagrad's first step moves each weight by about the learning rate whatever the
+    gradient's size, so where a gradient is below about 1e-6 the epsilon's place (inside DyNet's square root,
+    outside PyTorch's) shows: the weights agree to 1% of the learning rate."""
+    monkeypatch.setattr(dynet_train, "STRATEGIES", {1: "agenda-based"})  # one worker: fast
+    monkeypatch.setattr(dynet_train, "MEMORY_MB", 64)
+    s = tiny[name]
+    instances, params = s.instances[:TRAIN_BATCH], copy.deepcopy(s.params)
+    trainee = DynetTrainee(s.spec, instances, params, LR)
+    try:
+        got = trainee.grads()
+        trainee.step()
+        trainee.step()
+        (after,) = trainee.weights().values()
+    finally:
+        trainee.close()
+    loss_of([s.spec.reference(x, params) for x in instances]).backward()
+    expected = {n: p.grad for n, p in params.named_parameters()}
+    assert got.keys() == expected.keys()
+    for n, g in expected.items():
+        if g is None:  # e.g. StackRNN's action scores and DRNN's decision weights: read only by decisions
+            assert got[n] is None, n
+        else:
+            torch.testing.assert_close(got[n], g, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}.{n}: {m}")
+    opt = TrainOptimizer(params, "adagrad", LR, 0.0)
+    opt.step()
+    opt.zero_grad()
+    loss_of([s.spec.reference(x, params) for x in instances]).backward()
+    opt.step()
+    torch.testing.assert_close(after, {n: p.detach() for n, p in params.named_parameters()}, rtol=0, atol=LR / 100)
+
+
+@needs_dynet
+def test_dynet_gradients_that_differ_are_reported_wrong_not_timed(dataset, monkeypatch):
+    monkeypatch.setattr(dynet_train, "MEMORY_MB", 64)
+    monkeypatch.setattr(train_step, "SYSTEMS", [s for s in train_step.SYSTEMS
+                                                if s[0] in ("DyNet (autobatch)", train_step.REFERENCE)])
+    torch_grad = DynetTrainee._torch
+    def off_by_one_percent(self: DynetTrainee, name: str, g: object) -> torch.Tensor | None:
+        t = torch_grad(self, name, g)
+        return None if t is None else t * 1.01
+
+    monkeypatch.setattr(DynetTrainee, "_torch", off_by_one_percent)
+    spec = MODELS["treelstm"]
+    cmp = train_step.compare_steps(spec, spec.instances(dataset.trees[:TRAIN_BATCH]), len(dataset.vocab), HIDDEN, 0,
+                                   repeats=1)
+    dynet, ref = cmp.results
+    assert dynet.status == "wrong" and not dynet.forward_ms
+    assert ref.status == "ok"

@@ -138,6 +138,33 @@ def _arrays(params: torch.nn.Module) -> dict[str, np.ndarray]:
     return {name: p.detach().cpu().numpy().copy() for name, p in params.named_parameters()}
 
 
+def worker_job(name: str, params: torch.nn.Module, instances: list, strategy: int, mem_mb: int,
+               limit_mb: int) -> dict[str, Any]:
+    """A DyNet worker's job as plain data: the model, autobatch strategy, DyNet's initial memory and the
+    worker's memory limit (MB), settings (``_config``), weights (numpy, named as in ``params``) and
+    instances (``ENCODERS``)."""
+    encode = ENCODERS[name]
+    return {"model": name, "strategy": strategy, "mem_mb": mem_mb, "limit_mb": limit_mb, "params": _arrays(params),
+            "config": _config(name, params), "instances": [encode(x, params) for x in instances]}
+
+
+def worker_failed(stderr: str, returncode: int, what: str) -> dict[str, str]:
+    """A worker that died without a result: ``{"out_of_memory": why}`` when its ``stderr`` says memory ran
+    out (DyNet aborts when its initial memory cannot be had) or it was killed (``SIGKILL``: what the
+    system's out-of-memory killer sends).
+
+    Raises:
+        RuntimeError: it died otherwise (the message names ``what`` and ends with its stderr's last line).
+    """
+    tail = stderr.strip().splitlines()[-1:] or ["no output"]
+    said = [line.strip() for line in stderr.splitlines() if is_memory_message(line)]
+    if said:
+        return {"out_of_memory": said[-1]}
+    if returncode == -9:
+        return {"out_of_memory": f"killed by SIGKILL (the system's out-of-memory killer?): {tail[0]}"}
+    raise RuntimeError(f"DyNet worker ({what}) failed: {tail[0]}")
+
+
 class DynetRunner:
     """Runs both autobatch strategies in subprocesses; reports the faster one's times.
 
@@ -159,12 +186,10 @@ class DynetRunner:
         self._timing: Timing | None = None
 
     def make_job(self, strategy: int, repeats: int) -> dict[str, Any]:
-        """The worker's job: model, strategy, memory, repeats, settings, weights and instances as plain data."""
+        """The worker's job (``worker_job``) and the timed runs' count."""
         s = self.setup
-        encode = ENCODERS[s.spec.name]
-        return {"model": s.spec.name, "strategy": strategy, "mem_mb": self.mem_mb, "limit_mb": self.limit_mb,
-                "repeats": repeats, "params": _arrays(s.params), "config": _config(s.spec.name, s.params),
-                "instances": [encode(x, s.params) for x in s.instances]}
+        return worker_job(s.spec.name, s.params, s.instances, strategy, self.mem_mb, self.limit_mb) | {
+            "repeats": repeats}
 
     def _run_worker(self, strategy: int, repeats: int) -> dict[str, Any]:
         """Run one strategy's worker; its result (``outputs`` and ``samples_ms``, or ``out_of_memory``)."""
@@ -174,14 +199,7 @@ class DynetRunner:
             proc = subprocess.run([sys.executable, str(WORKER), str(src), str(dst)],
                                   capture_output=True, text=True, timeout=WORKER_TIMEOUT_S)
             if proc.returncode != 0 or not dst.exists():
-                err = proc.stderr or proc.stdout
-                tail = err.strip().splitlines()[-1:] or ["no output"]
-                said = [line.strip() for line in err.splitlines() if is_memory_message(line)]
-                if said:  # DyNet aborts when its initial memory cannot be allocated
-                    return {"out_of_memory": said[-1]}
-                if proc.returncode == -9:  # SIGKILL: what the operating system's out-of-memory killer sends
-                    return {"out_of_memory": f"killed by SIGKILL (the system's out-of-memory killer?): {tail[0]}"}
-                raise RuntimeError(f"DyNet worker (strategy {strategy}) failed: {tail[0]}")
+                return worker_failed(proc.stderr or proc.stdout, proc.returncode, f"strategy {strategy}")
             return pickle.loads(dst.read_bytes())
 
     def outputs(self) -> list:

@@ -1,12 +1,21 @@
-"""DyNet worker: run one model with one autobatch strategy, write outputs and times (ms).
+"""DyNet worker: run one model with one autobatch strategy, write outputs and times (ms); or train it.
 
 Run as a script by ``acrobat.bench.dynet_models.DynetRunner`` (one process
 per strategy: DyNet fixes its strategy at initialisation):
 
     python dynet_worker.py JOB.pkl RESULT.pkl
 
+or, for ``acrobat bench --train``, by ``acrobat.bench.dynet_train`` as
+
+    python dynet_worker.py --train
+
+which reads the job (with Adagrad's learning rate, ``lr``) and then one
+command at a time (``TRAIN_COMMANDS``: a timed training step, the first
+step's gradients, the weights), pickled on stdin, and answers each on
+stdout (``_serve``, ``_Trainer``).
+
 The job holds the model name, the strategy, DyNet's initial memory and
-the worker's memory limit (MB), the repeats, the model's settings
+the worker's memory limit (MB), the timed runs (inference), the model's settings
 (``config``: hidden size and per-model constants), the weights as numpy
 arrays (named as in the PyTorch parameter module) and the instances as
 plain data (``dynet_models.ENCODERS`` says per model). Imports only numpy
@@ -27,7 +36,9 @@ as acrobat's concurrent calls do (paper §4.2). ``run_fibers`` advances
 every instance (and branch) until all wait for values, then computes all
 those values with one ``dy.forward``: DyNet autobatches across instances
 at every decision point, and the graph is executed once per round of
-decisions instead of once per instance's decision.
+decisions instead of once per instance's decision. In training, ``backward``
+then runs once over the whole graph; a decision's value reads pass no
+gradient, as the reference's ``argmax`` and comparisons pass none.
 
 A job that runs out of memory while it runs writes ``{"out_of_memory":
 message}`` instead of outputs (the paper's Table 5 reports such runs as out
@@ -38,10 +49,12 @@ and the runner reads that from the worker's stderr (``is_memory_message``).
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import resource
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import GeneratorType
@@ -60,6 +73,12 @@ the worker reaches its memory limit, the job's ``limit_mb``.)"""
 WARMUP = 2
 """Untimed runs first (as the harness's output check + warm-up): DyNet grows its memory pools in the
 first run and merges them into one at the start of the next, which is slow."""
+
+ADAGRAD_EPS = 1e-20
+"""``dy.AdagradTrainer``'s epsilon in the training mode (added inside the square root; ``_Trainer``)."""
+
+TRAIN_COMMANDS = ("step", "grads", "weights")
+"""The training mode's commands: each is answered by the ``_Trainer`` method of its name."""
 
 Build = Callable[[Any, dict[str, Any], dict[str, Any]], Callable[[Any], Any]]
 """``build(dy, params, config)``: per-instance function, given the graph's parameter expressions."""
@@ -390,24 +409,33 @@ def is_memory_error(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or is_memory_message(f"{type(exc).__name__}: {exc}")
 
 
+def _transposed(spec: ModelDef, name: str, arr: np.ndarray) -> bool:
+    """True for a weight used as ``x @ W`` in PyTorch: ``W^T x`` in DyNet, so it is held transposed there."""
+    return arr.ndim == 2 and name not in spec.lookups and name not in spec.as_is
+
+
 def _load(dy: Any, model: Any, spec: ModelDef, params: dict[str, np.ndarray]) -> dict[str, Any]:
     P: dict[str, Any] = {}
     for name, arr in params.items():
         if name in spec.lookups:  # DyNet reads each entry column-major: matrix entries go in transposed
             entries = arr.swapaxes(1, 2) if arr.ndim == 3 else arr
             P[name] = model.lookup_parameters_from_numpy(np.ascontiguousarray(entries))
-        elif arr.ndim == 2 and name not in spec.as_is:  # x @ W in PyTorch is W^T x in DyNet
-            P[name] = model.parameters_from_numpy(np.ascontiguousarray(arr.T))
         else:
-            P[name] = model.parameters_from_numpy(np.ascontiguousarray(arr))
+            P[name] = model.parameters_from_numpy(np.ascontiguousarray(arr.T if _transposed(spec, name, arr) else arr))
     return P
 
 
-def _worker(src: str, dst: str) -> None:
-    job = pickle.loads(Path(src).read_bytes())
+def _as_torch(spec: ModelDef, name: str, arr: np.ndarray) -> np.ndarray:
+    """A weight's (or its gradient's) value read from DyNet (``as_array``: entries as matrices), laid out
+    as the PyTorch parameter ``name``."""
+    return arr.T if _transposed(spec, name, arr) else arr
+
+
+def _start(job: dict[str, Any]) -> tuple[Any, ModelDef, Any, dict[str, Any]]:
+    """Limit the process's memory, initialise DyNet with the job's strategy and memory, load the weights:
+    ``(dynet module, model definition, parameter collection, parameters by name)``."""
     if job["model"] not in MODELS:
         raise SystemExit(f"dynet_worker: no DyNet version of {job['model']!r} (have {', '.join(MODELS)})")
-    spec = MODELS[job["model"]]
     limit = job["limit_mb"] << 20  # past it, allocations fail (and are reported) instead of the machine running out
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import dynet_config
@@ -416,13 +444,25 @@ def _worker(src: str, dst: str) -> None:
     import dynet as dy
 
     model = dy.ParameterCollection()
-    P = _load(dy, model, spec, job["params"])
+    spec = MODELS[job["model"]]
+    return dy, spec, model, _load(dy, model, spec, job["params"])
+
+
+def _build(dy: Any, spec: ModelDef, P: dict[str, Any], job: dict[str, Any]) -> list[Any]:
+    """A fresh graph with every instance's outputs in it (the decisions' values computed, ``run_fibers``)."""
+    dy.renew_cg()
+    E = {k: v if k in spec.lookups else dy.parameter(v) for k, v in P.items()}  # parameters in this graph
+    run = spec.build(dy, E, job["config"])
+    return run_fibers(dy, [run(x) for x in job["instances"]])
+
+
+def _worker(src: str, dst: str) -> None:
+    """Inference: ``WARMUP`` untimed runs, then ``job["repeats"]`` timed ones; write outputs and times."""
+    job = pickle.loads(Path(src).read_bytes())
+    dy, spec, model, P = _start(job)  # the parameters live as long as ``model``
 
     def once() -> list[Any]:
-        dy.renew_cg()
-        E = {k: v if k in spec.lookups else dy.parameter(v) for k, v in P.items()}  # parameters in this graph
-        run = spec.build(dy, E, job["config"])
-        outs = run_fibers(dy, [run(x) for x in job["instances"]])
+        outs = _build(dy, spec, P, job)
         dy.forward(_expressions(outs))
         return _values(outs)
 
@@ -442,5 +482,94 @@ def _worker(src: str, dst: str) -> None:
     Path(dst).write_bytes(pickle.dumps({"outputs": result, "samples_ms": samples}))
 
 
+class _Trainer:
+    """The training step (``--train``): per step a fresh graph, the loss, ``backward``, Adagrad's update.
+
+    The loss is ``acrobat.bench.train_step.loss_of``'s: half the sum of
+    squares of every output, summed over the instances. The optimizer is
+    ``dy.AdagradTrainer`` set as ``acrobat.train.TrainOptimizer``'s
+    ``torch.optim.Adagrad``: learning rate ``job["lr"]``, no gradient
+    clipping (DyNet clips at norm 5 unless told not to), accumulators from
+    zero. DyNet adds epsilon inside the square root (``g / sqrt(s + eps)``;
+    PyTorch: ``g / (sqrt(s) + 1e-10)``), so ``ADAGRAD_EPS`` is 1e-20 (its
+    square root is PyTorch's epsilon); the two differ only where ``s`` is
+    below about 1e-18. Lookup parameters stay lookup parameters: DyNet's
+    sparse updates touch only the rows used.
+    """
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        self.dy, self.spec, self.model, self.P = _start(job)  # the parameters live as long as ``self.model``
+        self.trainer = self.dy.AdagradTrainer(self.model, learning_rate=job["lr"], eps=ADAGRAD_EPS)
+        self.trainer.set_clip_threshold(0)  # 0: no clipping
+
+    def _loss(self) -> Any:
+        outs = _build(self.dy, self.spec, self.P, self.job)
+        return self.dy.esum([self.dy.squared_norm(e) for e in _expressions(outs)]) * 0.5
+
+    def step(self) -> tuple[float, float, float]:
+        """One training step; ms of forward (graph, loss and its value), backward and the update."""
+        t0 = time.perf_counter()
+        loss = self._loss()
+        loss.value()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        self.trainer.update()
+        t3 = time.perf_counter()
+        return (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3
+
+    def grads(self) -> dict[str, Any]:
+        """One forward and backward, no update: every gradient in PyTorch's layout, then zeroed.
+
+        A lookup table's is ``(rows, their gradients)``: the rows whose gradient is not all zero."""
+        loss = self._loss()
+        loss.value()
+        loss.backward()
+        out: dict[str, Any] = {}
+        for name, p in self.P.items():
+            g = _as_torch(self.spec, name, p.grad_as_array())
+            if name in self.spec.lookups:
+                rows = np.flatnonzero(g.reshape(len(g), -1).any(axis=1))
+                out[name] = (rows, g[rows])
+            else:
+                out[name] = g
+            p.scale_gradient(0.0)
+        return out
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """Every weight now, in PyTorch's layout (lookup tables whole)."""
+        return {name: _as_torch(self.spec, name, p.as_array()) for name, p in self.P.items()}
+
+
+def _serve() -> None:
+    """``--train``: read the job, then commands (``TRAIN_COMMANDS``), pickled on stdin, until end of input;
+    reply to each, pickled on stdout: ``{"ok": result}``, ``{"out_of_memory": message}`` or ``{"error":
+    traceback}`` (the process then ends). Anything else written to stdout (DyNet's notices) goes to stderr."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    commands = sys.stdin.buffer
+    trainer = _Trainer(pickle.load(commands))
+    while True:
+        try:
+            command = pickle.load(commands)
+        except EOFError:
+            return
+        try:
+            if command not in TRAIN_COMMANDS:
+                raise ValueError(f"dynet_worker: unknown command {command!r} (have {', '.join(TRAIN_COMMANDS)})")
+            reply = {"ok": getattr(trainer, command)()}
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises
+            reply = ({"out_of_memory": f"{type(exc).__name__}: {exc}".strip()} if is_memory_error(exc)
+                     else {"error": traceback.format_exc()})
+        pickle.dump(reply, replies)
+        replies.flush()
+        if "ok" not in reply:
+            return
+
+
 if __name__ == "__main__":
-    _worker(sys.argv[1], sys.argv[2])
+    if sys.argv[1:] == ["--train"]:
+        _serve()
+    else:
+        _worker(sys.argv[1], sys.argv[2])

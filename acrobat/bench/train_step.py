@@ -23,9 +23,13 @@ the same graphs compiled by TorchInductor with their backward kernels,
 gradient check) with sparse embedding gradients; on the plain ``eager``
 backend (one zero-filled gradient per gather), with sparse and with dense
 embedding gradients (the saving of updating only the rows used);
-hand-batched PyTorch; TorchFold; DyNet (not installed here, or its training
-step not implemented); per-instance PyTorch. ``--systems`` picks groups of
-them (``TRAIN_GROUPS``); the per-instance loop always runs (it is the check).
+hand-batched PyTorch; TorchFold; DyNet with autobatching
+(``acrobat.bench.dynet_train``: the same step in DyNet worker processes,
+the faster of its two autobatch strategies; its lookup tables updated in
+the rows used; no peak memory); per-instance PyTorch. Systems other than
+DyNet train in this process (``_Trainee``); each is a ``Trainee``.
+``--systems`` picks groups of them (``TRAIN_GROUPS``); the per-instance
+loop always runs (it is the check).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -46,7 +50,7 @@ from tqdm import tqdm
 
 from acrobat.bench.base import Unavailable
 from acrobat.bench.compare import ATOL, RTOL
-from acrobat.bench.dynet_models import dynet_installed
+from acrobat.bench.dynet_train import DynetTrainee
 from acrobat.bench.machine import machine_line
 from acrobat.bench.torchfold_models import TORCHFOLD_CANNOT, TORCHFOLD_MODELS, load_torchfold
 from acrobat.data import load_dataset
@@ -58,6 +62,8 @@ TRAIN_MODELS = ("treelstm", "birnn", "mvrnn", "stackrnn", "drnn")
 ACROBAT = "acrobat (eager-accum)"
 COMPILED = "acrobat (compiled)"
 REFERENCE = "PyTorch per instance"
+LR = 0.05
+"""Adagrad's learning rate in every system's step."""
 
 Forward = Callable[[torch.nn.Module], Any]  # params -> per-instance outputs
 
@@ -85,29 +91,17 @@ def _torchfold(spec: ModelSpec, instances: list) -> Forward:
     return lambda p: fn(instances, p)
 
 
-def _dynet(spec: ModelSpec, instances: list) -> Forward:
-    if not dynet_installed():
-        raise Unavailable("not installed (scripts/install-dynet.sh)")
-    raise Unavailable("DyNet's training step is not implemented in acrobat's baselines yet (inference only)")
-
-
 def _per_instance(spec: ModelSpec, instances: list) -> Forward:
     return lambda p: [spec.reference(x, p) for x in instances]
 
 
-SYSTEMS: list[tuple[str, str, Callable[[ModelSpec, list], Forward]]] = [
-    (ACROBAT, "acrobat", _acrobat("eager-accum", True)),
-    (COMPILED, "acrobat", _acrobat("compiled", True)),
-    ("acrobat (eager)", "acrobat", _acrobat("eager", True)),
-    ("acrobat (eager, dense embedding updates)", "acrobat", _acrobat("eager", False)),
-    ("hand-batched PyTorch", "hand", _hand),
-    ("TorchFold", "torchfold", _torchfold),
-    ("DyNet (autobatch)", "dynet", _dynet),
-    (REFERENCE, "pytorch", _per_instance),
-]
-"""Every system ``--train`` times, in report order: (name, its ``--systems`` group, its forward's maker)."""
-TRAIN_GROUPS = tuple(dict.fromkeys(group for _, group, _ in SYSTEMS))
-"""The groups ``--train --systems`` takes."""
+def _in_process(make: Callable[[ModelSpec, list], Forward]) -> MakeTrainee:
+    """A system that is a PyTorch forward: it trains in this process (``_Trainee``)."""
+    return lambda spec, instances, params: _Trainee(make(spec, instances), params)
+
+
+def _dynet(spec: ModelSpec, instances: list, params: torch.nn.Module) -> Trainee:
+    return DynetTrainee(spec, instances, params, LR)
 
 
 def loss_of(outputs: Any) -> torch.Tensor:
@@ -126,7 +120,7 @@ class StepResult:
     forward_ms: list[float] = field(default_factory=list)  # forward and loss, per timed step
     backward_ms: list[float] = field(default_factory=list)
     optimizer_ms: list[float] = field(default_factory=list)
-    peak_bytes: int | None = None
+    peak_bytes: int | None = None  # None: not measured (DyNet)
 
     def median(self, phase: str) -> float:
         return statistics.median(getattr(self, f"{phase}_ms"))
@@ -152,14 +146,37 @@ class TrainComparison:
         return r.step_ms if r is not None else None
 
 
-class _Trainee:
-    """One system's weights, forward and optimizer on one configuration."""
+class Trainee(Protocol):
+    """One system's training step on one configuration (its own copy of the weights and optimizer state)."""
 
-    def __init__(self, spec: ModelSpec, instances: list, vocab: int, hidden: int, seed: int,
-                 make: Callable[[ModelSpec, list], Forward]):
-        self.forward = make(spec, instances)
-        self.params = spec.make_params(vocab, hidden, seed)
-        self.opt = TrainOptimizer(self.params, "adagrad", 0.05, 0.0)
+    def grads(self) -> dict[str, torch.Tensor | None]:
+        """The gradients of one forward and backward (no optimizer step), dense, by parameter name."""
+        ...
+
+    def step(self, res: StepResult | None = None) -> None:
+        """One training step, timed for ``res`` when given."""
+        ...
+
+    def finish(self, res: StepResult) -> None:
+        """After the timed steps: what is left to fill in ``res`` (peak memory)."""
+        ...
+
+    def close(self) -> None:
+        """Free what the trainee holds outside this process."""
+        ...
+
+
+MakeTrainee = Callable[[ModelSpec, list, torch.nn.Module], Trainee]
+"""``make(spec, instances, params)``: a system's trainee (raises ``Unavailable`` where it cannot train)."""
+
+
+class _Trainee:
+    """A system that trains in this process: its forward, weights and ``TrainOptimizer`` (Adagrad)."""
+
+    def __init__(self, forward: Forward, params: torch.nn.Module):
+        self.forward = forward
+        self.params = params
+        self.opt = TrainOptimizer(self.params, "adagrad", LR, 0.0)
 
     def step(self, res: StepResult | None = None) -> None:
         t0 = time.perf_counter()
@@ -182,15 +199,33 @@ class _Trainee:
         self.params.zero_grad(set_to_none=True)
         return out
 
-    def peak_bytes(self) -> int:
-        """Most bytes allocated at once during one step, above what was live when it began."""
+    def finish(self, res: StepResult) -> None:
+        """Peak memory: most bytes allocated at once during one more step, above what was live when it began."""
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             self.step()
         cur = peak = 0
         for e in sorted(prof.events(), key=lambda e: e.time_range.start):
             cur += e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage
             peak = max(peak, cur)
-        return peak
+        res.peak_bytes = peak
+
+    def close(self) -> None:
+        """Nothing to free outside this process."""
+
+
+SYSTEMS: list[tuple[str, str, MakeTrainee]] = [
+    (ACROBAT, "acrobat", _in_process(_acrobat("eager-accum", True))),
+    (COMPILED, "acrobat", _in_process(_acrobat("compiled", True))),
+    ("acrobat (eager)", "acrobat", _in_process(_acrobat("eager", True))),
+    ("acrobat (eager, dense embedding updates)", "acrobat", _in_process(_acrobat("eager", False))),
+    ("hand-batched PyTorch", "hand", _in_process(_hand)),
+    ("TorchFold", "torchfold", _in_process(_torchfold)),
+    ("DyNet (autobatch)", "dynet", _dynet),
+    (REFERENCE, "pytorch", _in_process(_per_instance)),
+]
+"""Every system ``--train`` times, in report order: (name, its ``--systems`` group, its trainee's maker)."""
+TRAIN_GROUPS = tuple(dict.fromkeys(group for _, group, _ in SYSTEMS))
+"""The groups ``--train --systems`` takes."""
 
 
 def _same_grads(a: dict, b: dict) -> bool:
@@ -208,40 +243,46 @@ def compare_steps(spec: ModelSpec, instances: list, vocab: int, hidden: int, see
     """Check every system's gradients against the per-instance loop's, then time their steps interleaved
     (the systems of ``groups`` only, default all; the per-instance loop always runs, as the check)."""
     cmp = TrainComparison(spec.name, len(instances), hidden)
-    trainees: dict[str, _Trainee] = {}
+    trainees: dict[str, Trainee] = {}
+    made: list[Trainee] = []
     expected = None
     chosen = [(name, make) for name, group, make in SYSTEMS
               if groups is None or group in groups or name == REFERENCE]
-    for name, make in reversed(chosen):  # the per-instance reference first: its gradients are the check
-        res = StepResult(name)
-        cmp.results.insert(0, res)
-        on_progress(f"{spec.name} b{len(instances)}: check {name}")
-        try:
-            t = _Trainee(spec, instances, vocab, hidden, seed, make)
-            grads = t.grads()
-        except Unavailable as exc:
-            res.status, res.detail = ("not installed" if str(exc).startswith("not installed") else "not available",
-                                      str(exc))
-            continue
-        except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
-            res.status, res.detail = "error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
-            continue
-        if expected is None:
-            expected = grads
-        elif not _same_grads(grads, expected):
-            res.status, res.detail = "wrong", "gradients differ from the per-instance PyTorch loop's"
-            continue
-        trainees[name] = t
-    for name, t in trainees.items():
-        t.step()  # warm-up (the first optimizer step makes its state)
-    for r in range(repeats):
+    try:
+        for name, make in reversed(chosen):  # the per-instance reference first: its gradients are the check
+            res = StepResult(name)
+            cmp.results.insert(0, res)
+            on_progress(f"{spec.name} b{len(instances)}: check {name}")
+            try:
+                t = make(spec, instances, spec.make_params(vocab, hidden, seed))
+                made.append(t)
+                grads = t.grads()
+            except Unavailable as exc:
+                res.status, res.detail = ("not installed" if str(exc).startswith("not installed")
+                                          else "not available", str(exc))
+                continue
+            except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
+                res.status, res.detail = "error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+                continue
+            if expected is None:
+                expected = grads
+            elif not _same_grads(grads, expected):
+                res.status, res.detail = "wrong", "gradients differ from the per-instance PyTorch loop's"
+                continue
+            trainees[name] = t
+        for name, t in trainees.items():
+            t.step()  # warm-up (the first optimizer step makes its state)
+        for r in range(repeats):
+            for res in cmp.results:
+                if res.system in trainees:
+                    on_progress(f"{spec.name} b{len(instances)}: round {r + 1}/{repeats} {res.system}")
+                    trainees[res.system].step(res)
         for res in cmp.results:
             if res.system in trainees:
-                on_progress(f"{spec.name} b{len(instances)}: round {r + 1}/{repeats} {res.system}")
-                trainees[res.system].step(res)
-    for res in cmp.results:
-        if res.system in trainees:
-            res.peak_bytes = trainees[res.system].peak_bytes()
+                trainees[res.system].finish(res)
+    finally:
+        for t in made:
+            t.close()
     return cmp
 
 
@@ -284,7 +325,7 @@ def train_markdown(cmps: list[TrainComparison], command: str) -> str:
     lines = [f"## Training step: `{command}`", "", f"machine: {machine_line()}", "",
              "One step = forward + loss + backward + Adagrad step; medians of interleaved rounds, ms. Peak memory: "
              "torch profiler CPU memory events, most bytes allocated at once during one step above what was live "
-             "at its start.", ""]
+             "at its start (n/a: DyNet, which allocates from its own memory pools).", ""]
     for c in cmps:
         ref = c.step_ms(ACROBAT)
         lines += [f"### {c.model}, hidden {c.hidden}, batch {c.batch_size}", "",
@@ -296,10 +337,11 @@ def train_markdown(cmps: list[TrainComparison], command: str) -> str:
                 lines.append(f"| {r.system} | {why} | | | | | |")
                 continue
             speed = f"{r.step_ms / ref:.2f}x" if ref else ""
-            mb = f"{r.peak_bytes / 2**20:.1f}" if r.peak_bytes is not None else ""
+            mb = f"{r.peak_bytes / 2**20:.1f}" if r.peak_bytes is not None else "n/a"
             lines.append(f"| {r.system} | {r.step_ms:.1f} | {r.median('forward'):.1f} | {r.median('backward'):.1f} "
                          f"| {r.median('optimizer'):.1f} | {mb} | {speed} |")
-        lines.append("")
+        notes = [f"- {r.system}: {r.detail}" for r in c.results if r.step_ms is not None and r.detail]
+        lines += [""] + (notes + [""] if notes else [])
     lines += [f"### {ACROBAT}'s speedup over each system: geometric mean over the configurations both ran", ""]
     ran = {r.system for c in cmps for r in c.results}
     for name, _, _ in SYSTEMS:
