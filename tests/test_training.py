@@ -133,9 +133,9 @@ def test_compiled_training_gradients(dataset, kind, name):
         ex = examples.load(name)
         program = ex.program
         check_grads(program, ex.reference, ex.make_params(0), ex.instances(6, 2), torch.float32, "compiled")
-    be, kernels = program.backend("compiled-train")
-    assert all(k.eager_graphs == 0 and not k.untraceable for k in kernels.values() if hasattr(k, "eager_graphs"))
-    assert sum(k.compiled for k in kernels.values() if hasattr(k, "compiled")) >= 1, be.report()
+    be, _ = program.backend("compiled-train")  # its kernels of every compile of the program (facts differ by run)
+    assert all(k.eager_graphs == 0 and not k.untraceable for k in be.kernels)
+    assert sum(k.compiled for k in be.kernels) >= 1, be.report()
 
 
 def test_compiled_training_serves_a_new_batch_size_without_compiling(dataset):

@@ -73,6 +73,12 @@ block_id)`` the pending group itself; ``make(phase, depth, block_id)`` creates a
 miss; ``hoisted`` (bytes, one per block id) marks the blocks whose nodes ignore the phase's stage bits
 (``acrobat/_native.c``). Made by ``new_dfg``."""
 
+Recording = _native.Recording
+"""The dynamic tier's common recorded call in C (``acrobat.runtime.dynamic.Recorder.record``): signs a positional
+call, adds its DFG node and makes its ``Lazy`` result(s), or returns ``NotImplemented`` for the Python path."""
+LazyBase = _native.LazyBase
+"""The C fields of ``acrobat.runtime.lazy.Lazy`` (``h``, ``meta``, ``depth``, ``requires_grad``, ``rec``)."""
+
 
 class Group(_native.Group):
     """The DFG nodes of one block at one (phase, depth): one batched launch.

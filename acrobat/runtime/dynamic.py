@@ -54,8 +54,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 
-from acrobat._native import Recording
-from acrobat.runtime.dfg import OUTPUT_STEP
+from acrobat.runtime.dfg import OUTPUT_STEP, Recording
 from acrobat.runtime.batching import Leaf, RuleMismatch, rule_for
 from acrobat.runtime.eager import RowLoopKernel
 from acrobat.diagnosis import mark_limit

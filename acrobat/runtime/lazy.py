@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from acrobat._native import LazyBase
+from acrobat.runtime.dfg import LazyBase
 
 if TYPE_CHECKING:
     from acrobat.runtime.dynamic import Recorder
