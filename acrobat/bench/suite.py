@@ -70,8 +70,9 @@ def run_bench(st: BenchSettings, progress: bool = True) -> BenchReport:
     policy = TimingPolicy(st.repeats, st.budget_ms, st.min_repeats, sync=st.device == "cuda")
 
     def systems_for(bs: int) -> list[System]:
-        """The ablation (Fig. 8) runs at the largest batch size only, as in the paper."""
-        return [s for s in st.systems if s.group != "ablation" or bs == top]
+        """The ablation (Fig. 8) runs at the largest batch size only, as in the paper; training backends run with
+        ``--grad`` only."""
+        return [s for s in st.systems if (s.group != "ablation" or bs == top) and (st.grad or not s.grad_only)]
 
     bar = tqdm(total=sum(len(systems_for(bs)) for _, _, bs in configs), unit="system", file=sys.stderr,
                disable=not progress, dynamic_ncols=True)

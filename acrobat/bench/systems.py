@@ -53,12 +53,16 @@ class System:
     group: str
     prepare: Callable[[Setup], Runner]
     options: Options | None = None  # for ablation steps: the acrobat options timed
+    grad_only: bool = False  # a training backend: in inference it runs as another system does (not timed then)
 
 
 TUNE_RUNS = 60
 """Untimed runs of an acrobat backend before its check, at most: until the backend is tuned (``Backend.tuned``:
 about 25 runs where no choice is remembered, 1 where the cache folder holds them all)."""
 
+TRAINING_BACKENDS = ("eager-accum", "compiled-train")
+"""Backends that differ from ``eager`` only while autograd records (in inference their launches run through
+``vmap``, as eager's do): timed with ``--grad`` only."""
 INTERP_BACKEND = "eager"
 """The backend of the ablation steps and of the interpreted-vs-generated comparison."""
 
@@ -132,7 +136,7 @@ def default_backend() -> str:
 
 def all_systems() -> list[System]:
     """Every system, in report order (ablation steps read ``Options``' fields at call time)."""
-    systems = [System(f"acrobat ({be})", "acrobat", _acrobat(be)) for be in BACKENDS]
+    systems = [System(f"acrobat ({be})", "acrobat", _acrobat(be), grad_only=be in TRAINING_BACKENDS) for be in BACKENDS]
     systems += [
         System("PyTorch per instance", "pytorch", _pytorch),
         System("hand-batched PyTorch", "hand", _hand),
