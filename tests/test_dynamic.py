@@ -242,3 +242,26 @@ def test_a_program_in_the_dynamic_tier_is_compiled_once_for_its_runs():
     assert compiles() == before
     blind = prog.compile(1)
     assert blind.facts is None and prog.compile(1, shared=(p,)).facts == {} and compiles() <= before + 1
+
+
+def test_the_host_state_fingerprint_sees_attributes_added_replaced_and_appended():
+    """The fingerprint keeps each owner's watched names until its names change: a new attribute, one removed
+    and another added (the same count), a list appended to, and a value rebound all change it."""
+    from acrobat.runtime.dynamic import shared_host_state
+
+    p = dp.Params()
+    fp = shared_host_state((p,))
+    assert fp is not None
+    base = fp()
+    assert fp() == base
+    p.outputs = []
+    with_list = fp()
+    assert with_list != base
+    p.outputs.append(1)
+    assert fp() != with_list
+    del p.outputs
+    p.other = []  # one removed, one added: as many names as before
+    renamed = fp()
+    assert renamed != with_list and renamed != base
+    p.cell.hidden_size = 5  # a submodule's attribute rebound
+    assert fp() != renamed

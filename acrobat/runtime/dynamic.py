@@ -730,17 +730,23 @@ def shared_host_state(shared: tuple) -> Callable[[], tuple] | None:
     if not owners:
         return None
 
+    attrs = [(id(o), vars(o), module) for o, module in owners]
+    watched: list[tuple[tuple, list[str]] | None] = [None] * len(attrs)  # per owner: its names, those watched
+
     def fingerprint() -> tuple:
         out: list = []
-        for o, module in owners:
-            for k, v in vars(o).items():
-                if module and k.startswith("_"):
-                    continue
+        for i, (oid, d, module) in enumerate(attrs):
+            keys = tuple(d)  # the names to watch are found again only when the owner's names change
+            seen = watched[i]
+            if seen is None or seen[0] != keys:
+                seen = watched[i] = (keys, [k for k in keys if not (module and k.startswith("_"))])
+            for k in seen[1]:
+                v = d[k]
                 if isinstance(v, (list, dict, set)):
                     last = id(v[-1]) if isinstance(v, list) and v else None
-                    out.append((id(o), k, id(v), len(v), last))
+                    out.append((oid, k, id(v), len(v), last))
                 else:
-                    out.append((id(o), k, id(v)))
+                    out.append((oid, k, id(v)))
         return tuple(out)
 
     return fingerprint
