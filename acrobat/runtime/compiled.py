@@ -567,7 +567,7 @@ def _signature(x: Any) -> Any:
     """A hashable description of a shared argument: shape, strides, dtype and device for tensors, else the value."""
     if isinstance(x, torch.Tensor):
         return ("tensor", tuple(x.shape), x.stride(), x.dtype, x.device)
-    if isinstance(x, (list, tuple)):
+    if isinstance(x, (list, tuple, torch.nn.ParameterList)):
         return tuple(_signature(i) for i in x)
     if isinstance(x, Form):  # a module form: its settings and its tensors' signatures
         return type(x), x.key, tuple(_signature(i) for i in pytree.tree_leaves(x))

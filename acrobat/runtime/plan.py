@@ -229,11 +229,16 @@ class Form:
 
 def flatten_forms(values: Sequence[Any]) -> tuple[list[Any], list[pytree.TreeSpec | None]]:
     """``values`` with every form replaced by its tensors (the kernel's inputs), and per value
-    the spec to rebuild it (None: not a form, kept as it is)."""
+    the spec to rebuild it (None: not a form, kept as it is). An ``nn.ParameterList`` (``p.biases[k]`` by a
+    per-instance int, ``acrobat.runtime.lookup``) is kept as the tuple of its parameters: a pytree whose
+    leaves the kernel takes as inputs, where the list itself would be one opaque constant."""
     flat: list[Any] = []
     specs: list[pytree.TreeSpec | None] = []
     for v in values:
-        if isinstance(v, Form):
+        if isinstance(v, torch.nn.ParameterList):
+            flat.append(tuple(v))
+            specs.append(None)
+        elif isinstance(v, Form):
             leaves, spec = pytree.tree_flatten(v)
             flat += leaves
             specs.append(spec)
