@@ -415,10 +415,14 @@ class Program(Function[P, R]):
                 judged = blame(exc, self.__name__, instances, lambda x: self.plain(x, shared), be.name)
                 if judged is exc:
                     raise
-                if not isinstance(judged, InternalError) or c.plan.dynamic is not None or c.effects \
+                if isinstance(judged, InternalError) and getattr(exc, "per_instance_shapes", False):
+                    judged = exc  # plain calls run them: tensors of per-instance shapes, the static tier's limit
+                    if c.plan.dynamic is not None or c.effects or options.strict:
+                        raise
+                elif not isinstance(judged, InternalError) or c.plan.dynamic is not None or c.effects \
                         or options.strict:
                     raise judged from exc
-                failed: InternalError | None = judged
+                failed: AcrobatError | None = judged
             else:
                 failed = None
                 rt.stats.probing = be.probing()
@@ -489,25 +493,31 @@ class Program(Function[P, R]):
                                "computes instead, or run without Options(strict=True) (the dynamic tier runs it)")
         return dataclasses.replace(options, static=False)
 
-    def _run_dynamic(self, failed: InternalError, instances: Sequence, shared: tuple, options: Options,
+    def _run_dynamic(self, failed: AcrobatError, instances: Sequence, shared: tuple, options: Options,
                      stats: RunStats | None, sync: bool, sparse_grads: bool) -> list[Any]:
         """The batch again in the dynamic tier (the model's own Python per instance, its operators batched at
-        run time: correct by construction), after the static tier failed on it with ``failed``, acrobat's
-        own bug: said by a ``DynamicFallbackWarning`` and in ``stats.fallback``. Only for programs whose
-        calls change no host state that outlives them (a second run would repeat those changes).
+        run time: correct by construction), after the static tier failed on it with ``failed``: acrobat's own
+        bug (an ``InternalError``), or tensors whose shapes differ between instances meeting in one static
+        block, which plain calls run (a ``ShapeError`` marked ``per_instance_shapes``: the static tier batches
+        equal shapes only). Said by a ``DynamicFallbackWarning`` and in ``stats.fallback``. Only for programs
+        whose calls change no host state that outlives them (a second run would repeat those changes).
 
         Raises:
-            InternalError: ``failed``, when the dynamic tier fails as well.
+            InternalError: ``failed``, when it is one and the dynamic tier fails as well.
+            AcrobatError: the dynamic tier's own error (naming the instance) after a ``per_instance_shapes`` one.
         """
-        warnings.warn(f"{failed}\n  the batch ran in the dynamic tier instead (slower; Options(strict=True) "
+        limit = "" if isinstance(failed, InternalError) else "the static tier batches tensors of equal shapes only: "
+        warnings.warn(f"{limit}{failed}\n  the batch ran in the dynamic tier instead (slower; Options(strict=True) "
                       "raises the error)", DynamicFallbackWarning, stacklevel=3)
         try:
             out = self.run(instances, *shared, backend="eager", options=dataclasses.replace(options, static=False),
                            stats=stats, sync=sync, sparse_grads=sparse_grads)
         except AcrobatError as exc:
+            if limit:
+                raise
             raise failed from exc
         if stats is not None:
-            stats.fallback = " ".join(line.strip() for line in str(failed).splitlines()[:2])
+            stats.fallback = limit + " ".join(line.strip() for line in str(failed).splitlines()[:2])
         return out
 
     def trace(self, instances: Sequence, *shared: Any,

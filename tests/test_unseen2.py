@@ -191,7 +191,24 @@ def _pooled_instance_tensor(x, p):
 
 @pytest.mark.xfail(strict=True, reason="instance tensors of per-instance shapes ((n, 4) with n differing) reach "
                    "one static block: the launch's shape check (ShapeError) fails it, InternalError, and the "
-                   "batch reruns in the dynamic tier with a DynamicFallbackWarning calling it a bug in acrobat; "
+                   "batch reruns in the dynamic tier with a DynamicFallbackWarning that names the shapes (the static tier's limit); "
                    "the same class as tests/test_unseen.py::test_tensor_of_a_host_list_of_per_instance_length")
 def test_instance_tensors_of_per_instance_shapes():
     _no_fallback(_pooled_instance_tensor, [torch.randn(3, 4), torch.randn(5, 4)], _Biased())
+
+
+def test_per_instance_shapes_are_said_as_the_static_tiers_limit_not_a_bug():
+    """Meanwhile (the xfail above), such a batch runs in the dynamic tier with the plain calls' results and a
+    warning that names the shapes and the line, and does not call it a bug in acrobat; strict raises it."""
+    p = _Biased()
+    batch = [torch.randn(3, 4), torch.randn(5, 4)]
+    stats = ab.RunStats()
+    with pytest.warns(DynamicFallbackWarning) as caught, torch.no_grad():
+        got = _pooled_instance_tensor.run(batch, p, backend="eager", stats=stats)
+    text = " ".join(str(w.message) for w in caught)
+    assert "equal shapes only" in text and "(3, 4) vs (5, 4)" in text and "test_unseen2.py:" in text
+    assert "bug in acrobat" not in text and "equal shapes only" in stats.summary()
+    with torch.no_grad():
+        torch.testing.assert_close(got, [_pooled_instance_tensor(x, p) for x in batch])
+        with pytest.raises(ab.ShapeError, match="different shapes"):
+            _pooled_instance_tensor.run(batch, p, backend="eager", options=ab.Options(strict=True))

@@ -535,10 +535,12 @@ class Runtime:
             if len(set(shapes)) > 1:
                 first = shapes[0]
                 odd = next(r for r, s in enumerate(shapes) if s != first)
-                return ShapeError(
+                err = ShapeError(
                     f"instances {g.insts[0]} and {g.insts[odd]} give `{p.source}` different shapes {first} vs "
                     f"{shapes[odd]} in static block {block.name}: instances batched together must agree on tensor "
                     f"shapes\n{p.site.where()}", instance=g.insts[odd])
+                err.per_instance_shapes = True  # type: ignore[attr-defined]  # the static tier's limit (Program.run)
+                return err
         why = ("an operator there has no batching rule, or reads a tensor's value inside the block"
                if self.arena is None else "an operator there has no batching rule or is rejected by the kernel "
                "compiler; backend='eager' runs the block without compiling it")

@@ -60,7 +60,7 @@ class RunStats:
     blocks: dict[int, BlockStats] = field(default_factory=dict)
     dynamic: Any = None  # the dynamic tier's figures (acrobat.runtime.dynamic.DynamicStats), when it ran
     probing: list[str] = field(default_factory=list)  # after the (last) run: blocks still probing a choice
-    fallback: str | None = None  # the static tier's failure (acrobat's bug) after which the batch ran dynamically
+    fallback: str | None = None  # the static tier's failure (acrobat's bug, or its limit) after which the batch ran dynamically
     plain: str | None = None  # why the (last) batch ran as plain per-instance calls, unbatched (acrobat.runtime.tier)
 
     LOW_BATCH = 0.25
@@ -119,7 +119,7 @@ class RunStats:
         if self.dynamic is not None:
             lines.append(self.dynamic.report(self.blocks.values()).splitlines()[0])
         if self.fallback:
-            lines.append(f"the static tier failed (acrobat's bug; the batch ran in the dynamic tier): {self.fallback}")
+            lines.append(f"the static tier could not run the batch, which ran in the dynamic tier: {self.fallback}")
         if self.plain:
             lines.append(self.plain)
         return "\n".join(lines)
@@ -145,7 +145,7 @@ class RunStats:
         if self.dynamic is not None:
             lines.append(self.dynamic.report(self.blocks.values()))
         if self.fallback:
-            lines.append(f"the static tier failed (acrobat's bug; the batch ran in the dynamic tier): {self.fallback}")
+            lines.append(f"the static tier could not run the batch, which ran in the dynamic tier: {self.fallback}")
         if self.plain:
             lines.append(self.plain)
         if self.probing:
