@@ -104,6 +104,7 @@ INPUTS: dict[str, list[tuple[Callable[[], Any], Callable[[int], list]]]] = {
                       (lambda: TdcParams(hidden=4, vocab=16), _tokens), (lambda: TdcParams(hidden=4, vocab=16), _token)],
     "message_progs": [(Small, _tokens)],
     "ragged_progs": [(Small, _tokens)],
+    "ranking_progs": [(lambda: TdcParams(hidden=4, vocab=16), lambda n: [(t, min(2, len(t))) for t in _tokens(n)])],
     "stage_progs": [(Small, _steps)],
     "starred_progs": [(lambda: importlib.import_module("tests.starred_progs").Params(), _tokens)],
     "state_progs": [(lambda: importlib.import_module("tests.container_progs").Params(),

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from acrobat.analysis import rankings
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST
 from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, contains, has_shared,
@@ -180,6 +181,12 @@ class _Lowerer:
             assert isinstance(e, ir.Call) and op is not None
             operand = e.receiver if e.receiver is not None else e.args[0]
             return self.segment_call(e, op, self.extract(operand, pre, False), pre)
+        if how == "topk":
+            assert isinstance(e, ir.Call) and op is not None
+            return self.lower_topk(e, op, pre)
+        if how == "tolist":
+            assert isinstance(e, ir.Call) and e.receiver is not None
+            return self.lower_tolist(e, self.extract(e.receiver, pre, False), pre)
         operands = _operands(e)
         lowered = [self.extract(x, pre, False) for x in operands]
         rows = self.map_rows(e, operands, lowered, pre)
@@ -197,6 +204,30 @@ class _Lowerer:
         block = Block(next(self.block_ids), name, self.spec, [stmt], [param], [target.id], None, e.loc, segment=op)
         pre.append(BlockCall(e.loc, block))
         return target  # the temp itself: it carries a value read of ``e`` (§4.2)
+
+    def lower_topk(self, e: ir.Call, op: SegmentOp, pre: list[ir.Stmt]) -> ir.Name:
+        """``torch.topk(S, k)``: a segment node that sorts each instance's list, then host code that keeps its first
+        ``k`` rows (``rankings.top_rows``; ``k`` host data, which may differ per instance)."""
+        ranked = self.segment_call(e, op, self.extract(rankings.ranked_operand(e), pre, False), pre)
+        k = self.extract(rankings.arguments(e, "topk", self.error)["k"], pre, False)
+        out = self.temp(e.loc, e, self.kind(e))
+        pick = ir.Call(e.loc, ir.CallKind.TORCH, rankings.top_rows, [ir.Name(e.loc, ranked.id), k], {})
+        pre.append(ir.Assign(e.loc, ir.Target(name=out.id), pick))
+        return out
+
+    def lower_tolist(self, e: ir.Call, rows: ir.Expr, pre: list[ir.Stmt]) -> ir.Name:
+        """``S.tolist()`` of a stacked list: ``[row.tolist() for row in S]``, each row's value read by host code
+        (a sync point, §4.2); the same numbers as the stacked tensor's ``tolist()``."""
+        loc = e.loc
+        out = self.temp(loc, e, HOST)
+        pre.append(ir.Assign(loc, ir.Target(name=out.id), ir.ListExpr(loc, [])))
+        row = self.temp(loc, e, TensorK(None))
+        read = self.tensor_name(loc, row.id)
+        self.spec.reads.add(read.nid)
+        value = ir.Call(loc, ir.CallKind.METHOD, "tolist", [], {}, receiver=read)
+        append = ir.Call(loc, ir.CallKind.METHOD, "append", [value], {}, receiver=ir.Name(loc, out.id))
+        pre.append(ir.For(loc, ir.Target(name=row.id), rows, [ir.ExprStmt(loc, append)]))
+        return out
 
     def map_rows(self, e: ir.Expr, operands: list[ir.Expr], lowered: list[ir.Expr], pre: list[ir.Stmt]) -> ir.Name:
         """``out = [op(row, ...) for row in S]`` as a map loop (§4.1): every row's node batches together."""

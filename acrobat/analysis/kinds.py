@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import ragged, ranks
+from acrobat.analysis import ragged, rankings, ranks
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -353,7 +353,8 @@ class Spec:
     ret: Kind = BOTTOM
     lists: ListFlow = field(default_factory=lambda: ListFlow())  # which list variables may be one list
     ragged: dict[int, tuple[str, SegmentOp | None]] = field(default_factory=dict)  # nid -> how it is batched:
-    # ("stack", None), ("segment", op), ("rows", None) or ("contract", None); see acrobat.analysis.ragged
+    # ("stack", None), ("segment", op), ("rows", None), ("contract", None), ("topk", op) or ("tolist", None);
+    # see acrobat.analysis.ragged and acrobat.analysis.rankings
     # call nid -> the sizes (keys) of what its starred arguments unpack, by their nids, and its expansion
     # (``_Analyzer.unpack``); the specialization's ``fn`` holds the expanded calls once the analysis is done
     unpacked: dict[int, tuple[dict[int, int | tuple[str, ...]], ir.Call]] = field(default_factory=dict)
@@ -1045,6 +1046,13 @@ class _Analyzer:
             if isinstance(k, RaggedK) and k.depth > 1:
                 raise self.error(e, "a stack of stacked lists can be indexed, iterated and returned; to compute "
                                     "with it, loop over it")
+        ranking = rankings.ranking_name(e)
+        if ranking is not None and isinstance(recv if kind is CallKind.METHOD else args[0] if args else None, RaggedK):
+            op = rankings.ranking_form(e, ranking, self.spec.fn, lambda x: not has_tensor(self.expr(x)), self.error)
+            return self.ragged_node(e, "topk" if ranking == "topk" else "segment", op,
+                                    TupleK((RAGGED, RAGGED)) if op.n_outputs == 2 else RAGGED)
+        if kind is CallKind.METHOD and isinstance(recv, RaggedK) and what == "tolist" and not e.args and not e.kwargs:
+            return self.ragged_node(e, "tolist", None, HOST)  # host code reads every row's value (§4.2)
         if kind is CallKind.BUILTIN and what == "sum" and args and (
                 isinstance(args[0], RaggedK) or is_list and isinstance(
                 args[0].elem, TensorK)):
@@ -1478,8 +1486,9 @@ _ATTR_FIXES = {
 _ATTR_FIX = ("read shapes with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute other tensor "
              "properties with torch operators")
 _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0 (sum, mean, max, min, amax, amin, "
-                "logsumexp, softmax, log_softmax; or sum(xs)), by `alpha @ torch.stack(xs)` with a stacked 1-D "
-                "`alpha`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
+                "logsumexp, softmax, log_softmax; or sum(xs)), by ranking it over the list axis (sort, argsort, "
+                "topk with a host k), by `alpha @ torch.stack(xs)` with a stacked 1-D `alpha`, by reading it with "
+                "`.tolist()`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
                 "operands row by row; for anything else, loop over the list")
 
 

@@ -22,6 +22,9 @@ whatever the lists' lengths:
   A negative ``dim`` is the list axis where it is ``-(r+1)`` for rows of rank
   r: a reduction's where the text fixes r (``acrobat.analysis.ranks``), a
   normalization's read against the rows at run time (issue 18 §2).
+- **rankings** over the list axis (``sort``, ``argsort``, ``topk`` with a host
+  ``k``) are segment operators too, whose outputs have one row per row
+  (``acrobat.analysis.rankings``); ``S.tolist()`` reads every row.
 
 ``torch.cat`` of a comprehension's items each written with a leading unit
 axis (``e.unsqueeze(0)``) is rewritten into ``torch.stack`` of the items by
@@ -42,7 +45,7 @@ import torch.nn.functional as F
 from acrobat.errors import LimitError
 from acrobat.frontend.ir import known
 from acrobat.runtime.plan import SegmentOp
-from acrobat.runtime.segments import FLAT_OK, SEGMENT_FUNCTIONS, SEGMENT_OPS
+from acrobat.runtime.segments import FLAT_OK, RANKINGS, SEGMENT_FUNCTIONS, SEGMENT_OPS
 
 
 #: Pointwise operators applied to a ragged tensor alone: one row at a time gives the same rows.
@@ -167,8 +170,12 @@ def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 def segment_reference(op: SegmentOp) -> Callable[[list[torch.Tensor]], Any]:
     """What segment operator ``op`` computes for one instance's list of rows (plain PyTorch): ``op`` of their
-    stack over ``op.dim``, with ``keepdim`` where it is set."""
+    stack over ``op.dim``, with ``keepdim`` where it is set; for a ranking, their stable sort (``topk``: all of
+    it, values and indices)."""
     def run(rows: list[torch.Tensor]) -> Any:
+        if op.op in RANKINGS:  # a topk node sorts the whole list; host code keeps its first k rows
+            ranked = torch.sort(torch.stack(rows), dim=op.dim, descending=op.descending, stable=True)
+            return ranked.indices if op.op == "argsort" else ranked
         keep = {"keepdim": True} if op.keepdim else {}
         return getattr(torch, op.op)(torch.stack(rows), op.dim, **keep)
     run.__name__ = f"segment_{op.op}"

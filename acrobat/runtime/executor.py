@@ -37,8 +37,8 @@ from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder, lazy_left_in, replace
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.lazy import Lazy
-from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, Layout, ListLayout, OptionalLayout, Plan,
-                                  RaggedLayout, RowSpec, Site, TensorLayout, Tracer, TupleLayout)
+from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, Layout, ListLayout, NoRows,
+                                  OptionalLayout, Plan, RaggedLayout, RowSpec, Site, TensorLayout, Tracer, TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
 from acrobat.runtime.tier import TierChoice
@@ -147,8 +147,9 @@ class Runtime:
 
         The group keeps all its nodes' rows in one handle array and each
         node's length (``acrobat.runtime.segments`` runs it). The result is
-        one handle, a ``torch.return_types`` pair for ``max``/``min``, or a
-        list of one handle per row for ``softmax``/``log_softmax``.
+        one handle, a ``torch.return_types`` pair for ``max``/``min``, a
+        list of one handle per row for ``softmax``/``log_softmax``/``argsort``,
+        or a ``torch.return_types.sort`` pair of such lists for ``sort``/``topk``.
 
         Raises:
             InstanceError: the list is empty (PyTorch cannot stack it either).
@@ -162,6 +163,9 @@ class Runtime:
         g = self.dfg.group(depth, block.id)
         first = len(g.tensor_buf) // 8
         row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows) - g.base
+        if op.ragged_out and op.n_outputs == 2:  # sort, topk: (values, indices), one handle per row each
+            return torch.return_types.sort(([g.base + first + j for j in range(len(rows))],  # type: ignore[arg-type]
+                                            [g.base + OUTPUT_STEP + first + j for j in range(len(rows))]))
         if op.ragged_out:
             return [g.base + first + j for j in range(len(rows))]
         if op.n_outputs == 2:
@@ -563,6 +567,8 @@ def _collect(x: Any, layout: Layout, handles: list[Handle]) -> None:
         case TensorLayout():
             handles.append(x)
         case RaggedLayout(rows=rows):  # a stacked list: its rows
+            if isinstance(x, NoRows):  # no rows: one of the list it was cut from, for its shape
+                handles.append(x.like)
             for i in x:
                 _collect(i, rows, handles)
         case OptionalLayout(inner=inner):
@@ -588,6 +594,9 @@ def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
         case TensorLayout():
             return next(tensors)
         case RaggedLayout(rows=rows):
+            if isinstance(x, NoRows):
+                like = next(tensors)
+                return like.new_empty((0, *like.shape))
             return torch.stack([_rebuild(i, rows, tensors) for i in x])
         case OptionalLayout(inner=inner):
             return None if x is None else _rebuild(x, inner, tensors)

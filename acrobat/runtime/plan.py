@@ -60,7 +60,10 @@ class SegmentOp:
     axis), or for ``softmax``/``log_softmax`` a negative dim as written,
     which the kernel reads against the rows' rank at run time (the list
     axis, or an axis of every row); ``keepdim`` keeps the list axis of a
-    reduction as a length-1 axis.
+    reduction as a length-1 axis. The rankings (``sort``, ``argsort``,
+    ``topk``) are ``ragged_out``: each instance's rows sorted over the list
+    axis, largest first where ``descending`` (``topk``'s ``largest``); a
+    ``topk`` node sorts the whole list and host code keeps its first k rows.
     """
 
     op: str
@@ -69,6 +72,7 @@ class SegmentOp:
     flat: bool = False  # argmax/argmin written without dim: the same as dim=0 only for a 1-D stacked list
     dim: int = 0
     keepdim: bool = False
+    descending: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,6 +143,15 @@ class RaggedLayout(Layout):
     """A stacked list (a ragged tensor): a list of rows, stacked into one tensor in the result."""
 
     rows: Layout
+
+
+class NoRows(list):
+    """A stacked list with no rows cut from one with rows (``torch.topk(S, 0)``): empty, and ``like`` is the handle
+    of a row of ``S``, whose shape and dtype a result of shape ``(0, *row)`` takes."""
+
+    def __init__(self, like: int):
+        super().__init__()
+        self.like = like
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Segment operators: a reduction or normalization over each instance's list, one launch per group.
+"""Segment operators: a reduction, normalization or ranking over each instance's list, one launch per group.
 
 A segment node holds all the rows of one instance's list (``Runtime.segment``);
 its group holds the rows of every node, node after node, and each node's
@@ -57,18 +57,26 @@ class SegmentKernel:
             raise ShapeError(f"instance {g.insts[0]}: {self.op.op}(dim={self.op.dim}) of a stacked list of "
                              f"{x.dim() - 1}-D rows: dimension out of range (PyTorch raises IndexError)\n"
                              f"{self.block.where()}", instance=g.insts[0])
+        if self.op.op == "topk" and self.op.dim != -x.dim() and self.op.dim != 0:
+            raise mark_limit(ShapeError(f"instance {g.insts[0]}: topk(dim={self.op.dim}) of a stacked list of "
+                                        f"{x.dim() - 1}-D rows picks within each row: acrobat batches topk over the "
+                                        f"list axis only (dim=0, or dim={-x.dim()}); loop over the list to pick "
+                                        f"within its items\n{self.block.where()}", instance=g.insts[0]))
         return timed(rt.stats, "kernel_ms", rt.sync, lambda: self.launch(x, lengths))
 
     def launch(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The operator over ``x``, the ``(N, ...)`` rows of the group's lists (``lengths``: ``(B,)``, summing to
         N): a segment launch over the list axis, its reductions ``(B, ...)`` (``(B, 1, ...)`` with keepdim); or,
-        for a normalization whose negative dim is an axis of every row (the rows are not 0-D), that operator
-        along it over all rows at once, ``(N, ...)``, as each instance's stacked list gives it."""
+        for a normalization or a sort whose negative dim is an axis of every row (the rows are not 0-D), that
+        operator along it over all rows at once, ``(N, ...)``, as each instance's stacked list gives it."""
         op = self.op
         if op.dim < 0 and op.dim != -x.dim():
             assert op.ragged_out, "reductions over a negative dim are made dim=0 at compile time"
+            if op.op in RANKINGS:  # sort / argsort within each row (topk was refused in __call__)
+                ranked = torch.sort(x, dim=op.dim, descending=op.descending, stable=True)
+                return (ranked.indices,) if op.op == "argsort" else tuple(ranked)
             return (getattr(torch, op.op)(x, op.dim),)
-        out = segment_op(op.op, x, lengths)
+        out = segment_op(op, x, lengths)
         return tuple(o.unsqueeze(1) for o in out) if op.keepdim else out
 
     def _shape_error(self, g: Group, rt: "Runtime") -> ShapeError:
@@ -84,7 +92,7 @@ class SegmentKernel:
 
 
 #: ``kernel(op, x, seg, lengths)``: the batched ``op`` (see ``segment_op``), ``seg`` the ``(N,)`` segment ids.
-Kernel = Callable[[str, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
+Kernel = Callable[[SegmentOp, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
 
 #: The segment operators (dim 0 of a stacked list), by name: what the compiler knows of each. With
 #: ``SEGMENT_FUNCTIONS``, ``FLAT_OK`` and the batched kernels, one table, filled by ``defsegment``;
@@ -111,21 +119,22 @@ def defsegment(op: str, *fns: Callable, n_outputs: int = 1, ragged_out: bool = F
     return install
 
 
-def segment_op(op: str, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def segment_op(op: SegmentOp, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """``op`` over dim 0 of each segment of ``x``: ``x`` is ``(N, ...)``, ``lengths`` ``(B,)`` sums to N.
 
     Returns ``(B, ...)`` outputs (values and int64 indices for ``max``/``min``),
-    or ``(N, ...)`` for ``softmax``/``log_softmax``; out of place (autograd works).
+    or ``(N, ...)`` for ``softmax``/``log_softmax`` and the rankings (``sort``,
+    ``argsort``, ``topk``: each segment's rows sorted); out of place (autograd works).
     """
     seg = torch.repeat_interleave(torch.arange(lengths.shape[0], device=x.device), lengths)
-    return _KERNELS[op](op, x, seg, lengths)
+    return _KERNELS[op.op](op, x, seg, lengths)
 
 
 @defsegment("sum", torch.sum)
 @defsegment("mean", torch.mean)
-def _sums(op: str, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _sums(op: SegmentOp, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
     total = _segment_sum(x, seg, lengths.shape[0])
-    return (total if op == "sum" else total / _per_row(lengths.to(x.dtype), x),)
+    return (total if op.op == "sum" else total / _per_row(lengths.to(x.dtype), x),)
 
 
 @defsegment("amax", torch.amax)
@@ -134,27 +143,47 @@ def _sums(op: str, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) ->
 @defsegment("min", torch.min, n_outputs=2)
 @defsegment("argmax", torch.argmax, flat_ok=True)
 @defsegment("argmin", torch.argmin, flat_ok=True)
-def _extremes(op: str, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    values = _extreme(x, seg, lengths.shape[0], "amax" if op in ("amax", "max", "argmax") else "amin")
-    if op in ("amax", "amin"):
+def _extremes(op: SegmentOp, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    values = _extreme(x, seg, lengths.shape[0], "amax" if op.op in ("amax", "max", "argmax") else "amin")
+    if op.op in ("amax", "amin"):
         return (values,)
     index = _first_index(x, seg, values, lengths)
-    return (index,) if op in ("argmax", "argmin") else (values, index)
+    return (index,) if op.op in ("argmax", "argmin") else (values, index)
 
 
 @defsegment("logsumexp", torch.logsumexp)
 @defsegment("softmax", torch.softmax, F.softmax, ragged_out=True)
 @defsegment("log_softmax", torch.log_softmax, F.log_softmax, ragged_out=True)
-def _normalized(op: str, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _normalized(op: SegmentOp, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
     top = _extreme(x, seg, lengths.shape[0], "amax").detach()  # the log-sum-exp shift, as PyTorch's softmax takes it
     shifted = x - top[seg]
     exp = shifted.exp()
     total = _segment_sum(exp, seg, lengths.shape[0])
-    if op == "logsumexp":
+    if op.op == "logsumexp":
         return (total.log() + top,)
-    if op == "softmax":
+    if op.op == "softmax":
         return (exp / total[seg],)
     return (shifted - total.log()[seg],)
+
+
+#: The segment operators that rank a list (sort it): their nodes' outputs are the rows sorted, per instance.
+RANKINGS = frozenset({"sort", "argsort", "topk"})
+
+
+@defsegment("sort", torch.sort, n_outputs=2, ragged_out=True)
+@defsegment("argsort", torch.argsort, ragged_out=True)
+@defsegment("topk", torch.topk, n_outputs=2, ragged_out=True)
+def _ranked(op: SegmentOp, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each segment's rows sorted over dim 0 (per column), ``(N, ...)`` values and their int64 positions within
+    the segment; stable: tied rows keep their list order (as ``torch.sort(stable=True)``; PyTorch's ``topk`` and
+    unstable ``sort`` leave the order of ties unspecified). NaN ranks as PyTorch's sort ranks it (largest)."""
+    _, by_value = torch.sort(x.detach(), dim=0, descending=op.descending, stable=True)
+    _, by_segment = torch.sort(seg[by_value], dim=0, stable=True)  # segments in order, each one's rows by value
+    perm = by_value.gather(0, by_segment)
+    starts = torch.cumsum(lengths, 0) - lengths
+    index = perm - _per_row(starts[seg], x)
+    values = x.gather(0, perm)  # differentiable in x
+    return (index,) if op.op == "argsort" else (values, index)
 
 
 def _segment_sum(v: torch.Tensor, seg: torch.Tensor, b: int) -> torch.Tensor:

@@ -16,7 +16,8 @@ chained assignment, ``list.reverse()``, ``if xs:`` on a list,
 ``tuple(torch.chunk(...))``, ``.max(dim)`` pairs (``.values``, unpacked), a
 module of an ``nn.ModuleList`` chosen by a per-instance int (dynamic tier),
 ``torch.stack`` with reductions (also over ``dim=-1`` of 0-D items, and
-``keepdim=True``), softmax attention, ``torch.cat`` of unsqueezed items,
+``keepdim=True``; ``topk``/``sort``/``argsort`` read back with ``.tolist()``),
+softmax attention, ``torch.cat`` of unsqueezed items,
 ``nn`` cells and modules, and inline value reads (``x * x.max().item()``).
 
 Every variable has one type for its whole life, tracked here: ``T`` a
@@ -656,9 +657,10 @@ class Gen:
     def dense_list(self, sc: Scope) -> list[str]:
         """A T from a list L by the dense forms of a per-instance-length list (issue 18 §2): ``torch.cat`` of its
         items with a leading unit axis, a softmax or reduction over ``dim=-1`` of a stack of 0-D items, a
-        softmax over ``dim=-1`` (each item) or ``dim=-2`` (the list) of a stack of items, ``keepdim=True``."""
+        softmax over ``dim=-1`` (each item) or ``dim=-2`` (the list) of a stack of items, ``keepdim=True``; topk,
+        sort and argsort of a stack (values, ``.tolist()`` reads, an item picked by a stable sort's index)."""
         lst, name, v = self.ch.pick(sc.of("L")), self.fresh("t"), self.fresh("v")
-        form = self.ch.int(0, 2)
+        form = self.ch.int(0, 3)
         if form == 0:
             self.feat("torch.cat of unsqueezed items")
             unit = self.ch.pick([f"{v}.unsqueeze(0)", f"{v}[None]", f"{v}.view(1, -1)", f"{v}.reshape(1, -1)",
@@ -671,11 +673,21 @@ class Gen:
             value = self.ch.pick([f"torch.softmax({scores}, dim=-1) @ torch.stack({lst})",
                                   f"{self.tensor(sc)} * torch.logsumexp({scores}, -1, keepdim=True)",
                                   f"{self.tensor(sc)} * {scores}.mean(dim=-1)"])
-        else:
+        elif form == 2:
             self.feat("softmax over dim=-1 of a stack")
             value = self.ch.pick([f"torch.softmax(torch.stack({lst}), dim=-1)[-1]",
                                   f"torch.log_softmax(torch.stack({lst}), dim=-2)[0]",
                                   f"torch.stack({lst}).sum(0, keepdim=True)[0]"])
+        else:  # values, or indices of a stable sort: PyTorch's order of tied indices is unspecified otherwise
+            self.feat("topk/sort of a stack")
+            scores = f"torch.stack([({v} * {self.tensor(sc)}).sum() for {v} in {lst}])"
+            k = f"min({self.ch.int(1, 3)}, len({lst}))"
+            value = self.ch.pick([f"torch.topk(torch.stack({lst}), {k}, dim=0).values.sum(0)",
+                                  f"torch.sort(torch.stack({lst}), dim=0, descending=True).values[0]",
+                                  f"{self.tensor(sc)} * torch.topk({scores}, {k}, largest=False).values.sum(0)",
+                                  f"{self.tensor(sc)} * max(torch.sort({scores}).values.tolist())",
+                                  f"{lst}[torch.sort({scores}, stable=True).indices.tolist()[-1]]",
+                                  f"{lst}[{scores}.argsort(descending=True, stable=True).tolist()[0]]"])
         sc.vars[name] = "T"
         return [f"{name} = {value}"]
 
