@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import ragged, rankings, ranks
+from acrobat.analysis import ragged, rankings, ranks, rows
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -358,6 +358,9 @@ class Spec:
     # call nid -> the sizes (keys) of what its starred arguments unpack, by their nids, and its expansion
     # (``_Analyzer.unpack``); the specialization's ``fn`` holds the expanded calls once the analysis is done
     unpacked: dict[int, tuple[dict[int, int | tuple[str, ...]], ir.Call]] = field(default_factory=dict)
+    # nid -> expression of a tensor kind that the function iterates (``for v in x``, ``zip(x, ys)``), whose rows
+    # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
+    rows: dict[int, ir.Expr] = field(default_factory=dict)
 
     def find_expr(self, nid: int) -> ir.Expr:
         """The expression with node id ``nid``: in the function's body, or in a per-module call of ``choices``.
@@ -656,7 +659,7 @@ class _Analyzer:
                                              self.host_test(t, "while")))
             case ir.For(target=tg, iter=it, body=b):
                 elem = self.iter_elem(it)
-                src = _path_of(it)
+                src = _path_of(it) if it.nid not in self.spec.rows else None
                 if tg.name is not None and src is not None:
                     self.spec.lists.edges.add(((tg.name, 0), (src[0], src[1] + 1)))  # the loop variable is an element
                 elif contains(elem, ListK):
@@ -852,10 +855,47 @@ class _Analyzer:
             for x in k.items:
                 elem = self.join_at(it, elem, x)
             return elem
+        if self.has_rows(k):
+            return self.rows_of(it)
         if k is HOST or k is BOTTOM:
             return k
         raise self.error(it, f"cannot iterate over a {k}: loops run over host data (lists, ranges, tuples) "
                              "or over lists of tensors built with append")
+
+    def has_rows(self, k: Kind) -> bool:
+        """Whether a value of kind ``k`` is a tensor, which Python iterates by its rows: a per-instance tensor, or a
+        shared one (an operator over shared values, or a path into the shared arguments holding a tensor in the
+        run compiled for; without the run's arguments a path's value is not known)."""
+        if isinstance(k, TensorK):
+            return True
+        if not isinstance(k, SharedK) or k.host:
+            return False
+        return k.ref[0] == "expr" or self.resolve is not None and isinstance(self.resolve(k.ref), torch.Tensor)
+
+    def rows_of(self, x: ir.Expr) -> Kind:
+        """``x``, an expression of a tensor kind, is iterated: its rows are built as a list before its statement
+        once this pass over the specialization is done (``acrobat.analysis.rows``, §3), and the iteration is
+        analysed then. BOTTOM until that pass."""
+        if x.nid not in self.spec.rows:
+            self.spec.rows[x.nid] = x
+            self.changed = True
+        return BOTTOM
+
+    def build_rows(self, spec: Spec) -> None:
+        """After a pass over ``spec``: give it a copy of its function that builds the rows of the tensors the pass
+        found iterated (``rows_of``; ``acrobat.analysis.rows``). The per-module calls of its module choices and
+        the expansions of its starred calls are copies of calls that may have changed: made again next pass
+        (the iterated tensors found in a per-module call are those of the call itself).
+
+        Raises:
+            CompileError: a tensor iterated where its rows cannot be built first (``rows.rewritten``).
+        """
+        if not spec.rows:
+            return
+        copies = {x.nid for _, calls in spec.choices.values() for call in calls for x in ir.walk(call)}
+        spec.fn = rows.rewritten(spec.fn, {nid: x for nid, x in spec.rows.items() if nid not in copies})
+        spec.rows, spec.choices, spec.unpacked = {}, {}, {}
+        self.changed = True
 
     # -- expressions ---------------------------------------------------
     def expr(self, e: ir.Expr) -> Kind:
@@ -1037,6 +1077,8 @@ class _Analyzer:
         if is_list and args[0].elem is BOTTOM and (kind is CallKind.BUILTIN and what == "sum" or
                                                    kind is CallKind.TORCH and ragged.is_stack(what)):
             return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
+        if kind is CallKind.BUILTIN and what == "sum" and args and args[0] is BOTTOM:
+            return BOTTOM  # `sum(f(x))`, `sum(list(x))`: not host data before the operand's kind is known
         if kind is CallKind.TORCH and ragged.is_stack(what) and is_list and isinstance(
                 args[0].elem, (TensorK, RaggedK)):
             self.dim_zero(e, e.args[1:])
@@ -1630,6 +1672,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
                 an.env[name] = k
             an.body(spec.fn.body, entry=spec.key == key)
             an.sync_lists()
+            an.build_rows(spec)
     reachable: dict[SpecKey, Spec] = {}
     todo = [key]
     while todo:  # specializations requested with not-yet-final kinds are dropped

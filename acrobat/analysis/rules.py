@@ -258,10 +258,12 @@ def _container_builtin(a: _Analyzer, s: Site) -> Kind:
     def elem(k: Kind) -> Kind:
         return k.elem if isinstance(k, ListK) else k
     name = s.e.target
-    for x, k in zip(s.e.args, kinds):
-        if isinstance(k, TensorK):  # its rows: as many as its per-instance shape says
-            raise a.error(x, f"`{name}()` over a tensor's rows is not analysed statically (the dynamic tier runs "
-                             f"it): loop over `range(len(x))` and index `x[i]`, or over `x.tolist()` for numbers")
+    iterated = s.e.args if name == "zip" else s.e.args[:1]  # `enumerate(x, start)`: the first is iterated
+    tensors = [x for x, k in zip(iterated, kinds) if a.has_rows(k)]
+    for x in tensors:  # its rows, as a list, next pass (acrobat.analysis.rows)
+        a.rows_of(x)
+    if tensors:
+        return BOTTOM
     if not any(isinstance(k, ListK) for k in kinds) and BOTTOM in (kinds if name == "zip" else kinds[:1]):
         return BOTTOM  # an operand not analysed yet (a callee's result): its kind comes in a later pass
     if name in ("reversed", "list"):

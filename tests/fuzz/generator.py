@@ -18,7 +18,9 @@ module of an ``nn.ModuleList`` chosen by a per-instance int (dynamic tier),
 ``torch.stack`` with reductions (also over ``dim=-1`` of 0-D items, and
 ``keepdim=True``; ``topk``/``sort``/``argsort`` read back with ``.tolist()``),
 softmax attention, ``torch.cat`` of unsqueezed items,
-``nn`` cells and modules, and inline value reads (``x * x.max().item()``).
+``nn`` cells and modules, inline value reads (``x * x.max().item()``), and
+loops over a tensor's rows (``for x in M``, ``enumerate``, ``zip``, ``reversed``,
+``list(M)``, the 0-d rows of a vector).
 
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
@@ -337,7 +339,7 @@ class Gen:
             options += ["if", "for_range", "for_list", "while", "comprehension", "call_visit"]
         options += ["dict", "optional", "pair", "alias_append", "starred", "aug", "assert", "setitem", "insert", "pop"]
         if nested:
-            options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth"]
+            options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth", "tensor_rows"]
         options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert", "starred_call",
                     "dense_list"]
         if sc.loop:
@@ -541,6 +543,8 @@ class Gen:
                 self.feat("loop over a stacked list")
                 head = f"for {a} in torch.stack({src}):"
             return [head, *("    " + x for x in self.body(inner, depth + 1, self.ch.int(1, 3)))]
+        if k == "tensor_rows":
+            return self.tensor_rows(sc, depth)
         if k == "no_grad":
             self.feat("with no_grad")
             return ["with torch.no_grad():", *("    " + x for x in self.body(sc, depth + 1, self.ch.int(1, 2)))]
@@ -690,6 +694,50 @@ class Gen:
                                   f"{lst}[{scores}.argsort(descending=True, stable=True).tolist()[0]]"])
         sc.vars[name] = "T"
         return [f"{name} = {value}"]
+
+    def tensor_rows(self, sc: Scope, depth: int) -> list[str]:
+        """Python over a tensor's rows (issue 18 §2) of an (H, H) tensor ``M`` (per-instance, shared or a weight):
+        ``for x in M``, ``enumerate(M, start=j)``, ``zip(M, xs)``/``zip(xs, M)`` (also of two tensors, the other
+        cut to 0-3 rows), ``reversed(M)``; ``xs = list(M)``; a loop over the 0-d rows of a T."""
+        m = self.ch.pick([f"torch.outer({self.tensor(sc)}, {self.tensor(sc)})", "p.W",
+                          f"torch.tanh({self.tensor(sc)} * p.U)"])
+        form = self.ch.int(0, 5)
+        if form == 4:
+            self.feat("list of a tensor's rows")
+            name = self.fresh("xs")
+            sc.vars[name] = "L"
+            return [f"{name} = list({m})"]
+        if form == 5:
+            self.feat("loop over a tensor's 0-d rows")
+            acc, v = self.fresh("t"), self.fresh("v")
+            lines = [f"{acc} = {self.tensor(sc)}", f"for {v} in {self.tensor(sc)}:", f"    {acc} = {acc} * torch.tanh({v})"]
+            sc.vars[acc] = "T"
+            return lines
+        inner = sc.copy()
+        inner.loop = True
+        for name, ty in sc.vars.items():
+            if ty == "L":
+                inner.frozen.add(name)
+        x = self.fresh("x")
+        inner.vars[x] = "T"
+        if form == 0:
+            self.feat("loop over a tensor's rows")
+            head = f"for {x} in {m}:"
+        elif form == 1:
+            self.feat("enumerate over a tensor's rows")
+            j = self.fresh("j")
+            inner.vars[j] = "I"
+            head = f"for {j}, {x} in enumerate({m}{self.ch.pick(['', ', start=2', ', -1'])}):"
+        elif form == 2:
+            self.feat("zip over a tensor's rows")
+            y = self.fresh("y")
+            inner.vars[y] = "T"
+            other = self.ch.pick(sc.of("L")) if sc.of("L") and self.ch.coin(60) else f"{m}[:{self.ch.int(0, 3)}]"
+            head = f"for {x}, {y} in zip({m}, {other}):" if self.ch.coin(50) else f"for {y}, {x} in zip({other}, {m}):"
+        else:
+            self.feat("reversed over a tensor's rows")
+            head = f"for {x} in reversed({m}):"
+        return [head, *("    " + line for line in self.body(inner, depth + 1, self.ch.int(1, 3)))]
 
     def new_int(self, sc: Scope, value: str) -> str:
         """``k = value`` for a new int variable ``k`` (visible after this statement)."""
