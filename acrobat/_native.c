@@ -285,6 +285,60 @@ static PyObject *Dfg_node(DfgObject *self, PyObject *const *args, Py_ssize_t nar
     return g == NULL ? NULL : add_node(self, g, args, 2, nargs, NULL);
 }
 
+static PyObject *tensor_type = NULL; /* torch.Tensor (set_tensor_type): host tensors are cloned by snapshot */
+
+/* A host value as it is when its node is added: lists (also inside lists and tuples) copied and tensors cloned,
+ * so that a change the instance's own code makes before the launch reads it (`tokens.pop()` after
+ * `torch.tensor(tokens)`, `x[0] = 5.0` after `torch.tanh(x)`) is not seen by the launch, as it is not by the
+ * plain call. New reference. */
+static PyObject *snapshot(PyObject *x) {
+    if (tensor_type != NULL && PyObject_TypeCheck(x, (PyTypeObject *)tensor_type))
+        return PyObject_CallMethod(x, "clone", NULL);
+    int is_list = PyList_CheckExact(x);
+    if (!is_list && !PyTuple_CheckExact(x))
+        return Py_NewRef(x);
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+    PyObject *out = is_list ? PyList_New(n) : PyTuple_New(n);
+    if (out == NULL)
+        return NULL;
+    int changed = is_list;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = is_list ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i);
+        PyObject *copy = snapshot(item);
+        if (copy == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        changed |= copy != item;
+        if (is_list)
+            PyList_SET_ITEM(out, i, copy);
+        else
+            PyTuple_SET_ITEM(out, i, copy);
+    }
+    if (!changed) { /* a tuple holding no list: itself */
+        Py_DECREF(out);
+        return Py_NewRef(x);
+    }
+    return out;
+}
+
+/* set_tensor_type(torch.Tensor): the type whose instances snapshot clones. */
+static PyObject *set_tensor_type(PyObject *module, PyObject *tp) {
+    (void)module;
+    if (!PyType_Check(tp)) {
+        PyErr_SetString(PyExc_TypeError, "set_tensor_type takes a type");
+        return NULL;
+    }
+    Py_XSETREF(tensor_type, Py_NewRef(tp));
+    Py_RETURN_NONE;
+}
+
+/* snapshot(x) -> x with its lists copied and tensors cloned (module function; ``snapshot`` above). */
+static PyObject *snapshot_fn(PyObject *module, PyObject *x) {
+    (void)module;
+    return snapshot(x);
+}
+
 /* node_hosts(depth, block_id, hosts, *handles) -> int */
 static PyObject *Dfg_node_hosts(DfgObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 3 || !PyTuple_Check(args[2])) {
@@ -293,7 +347,14 @@ static PyObject *Dfg_node_hosts(DfgObject *self, PyObject *const *args, Py_ssize
         return NULL;
     }
     GroupObject *g = pending_group(self, args[0], args[1]);
-    return g == NULL ? NULL : add_node(self, g, args, 3, nargs, args[2]);
+    if (g == NULL)
+        return NULL;
+    PyObject *hosts = snapshot(args[2]); /* the hosts tuple itself unless it holds a list */
+    if (hosts == NULL)
+        return NULL;
+    PyObject *h = add_node(self, g, args, 3, nargs, hosts);
+    Py_DECREF(hosts);
+    return h;
 }
 
 /* group(depth, block_id) -> Group: the pending group of the block at depth in the current phase, made if new */
@@ -511,10 +572,11 @@ static void LazyBase_dealloc(LazyObject *self) {
 }
 
 static PyMemberDef LazyBase_members[] = {
-    {"h", T_OBJECT_EX, offsetof(LazyObject, h), READONLY, "int: the handle of the node output"},
+    {"h", T_OBJECT_EX, offsetof(LazyObject, h), 0,
+     "int: the handle of the node output (rebound when the instance writes into the value in place)"},
     {"meta", T_OBJECT_EX, offsetof(LazyObject, meta), READONLY, "Meta: the value's shape and dtype"},
-    {"depth", T_PYSSIZET, offsetof(LazyObject, depth), READONLY, "int: the node's depth"},
-    {"requires_grad", T_BOOL, offsetof(LazyObject, requires_grad), READONLY, "bool: autograd records the value"},
+    {"depth", T_PYSSIZET, offsetof(LazyObject, depth), 0, "int: the node's depth"},
+    {"requires_grad", T_BOOL, offsetof(LazyObject, requires_grad), 0, "bool: autograd records the value"},
     {"rec", T_OBJECT_EX, offsetof(LazyObject, rec), READONLY, "the run's Recorder"},
     {NULL},
 };
@@ -785,6 +847,11 @@ static PyMethodDef methods[] = {
      "(see the module source)."},
     {"sources", (PyCFunction)(void (*)(void))sources, METH_FASTCALL,
      "sources(handles, shift) -> set: the distinct h >> shift of the handles (the groups a group reads)."},
+    {"snapshot", (PyCFunction)snapshot_fn, METH_O,
+     "snapshot(x): x, with its lists (also inside lists and tuples) copied and its tensors cloned: a host value "
+     "as it is now."},
+    {"set_tensor_type", (PyCFunction)set_tensor_type, METH_O,
+     "set_tensor_type(torch.Tensor): the type whose instances snapshot clones."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -57,7 +57,7 @@ def test_a_rejected_program_runs_as_plain_calls_once_they_win(monkeypatch):
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
     assert stats.backend == "plain calls" and stats.dynamic is None and stats.dfg_nodes == 0
     assert "plain per-instance calls, unbatched" in stats.report() and "plain per-instance" in stats.summary()
-    assert be.tuned()
+    assert not [what for what in be.tiers.probing() if "4-7" in what]  # this batch size's tier is chosen
 
 
 def test_plain_calls_name_the_failing_instance_and_line():

@@ -411,6 +411,11 @@ def _inplace_method(a: _Analyzer, s: Site) -> None:
             has_tensor(s.recv) or has_shared(s.recv)):
         raise a.error(s.e, f"in-place operator `.{what}()`: {_out_of_place(what)} "
                            "(tensors in acrobat models are immutable)")
+    if what.endswith("_") and not what.startswith("__") and type(s.recv) is HostK:
+        # `x.mul_(2)` on the instance's own tensor: the launches recorded before it would read it after it
+        raise a.error(s.e, f"in-place operator `.{what}()` on the instance's data: the static tier reads the "
+                           f"instance's tensors when its launches run, after this line; {_out_of_place(what)} "
+                           "(or the dynamic tier runs it as written)")
 
 
 @defcall(CallKind.METHOD, ANY)

@@ -28,7 +28,7 @@ from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
 from acrobat.codegen.printer import BINOPS, CMPOPS, INPLACE
 from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
                                      LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, ValueRead,
-                                     ends_in_return, node_args, output_offsets)
+                                     ends_in_return, node_args, output_offsets, snapshot_hosts)
 from acrobat.errors import AcrobatError
 from acrobat.frontend import ir
 from acrobat.program import Compiled, Options, Program, located
@@ -130,7 +130,8 @@ class Interpreter(LoweredVisitor[_Frame]):
     def node(self, f: _Frame, b: Block) -> int:
         """Add a DFG node of block ``b`` for the running instance (one native call); its output-0 handle."""
         tensor_args, host_args = node_args(b)
-        hosts = tuple([self.expr(f, x) for x in host_args])
+        hosts = tuple([self.rt.snapshot(self.expr(f, x)) if snap else self.expr(f, x)
+                       for x, snap in zip(host_args, snapshot_hosts(host_args))])
         tensors = [self.expr(f, x) for x in tensor_args]
         at = b.sdepth if b.sdepth is not None else f.d
         return self.rt.dfg.node_hosts(at, b.id, hosts, *tensors) if host_args else self.rt.dfg.node(at, b.id, *tensors)

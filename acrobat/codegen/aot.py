@@ -21,7 +21,7 @@ from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
 from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
                                      LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, ValueRead,
-                                     ends_in_return, node_args, output_offsets)
+                                     ends_in_return, node_args, output_offsets, snapshot_hosts)
 from acrobat.frontend import ir
 from acrobat.runtime.plan import (DictLayout, HostLayout, Layout, ListLayout, OptionalLayout, RaggedLayout,
                                   TensorLayout, TupleLayout)
@@ -170,7 +170,8 @@ class SkeletonWriter(LoweredVisitor[int]):
         """The native call that adds a DFG node of block ``b`` for the running instance (its output-0 handle)."""
         tensor_args, host_args = node_args(b)
         tensors = "".join(self.expr(x) + ", " for x in tensor_args)
-        hosts = "".join(self.expr(x) + ", " for x in host_args)
+        hosts = "".join((f"_rt.snapshot({self.expr(x)})" if snap else self.expr(x)) + ", "
+                        for x, snap in zip(host_args, snapshot_hosts(host_args)))
         at = str(b.sdepth) if b.sdepth is not None else "_d"
         return f"_rt.dfg.node_hosts({at}, {b.id}, ({hosts}), {tensors})" if hosts else f"_rt.dfg.node({at}, {b.id}, {tensors})"
 

@@ -300,6 +300,15 @@ def node_args(b: Block) -> tuple[list[ir.Expr], list[ir.Expr]]:
     return tensors, hosts  # type: ignore[return-value]
 
 
+def snapshot_hosts(hosts: list[ir.Expr]) -> list[bool]:
+    """Per host argument of a node (evaluated left to right): whether to take it as it is now
+    (``acrobat.runtime.dfg.snapshot``): each one before a later argument that calls code, which may change it
+    (``(tokens, tokens.pop())``, the block of ``torch.tensor(tokens)`` and of ``p.emb[tokens.pop()]``: plain
+    Python reads ``tokens`` before the pop). Constants never change."""
+    calls = [any(isinstance(e, ir.Call) for e in ir.walk(x)) for x in hosts]
+    return [any(calls[i + 1:]) and not isinstance(x, ir.Const) for i, x in enumerate(hosts)]
+
+
 C = TypeVar("C")
 
 

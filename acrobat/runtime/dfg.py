@@ -73,6 +73,12 @@ block_id)`` the pending group itself; ``make(phase, depth, block_id)`` creates a
 miss; ``hoisted`` (bytes, one per block id) marks the blocks whose nodes ignore the phase's stage bits
 (``acrobat/_native.c``). Made by ``new_dfg``."""
 
+_native.set_tensor_type(torch.Tensor)
+snapshot = _native.snapshot
+"""``snapshot(x)``: ``x`` with its lists (also inside lists and tuples) copied and its tensors cloned, a host value
+as it is now; a DFG
+node's host values are taken so (``Dfg.node_hosts``), and the skeleton takes a host argument so before a later
+argument of the same node that calls code (``tokens`` in ``(tokens, tokens.pop())``: ``codegen.aot``)."""
 Recording = _native.Recording
 """The dynamic tier's common recorded call in C (``acrobat.runtime.dynamic.Recorder.record``): signs a positional
 call, adds its DFG node and makes its ``Lazy`` result(s), or returns ``NotImplemented`` for the Python path."""

@@ -24,7 +24,9 @@ DFG instead of running it:
   launches run without autograd, as the plain call computes it (``_NoGrad``);
 - anything a lazy value cannot model runs eagerly for that instance, after
   waiting for the values it reads: value reads (``bool``, ``.item()``),
-  in-place operators, operators meta tensors cannot run (data-dependent
+  in-place operators (after every launch recorded before them has run, so
+  those read the tensor as it was; a computed value is written in the
+  instance's own copy, ``Recorder.write_own``), operators meta tensors cannot run (data-dependent
   shapes), operators that make tensors from host data (``torch.tensor``,
   ``torch.zeros``: their results are the instance's own tensors).
 
@@ -75,6 +77,11 @@ _EAGER_NAMES = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "
                 "data_ptr", "equal", "allclose", "is_nonzero", "backward", "register_hook", "retain_grad",
                 "storage", "untyped_storage", "copy_", "set_", "share_memory_", "detach_", "requires_grad_",
                 "__deepcopy__", "__reduce_ex__", "clone_"}
+#: The eager methods that only read a value (the others write into a tensor).
+_VALUE_READS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
+                          "__len__", "__repr__", "__str__", "__format__", "__array__", "__contains__", "data_ptr",
+                          "equal", "allclose", "is_nonzero", "backward", "register_hook", "retain_grad", "storage",
+                          "untyped_storage", "__deepcopy__", "__reduce_ex__"})
 #: Indexing a parameter with a per-instance number: a node (an embedding lookup batches as one gather).
 _LOOKUPS = {torch.Tensor.__getitem__, torch.Tensor.index_select, torch.nn.functional.embedding, torch.embedding}
 #: Shape queries of a real tensor: answered directly (no node, no key).
@@ -187,6 +194,7 @@ class _FuncInfo:
     lookup: bool  # indexing a tensor: a parameter indexed by a per-instance number is a node
     shape_query: bool  # answered directly for the instance's own tensor (``_SHAPE_QUERIES``)
     special: bool  # eager or shape_query: ``Recorder.call`` looks closer
+    writes: bool  # eager and not a value read: writes into a tensor (``Recorder.eager`` runs what is pending first)
 
 
 _FUNCS: dict[Any, _FuncInfo] = {}
@@ -206,7 +214,7 @@ def _info(func: Any) -> _FuncInfo:
         eager = name in _EAGER_NAMES or (name.endswith("_") and not name.endswith("__"))
         shape_query = func in _SHAPE_QUERIES
         info = _FUNCS[func] = _FuncInfo(name, eager, _random(func), func in _LOOKUPS, shape_query,
-                                        eager or shape_query)
+                                        eager or shape_query, eager and name not in _VALUE_READS)
     return info
 
 
@@ -375,7 +383,14 @@ class Recorder:
             if op is None:
                 return self.eager(key[0], *_unflatten(list(leaves), struct), info, lazy=bool(handles))
         depth += 1
-        h = self.node_hosts(depth, op.bid, tuple(hosts), *handles) if hosts else self.node(depth, op.bid, *handles)
+        if hosts:  # the node takes its host values as they are now (a clone of a tensor: not to be recorded)
+            self.active = False
+            try:
+                h = self.node_hosts(depth, op.bid, tuple(hosts), *handles)
+            finally:
+                self.active = True
+        else:
+            h = self.node(depth, op.bid, *handles)
         op.stats.nodes += 1
         if grad:
             grad = torch.is_grad_enabled()
@@ -482,16 +497,34 @@ class Recorder:
         """
         self.stats.op(info.name).eager += 1
         target = args[0] if args else None
-        if info.eager and isinstance(target, torch.Tensor) and id(target) in self.shared and info.name not in (
-                "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__repr__", "__str__",
-                "__format__", "__len__", "__array__", "data_ptr", "equal", "allclose", "is_nonzero"):
+        if info.writes and isinstance(target, torch.Tensor) and id(target) in self.shared:
             raise mark_limit(InstanceError(
                 f"instance {self.rt.dfg.inst}: `{info.name}` writes into a tensor every instance shares (a model "
                 f"parameter, or a value computed from parameters alone): write it out of place\n"
                 f"{self.site.where()}", self.rt.dfg.inst))
+        if info.writes or "out" in kwargs:
+            # the launches recorded before the write read the tensor as it was: they run first
+            with torch._C.DisableTorchFunction():
+                self.rt.drain()
+            if type(target) is Lazy:
+                return self.write_own(func, target, args[1:], kwargs)
         if lazy:
             args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
         return func(*args, **kwargs)
+
+    def write_own(self, func: Any, target: Lazy, rest: tuple, kwargs: dict) -> Any:
+        """``func(target, *rest, **kwargs)``, an in-place write into a computed value (``y[0] = v``, ``y.add_(1)``):
+        done on the instance's own copy of the value, which ``target`` (every alias of it in the user's code)
+        then refers to, as a one-row value of the run's DFG. Written in the batched output instead, the write
+        would change the storage the other instances' rows share, which autograd saved for their backward."""
+        rest, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (rest, kwargs))
+        with torch._C.DisableTorchFunction():  # the runtime's own operators: not recorded
+            own = self.value(target).clone()
+            out = func(own, *rest, **kwargs)
+            _, target.h = self.rt.table.lifted(own)
+            target.requires_grad = own.requires_grad
+        target.depth = 0
+        return target if out is own else out
 
     def value(self, x: Lazy) -> torch.Tensor:
         """The computed tensor of ``x`` (on a fiber, waits for it: a value read, §4.2)."""

@@ -32,7 +32,7 @@ from acrobat.errors import AcrobatError, BatchError, InstanceError, LimitError, 
 from acrobat.runtime.accumulate import GradSink
 from acrobat.runtime.arena import Arena
 from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, STAGE_MASK, Group, Handle, ValueTable,
-                                 group_key, handle_matrix, new_dfg)
+                                 group_key, handle_matrix, new_dfg, snapshot)
 from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder, lazy_left_in, replace_lazy_in, shared_host_state
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
@@ -178,6 +178,8 @@ class Runtime:
         self.kernels[block.id] = kernel
         self.shared[block.id] = shared
 
+    snapshot = staticmethod(snapshot)  # a host argument as it is now (``acrobat.runtime.dfg.snapshot``)
+
     def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
         v = self.lifted.get(id(t))
@@ -200,6 +202,14 @@ class Runtime:
         if g.outs is None:
             self._wait(g)
         return g.outputs()[k][row]
+
+    def drain(self) -> None:
+        """On a fiber, wait until every group pending now has run: before the dynamic tier writes into a tensor
+        in place for an instance, so that the launches recorded before the write read it as it was (§4.2's
+        value read, for all pending work)."""
+        groups = self.dfg.groups
+        if groups:
+            self._wait(groups[max(groups)])
 
     def _wait(self, g: Group) -> None:
         """On a fiber, wait until pending group ``g`` has run (§4.2)."""
