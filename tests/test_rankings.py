@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import acrobat as ab
 from acrobat.errors import AcrobatError, CompileError
 from tests import ranking_progs as rp
-from tests.test_tdc import P
+from tests.test_ragged_dims import _check, _params
 
 STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-5, "atol": 1e-6}
@@ -25,21 +25,9 @@ PROGRAMS = [rp.ranked_scalars, rp.ranked_vectors, rp.stable_ties]
 BATCH = [([1, 2, 3], 2), ([4], 1), ([5, 6, 7, 8, 9], 3), ([10, 11], 0), ([12, 13, 14, 15], 4)]
 
 
-def _params() -> P:
-    return P(hidden=4, vocab=16)
-
-
 def _line(key: str) -> int:
     with open(rp.__file__) as f:
         return next(i for i, line in enumerate(f, 1) if line.rstrip().endswith(f"# M:{key}"))
-
-
-def _check(prog, batch, backend: str) -> None:
-    p = _params()
-    with torch.inference_mode():
-        got = prog.run(batch, p, backend=backend, options=STRICT)
-        want = [prog(x, p) for x in batch]
-    torch.testing.assert_close(got, want, **TOL)
 
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])

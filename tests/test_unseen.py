@@ -89,7 +89,12 @@ def test_gradients_equal_plain_calls(name, n):
     loss.backward()
     want = {k: None if q.grad is None else q.grad.clone() for k, q in module.named_parameters()}
     module.zero_grad(set_to_none=True)
-    out = m.run(_batch(m, n), *params, backend="eager")
+    same_gradients(module, m.run(_batch(m, n), *params, backend="eager"), want)
+
+
+def same_gradients(module: torch.nn.Module, out: Any, want: dict[str, torch.Tensor | None]) -> None:
+    """Backward the sum of the batched run's outputs ``out`` into ``module`` (its gradients cleared) and compare its
+    parameters' gradients with the per-instance calls' ``want`` (None there: none, or all zeros, here)."""
     sum((t.sum() for t in _leaves(out)), torch.zeros(())).backward()
     for k, q in module.named_parameters():
         if want[k] is None:

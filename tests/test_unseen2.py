@@ -10,7 +10,6 @@ loop, and the regressions the hunt found (batch sizes 1 and 8, mixed instance si
 
 from __future__ import annotations
 
-import random
 import warnings
 from typing import Any
 
@@ -21,15 +20,8 @@ from torch import nn
 import acrobat as ab
 from acrobat.errors import DynamicFallbackWarning
 from tests import unseen_progs2 as U
-from tests.test_unseen import _leaves, _same, _state
+from tests.test_unseen import _batch, _leaves, _same, _state, same_gradients
 from tests.unseen_progs2 import MODELS, Model
-
-
-def _batch(m: Model, n: int, seed: int = 1) -> list:
-    """``n`` instances of mixed sizes (1-12), the same for the same ``seed``."""
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
-    return [m.instance(rng, 1 + (i * 7 + seed) % 12) for i in range(n)]
 
 
 def _model_state(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -80,13 +72,7 @@ def test_gradients_equal_plain_calls(name, n, options):
     want = {k: None if q.grad is None else q.grad.clone() for k, q in module.named_parameters()}
     (module,) = m.params(0)
     out = m.run(_batch(m, n), module, backend="eager", **({} if options is None else {"options": options}))
-    sum((t.sum() for t in _leaves(out)), torch.zeros(())).backward()
-    for k, q in module.named_parameters():
-        if want[k] is None:
-            assert q.grad is None or not q.grad.any(), k
-        else:
-            assert q.grad is not None, k
-            torch.testing.assert_close(q.grad, want[k], msg=lambda s, k=k: f"gradient of {k}: {s}")
+    same_gradients(module, out, want)
 
 
 @pytest.mark.parametrize("name", ["topk_pool", "deep_calls", "eval_norms", "train_dropout", "routed_experts"])

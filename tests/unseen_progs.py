@@ -423,13 +423,15 @@ def _memory(rng: random.Random, size: int) -> dict:
 
 @dataclass(frozen=True)
 class Model:
-    """One unseen model: its program, a factory of its shared arguments and one of its instances."""
+    """One unseen model: its program, a factory of its shared arguments and one of its instances; ``check``
+    (models drawing random numbers) replaces equality with the per-instance call by seed-independent facts."""
 
     program: Any
     params: Callable[[int], tuple]
     instance: Callable[[random.Random, int], Any]
     grad: bool = True
     method: bool = False  # an ``@ab.program`` method: the module (first shared argument) is ``self``
+    check: Callable[[Any, Any], None] | None = None
 
     def __call__(self, instance: Any, *shared: Any) -> Any:
         """The plain per-instance call: the reference."""

@@ -17,13 +17,14 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import acrobat as ab
+from tests.unseen_progs import Model, _module
 
 HIDDEN = 8
 VOCAB = 20
@@ -424,31 +425,7 @@ def maxnorm_lookup(tokens, p):
     return p.out(h)
 
 
-# --- the registry ------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Model:
-    """One unseen model: its program, a factory of its shared arguments and one of its instances; ``check``
-    (models drawing random numbers) replaces equality with the per-instance call by seed-independent facts."""
-
-    program: Any
-    params: Callable[[int], tuple]
-    instance: Callable[[random.Random, int], Any]
-    grad: bool = True
-    check: Callable[[Any, Any], None] | None = None
-
-    def __call__(self, instance: Any, *shared: Any) -> Any:
-        """The plain per-instance call: the reference."""
-        return self.program(instance, *shared)
-
-    def run(self, instances: list, *shared: Any, **kwargs: Any) -> list:
-        """The batched run."""
-        return self.program.run(instances, *shared, **kwargs)
-
-
-def _module(cls: type) -> Callable[[int], tuple]:
-    return lambda seed: (cls(seed).eval(),)
-
+# --- the registry (``Model`` and ``_module`` of tests/unseen_progs.py) ---------------------------------------------
 
 MODELS: dict[str, Model] = {
     "masked_bag": Model(masked_bag, _module(BagParams), _padded_ids),
