@@ -70,18 +70,15 @@ if TYPE_CHECKING:
 MAX_OUTPUTS = 32
 """Outputs one recorded operator may have (``torch.unbind`` of a long tensor has more: it runs eagerly)."""
 
-#: Methods that read a tensor's value, or write into one: they run eagerly on the instance's values.
-_EAGER_NAMES = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
-                "__len__", "__repr__", "__str__", "__format__", "__array__", "__contains__", "__setitem__",
-                "__iadd__", "__isub__", "__imul__", "__itruediv__", "__imatmul__", "__ifloordiv__", "__ipow__",
-                "data_ptr", "equal", "allclose", "is_nonzero", "backward", "register_hook", "retain_grad",
-                "storage", "untyped_storage", "copy_", "set_", "share_memory_", "detach_", "requires_grad_",
-                "__deepcopy__", "__reduce_ex__", "clone_"}
-#: The eager methods that only read a value (the others write into a tensor).
+#: Methods that read a tensor's value: they run eagerly on the instance's values.
 _VALUE_READS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
                           "__len__", "__repr__", "__str__", "__format__", "__array__", "__contains__", "data_ptr",
                           "equal", "allclose", "is_nonzero", "backward", "register_hook", "retain_grad", "storage",
                           "untyped_storage", "__deepcopy__", "__reduce_ex__"})
+#: Methods that read a tensor's value, or write into one (also every ``name_`` method): they run eagerly.
+_EAGER_NAMES = _VALUE_READS | {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__imatmul__",
+                               "__ifloordiv__", "__ipow__", "copy_", "set_", "share_memory_", "detach_",
+                               "requires_grad_", "clone_"}
 #: Indexing a parameter with a per-instance number: a node (an embedding lookup batches as one gather).
 _LOOKUPS = {torch.Tensor.__getitem__, torch.Tensor.index_select, torch.nn.functional.embedding, torch.embedding}
 #: Shape queries of a real tensor: answered directly (no node, no key).
@@ -159,7 +156,7 @@ class _Mode(TorchFunctionMode):
         rec = self.rec
         if not rec.active:  # the runtime's own operators (a flush between fibers' steps)
             return func(*args, **(kwargs or {}))
-        if not kwargs and (not rec.grad or torch.is_grad_enabled()):  # `Recorder.call`'s first step, inline
+        if not kwargs and (not rec.grad or torch.is_grad_enabled()):  # `call`'s first step inline (`grad_off`)
             out = rec.record(func, args)
             if out is not NotImplemented:
                 return out
@@ -311,7 +308,7 @@ class Recorder:
         no list or tuple among them (the common call: ``x @ W``, ``torch.sigmoid(x)``) are the leaves
         themselves; others go through ``_flatten``.
         """
-        if not kwargs and (not self.grad or torch.is_grad_enabled()):  # (grad off: its own signatures, `add`)
+        if not kwargs and not self.grad_off():  # (grad off: its own signatures, `add`)
             out = self.record(func, args)
             if out is not NotImplemented:
                 return out
@@ -377,11 +374,13 @@ class Recorder:
             grad: bool, info: _FuncInfo) -> Any:
         """Add a DFG node of the signature ``key`` for the running instance; its lazy result."""
         off = self.grad_off()
-        op = self.ops.get((key, _GRAD_OFF) if off else key)
+        op_key = (key, _GRAD_OFF) if off else key
+        op = self.ops.get(op_key)
         if op is None:
             op = self.new_op(key, leaves, struct, info, off)
             if op is None:
                 return self.eager(key[0], *_unflatten(list(leaves), struct), info, lazy=bool(handles))
+            self.ops[op_key] = op
         depth += 1
         if hosts:  # the node takes its host values as they are now (a clone of a tensor: not to be recorded)
             self.active = False
@@ -420,8 +419,9 @@ class Recorder:
         return self.add(tuple(key), leaves, struct, [], hosts, 0, False, info)
 
     def new_op(self, key: tuple, leaves: list, struct: Any, info: _FuncInfo, off: bool = False) -> _Op | None:
-        """The block of a new operator signature, or None when meta tensors cannot run it (it runs eagerly);
-        ``off``: recorded with autograd off in a run that records (``grad_off``), its launches run without it."""
+        """The block of a new operator signature (the caller keeps it in ``ops``), or None when meta tensors cannot
+        run it (it runs eagerly); ``off``: recorded with autograd off in a run that records (``grad_off``), its
+        launches run without it."""
         func = key[0]
         sig = key[2:]
         meta_key = (func, struct, tuple(("shared", tuple(x.shape), x.dtype) if type(part) is int else part
@@ -469,10 +469,8 @@ class Recorder:
         self.rt.add_block(block, _NoGrad(kernel) if off else kernel, [leaves[i] for i in shared])
         kind = _ONE if out_spec is None else _TUPLE if out_spec.type is tuple and len(out_where) == (
             out_spec.num_leaves) and all(c.is_leaf() for c in out_spec.children()) else _TREE
-        op = self.ops[(key, _GRAD_OFF) if off else key] = _Op(bid, out_meta, tuple(m.floating for m in out_meta),
-                                                                kind, self.stats.op(info.name), block, out_spec,
-                                                                out_where)
-        return op
+        return _Op(bid, out_meta, tuple(m.floating for m in out_meta), kind, self.stats.op(info.name), block,
+                   out_spec, out_where)
 
     def shared_value(self, func: Any, leaves: Sequence, struct: Any, key: tuple) -> Any:
         """An operator over shared values and constants only: computed once per run, its result shared too."""
@@ -506,7 +504,7 @@ class Recorder:
             # the launches recorded before the write read the tensor as it was: they run first
             with torch._C.DisableTorchFunction():
                 self.rt.drain()
-            if type(target) is Lazy:
+            if info.writes and type(target) is Lazy:
                 return self.write_own(func, target, args[1:], kwargs)
         if lazy:
             args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
