@@ -400,11 +400,12 @@ class Program(Function[P, R]):
         options = self._grad_tier(instances, shared, options or self.options)
         c, be, rt = self._start(instances, shared, backend, options)
         rt.sync = sync
-        tier = None
+        trial: Trial[str] | None = None  # the tier trial of a program the static tier rejected
+        serial = 0
         if c.plan.dynamic is not None and options.static and not records_grad(rt.slots, instances):
-            tier = be.tiers.next_batch((), len(instances))  # rejected by the static tier: dynamic or plain calls
-            if tier[0] == PLAIN:
-                return self._run_plain(instances, shared, c.plan.dynamic, tier[1:], stats)
+            tier, trial, serial = be.tiers.next_batch((), len(instances))  # rejected: dynamic tier or plain calls
+            if tier == PLAIN:
+                return self._run_plain(instances, shared, c.plan.dynamic, trial, serial, stats)
         t0 = time.perf_counter()
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             try:
@@ -429,15 +430,15 @@ class Program(Function[P, R]):
                 rt.stats.fallback = c.bug
         if failed is not None:
             return self._run_dynamic(failed, instances, shared, options, stats, sync, sparse_grads)
-        if tier is not None:
-            be.tiers.record(tier[1], DYNAMIC, (time.perf_counter() - t0) * 1e6, len(instances), tier[2])
-            if tier[1].choice is None:
-                rt.stats.plain = f"the dynamic tier ran this batch: {TierChoice.why(tier[1])} (acrobat.runtime.tier)"
+        if trial is not None:
+            TierChoice.record(trial, DYNAMIC, (time.perf_counter() - t0) * 1e6, len(instances), serial)
+            if trial.choice is None:
+                rt.stats.plain = f"the dynamic tier ran this batch: {TierChoice.why(trial)} (acrobat.runtime.tier)"
         if stats is not None:
             stats.add(rt.stats)
         return out
 
-    def _run_plain(self, instances: Sequence, shared: tuple, rejected: str, trial: tuple[Trial[str], int],
+    def _run_plain(self, instances: Sequence, shared: tuple, rejected: str, trial: Trial[str], serial: int,
                    stats: RunStats | None) -> list[Any]:
         """The batch as plain calls, one instance at a time (``acrobat.runtime.tier``: faster than the dynamic
         tier for this program, which the static tier rejected with ``rejected``, or a turn of that
@@ -455,12 +456,12 @@ class Program(Function[P, R]):
                 raise InstanceError(f"instance {i}: {type(exc).__name__}: {exc} (running `{self.__name__}` as plain "
                                     f"per-instance calls){user_line(exc)}", i) from exc
         us = (time.perf_counter() - t0) * 1e6
-        TierChoice.record(trial[0], PLAIN, us, len(instances), trial[1])
+        TierChoice.record(trial, PLAIN, us, len(instances), serial)
         if stats is not None:
             st = RunStats(instances=len(instances), total_ms=us / 1e3, runs=1, backend="plain calls")
             st.plain = (f"ran as plain per-instance calls, unbatched, because the static tier rejected it "
                         f"({rejected.strip().splitlines()[0] if rejected.strip() else '?'}) and the dynamic tier "
-                        f"was not faster: {TierChoice.why(trial[0])}; Options(static=False) runs the dynamic tier "
+                        f"was not faster: {TierChoice.why(trial)}; Options(static=False) runs the dynamic tier "
                         "always (acrobat.runtime.tier)")
             stats.add(st)
         return out

@@ -488,8 +488,7 @@ def _cat_of_unit_items(a: _Analyzer, s: Site) -> Kind | None:
     e = s.e
     dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim")
     if not (s.args and isinstance(s.args[0], ListK) and isinstance(e.args[0], ir.Name)) or len(e.args) > 2 or \
-            any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or dim is not None and not (
-            isinstance(dim, ir.Const) and type(dim.value) is int and dim.value == 0):
+            any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or dim is not None and not _zero(dim):
         return None
     puts = ranks.comprehension_puts(a.spec.fn, e.args[0].id)
     items = [_without_unit_axis(put.args[0]) for put in puts]
@@ -506,20 +505,23 @@ def _cat_of_unit_items(a: _Analyzer, s: Site) -> Kind | None:
     return a.call(e)
 
 
+def _zero(d: ir.Expr | None) -> bool:
+    """Whether ``d`` is the literal int 0 (a dim)."""
+    return isinstance(d, ir.Const) and type(d.value) is int and d.value == 0
+
+
 def _without_unit_axis(x: ir.Expr) -> ir.Expr | None:
     """``e`` for ``x`` written as ``e`` with a new leading axis of length 1 (``e.unsqueeze(0)``,
     ``torch.unsqueeze(e, 0)``, ``e[None]``; ``e.view(-1)`` for ``e.view(1, -1)``, and so for ``reshape`` with
     more sizes after the 1), else None."""
-    def zero(d: ir.Expr | None) -> bool:
-        return isinstance(d, ir.Const) and type(d.value) is int and d.value == 0
     match x:
         case ir.Subscript(obj=obj, index=ir.Const(value=None)):
             return obj
         case ir.Call(kind=CallKind.METHOD, target="unsqueeze", receiver=r, args=args, kwargs=kw) if r is not None \
-                and (args == [] and list(kw) == ["dim"] and zero(kw["dim"]) or len(args) == 1 and not kw and
-                     zero(args[0])):
+                and (args == [] and list(kw) == ["dim"] and _zero(kw["dim"]) or len(args) == 1 and not kw and
+                     _zero(args[0])):
             return r
-        case ir.Call(kind=CallKind.TORCH, target=torch.unsqueeze, args=[r, d], kwargs=kw) if not kw and zero(d):
+        case ir.Call(kind=CallKind.TORCH, target=torch.unsqueeze, args=[r, d], kwargs=kw) if not kw and _zero(d):
             return r
         case ir.Call(kind=CallKind.METHOD, target="view" | "reshape", receiver=r, args=[ir.Const(value=one), *rest],
                      kwargs=kw) if not kw and r is not None and rest and type(one) is int and one == 1:

@@ -124,12 +124,16 @@ def run_system(system: System, setup: Setup, expected: list, policy: TimingPolic
     """Prepare, check and time one system on one configuration (alone; ``compare`` times systems by turns)."""
     res, runner, warmup = check_system(system, setup, expected, policy)
     if runner is not None:
-        try:
-            timing: Timing | Exception = runner.time(policy, warmup)
-        except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
-            timing = exc
-        _finish(res, runner, timing)
+        _finish(res, runner, _time_alone(runner, policy, warmup))
     return res
+
+
+def _time_alone(runner: Runner, policy: TimingPolicy, warmup: int) -> Timing | Exception:
+    """``runner``'s own timing (its runs alone), or the exception a run raised."""
+    try:
+        return runner.time(policy, warmup)
+    except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
+        return exc
 
 
 def compare(setup: Setup, systems: list[System], policy: TimingPolicy, on_system: Callable[[System], None] | None = None,
@@ -154,11 +158,7 @@ def compare(setup: Setup, systems: list[System], policy: TimingPolicy, on_system
             _finish(res, runner, timing)
         for system, (res, runner, warmup) in zip(systems, checked):
             if runner is not None and not isinstance(runner, FnRunner):
-                try:
-                    alone: Timing | Exception = runner.time(policy, warmup)
-                except Exception as exc:  # noqa: BLE001 - one broken system must not stop the benchmark
-                    alone = exc
-                _finish(res, runner, alone)
+                _finish(res, runner, _time_alone(runner, policy, warmup))
             cmp.results.append(res)
             if on_done is not None:
                 on_done(system)
