@@ -287,37 +287,46 @@ static PyObject *Dfg_node(DfgObject *self, PyObject *const *args, Py_ssize_t nar
 
 static PyObject *tensor_type = NULL; /* torch.Tensor (set_tensor_type): host tensors are cloned by snapshot */
 
-/* A host value as it is when its node is added: lists (also inside lists and tuples) copied and tensors cloned,
- * so that a change the instance's own code makes before the launch reads it (`tokens.pop()` after
+/* snapshot(x): a host value as it is when its node is added: lists (also inside lists and tuples) copied and
+ * tensors cloned, so that a change the instance's own code makes before the launch reads it (`tokens.pop()` after
  * `torch.tensor(tokens)`, `x[0] = 5.0` after `torch.tanh(x)`) is not seen by the launch, as it is not by the
  * plain call. New reference. */
+static int is_tensor(PyObject *x) {
+    return tensor_type != NULL && PyObject_TypeCheck(x, (PyTypeObject *)tensor_type);
+}
+
+/* Whether x is, or a tuple holds (at any depth), what snapshot copies: a list or a tensor. */
+static int changes_in_place(PyObject *x) {
+    if (PyList_CheckExact(x) || is_tensor(x))
+        return 1;
+    if (!PyTuple_CheckExact(x))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(x); i++)
+        if (changes_in_place(PyTuple_GET_ITEM(x, i)))
+            return 1;
+    return 0;
+}
+
 static PyObject *snapshot(PyObject *x) {
-    if (tensor_type != NULL && PyObject_TypeCheck(x, (PyTypeObject *)tensor_type))
+    if (!changes_in_place(x)) /* a number, a string, a tuple of them (a node's usual hosts): itself, no copy */
+        return Py_NewRef(x);
+    if (is_tensor(x))
         return PyObject_CallMethod(x, "clone", NULL);
     int is_list = PyList_CheckExact(x);
-    if (!is_list && !PyTuple_CheckExact(x))
-        return Py_NewRef(x);
     Py_ssize_t n = is_list ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
     PyObject *out = is_list ? PyList_New(n) : PyTuple_New(n);
     if (out == NULL)
         return NULL;
-    int changed = is_list;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = is_list ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i);
-        PyObject *copy = snapshot(item);
+        PyObject *copy = snapshot(is_list ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i));
         if (copy == NULL) {
             Py_DECREF(out);
             return NULL;
         }
-        changed |= copy != item;
         if (is_list)
             PyList_SET_ITEM(out, i, copy);
         else
             PyTuple_SET_ITEM(out, i, copy);
-    }
-    if (!changed) { /* a tuple holding no list: itself */
-        Py_DECREF(out);
-        return Py_NewRef(x);
     }
     return out;
 }
