@@ -445,12 +445,12 @@ def run(request: Request) -> State:
         result = p.run(state)
         ms = (time.perf_counter() - start) * 1e3
         state = State(request, MappingProxyType({**state.results, p.name: result}))
+        if p.name in show:  # before the check: the dump of an IR a pass broke is what its debugging needs
+            print(f"==== acrobat pass {i}/{len(PASSES)} `{p.name}` of program `{request.program.__name__}`: "
+                  f"{ms:.2f} ms\n{p.show(state)}\n", file=sys.stderr)
         problems = p.check(state)
         if problems:
             raise InternalError(f"acrobat's compiler pass `{p.name}` broke an invariant of the IR of program "
                                 f"`{request.program.__name__}`:\n  " + "\n  ".join(problems)
                                 + "\n  this is a bug in acrobat, please report it with the model")
-        if p.name in show:
-            print(f"==== acrobat pass {i}/{len(PASSES)} `{p.name}` of program `{request.program.__name__}`: "
-                  f"{ms:.2f} ms\n{p.show(state)}\n", file=sys.stderr)
     return state

@@ -234,6 +234,24 @@ def two_calls_annotated(tree, p):
 
 
 @ab.function
+def compose(left, right, p):
+    return torch.tanh(torch.cat([left, right]) @ p.W2)
+
+
+@ab.function
+def encode_composed(node, p):
+    if node.is_leaf:
+        return torch.tanh(p.emb[node.word_id % 10])
+    return compose(encode_composed(node.left, p), encode_composed(node.right, p), p)
+
+
+@ab.program
+def two_calls_as_arguments_of_a_call(tree, p):
+    """The two calls are the arguments of a program call themselves (not inside an operator)."""
+    return encode_composed(tree, p)
+
+
+@ab.function
 def run_rnn(xs, h, p):
     states = []
     for x in xs:

@@ -408,32 +408,11 @@ def rec(node, p):
 def main(inst, p):
     return rec(inst, p)
 '''),
-}
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_regression(name):
-    kind, body = CASES[name]
-    program = FuzzProgram(HEAD + body, kind, "float32", {}, (1, 5, 12), set())
-    out = check(program, ("eager",))
-    assert out.category == "ok", str(out)
-
-
-@pytest.mark.parametrize("name", ["dict_item_shared_after_tensor", "tuple_item_shared_after_tensor", "lstm_state_kept_whole", "chunk_item_of_module", "while_test_with_block",
-                                  "shared_parameter_reassigned", "hoisted_value_computed_late",
-                                  "shape_of_an_inline_contraction"])
-def test_regression_compiled(name):
-    kind, body = CASES[name]
-    out = check(FuzzProgram(HEAD + body, kind, "float64", {}, (3, 9), set()), ("compiled",))
-    assert out.category == "ok", str(out)
-
-
-# Found by the long fuzz run of session 9 (seed 4000134), on the code of the session's start too: a value a list
-# append receives, computed by nested program-function calls over `torch.cat([l, l]) @ p.W2`, in a list nobody
-# reads; with coarsening on, the `blocks` pass leaves the block reading a shared slot it does not take (`_s4`): the
-# between-pass check catches it and the program runs in the dynamic tier (right results, a DynamicFallbackWarning,
-# counted "internal" by the oracle). Not fixed yet.
-KNOWN_INTERNAL = ("nary", '''
+    # found by the long fuzz run of session 9 (seed 4000134): an inferred concurrent call whose calls are the
+    # arguments of a program call themselves; the concurrent call ran them and the statement made them again
+    # (every recursive `f(rec(l), rec(r))` did 2**depth times the work), and here the second copy's block read a
+    # shared slot it did not take (an internal error: the program ran in the dynamic tier)
+    "calls_as_arguments_of_a_call": ("nary", '''
 @ab.function
 def cell1(x, h, p, s=1.0):
     return x
@@ -453,12 +432,35 @@ def rec(node, p):
 @ab.program
 def main(inst, p):
     return rec(inst, p)
-''')
+'''),
+    # found by the long fuzz run of session 9 (seed 5000181): the shape of a value computed from shared values
+    # only (a program call over parameters) was typed a per-instance tensor, and its block returned an int (an
+    # internal error: the batch ran in the dynamic tier)
+    "shape_of_a_shared_call": ("seq", '''
+@ab.function
+def cell1(x, h, p, s=1.0):
+    return torch.tanh(p.h0 @ p.W + p.b)
+
+@ab.program
+def main(inst, p):
+    k4 = cell1(p.h0 - p.h0, torch.exp(-p.h0.abs()), p, 0.25).shape[0]
+    return (p.h0 * k4, k4)
+'''),
+}
 
 
-@pytest.mark.xfail(strict=True, reason="the blocks pass drops a shared slot of a coarsened block whose value only a "
-                                      "dead list receives (seed 4000134); the program runs in the dynamic tier")
-def test_known_internal_failure_of_the_blocks_pass():
-    kind, body = KNOWN_INTERNAL
-    out = check(FuzzProgram(HEAD + body, kind, "float32", {}, (1, 5), set()), ("eager",))
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_regression(name):
+    kind, body = CASES[name]
+    program = FuzzProgram(HEAD + body, kind, "float32", {}, (1, 5, 12), set())
+    out = check(program, ("eager",))
+    assert out.category == "ok", str(out)
+
+
+@pytest.mark.parametrize("name", ["dict_item_shared_after_tensor", "tuple_item_shared_after_tensor", "lstm_state_kept_whole", "chunk_item_of_module", "while_test_with_block",
+                                  "shared_parameter_reassigned", "hoisted_value_computed_late",
+                                  "shape_of_an_inline_contraction"])
+def test_regression_compiled(name):
+    kind, body = CASES[name]
+    out = check(FuzzProgram(HEAD + body, kind, "float64", {}, (3, 9), set()), ("compiled",))
     assert out.category == "ok", str(out)

@@ -54,7 +54,8 @@ def test_two_calls_in_one_expression_run_concurrently(backend):
     p = cp.Params()
     trees = synthetic_trees(12, 1, vocab_size=10)
     launches = {}
-    for prog in (cp.two_calls_in_one_expression, cp.two_calls_annotated):
+    nodes = {}
+    for prog in (cp.two_calls_in_one_expression, cp.two_calls_annotated, cp.two_calls_as_arguments_of_a_call):
         with torch.no_grad():
             want = [prog(t, p) for t in trees]
         stats = ab.RunStats()
@@ -62,7 +63,11 @@ def test_two_calls_in_one_expression_run_concurrently(backend):
             got = prog.run(trees, p, backend=backend, options=STRICT, stats=stats)
         torch.testing.assert_close(got, want, **TOL)
         launches[prog.__name__] = stats.kernel_launches
+        nodes[prog.__name__] = stats.dfg_nodes
     assert launches["two_calls_in_one_expression"] == launches["two_calls_annotated"]
+    # `compose(encode(l), encode(r))`: each call made once (the inferred concurrent call once ran the two
+    # calls and the statement then made them again, 2**depth times the work; session 10)
+    assert nodes["two_calls_as_arguments_of_a_call"] == nodes["two_calls_annotated"]
 
 
 def test_a_list_returned_from_an_argument_and_changed_is_rejected():

@@ -111,13 +111,16 @@ class _Lowerer:
             item.nid = c.nid
             self.spec.kinds[item.obj.nid] = self.spec.kinds[fork.nid]  # type: ignore[attr-defined]
             items[id(c)] = item
-        for r in roots:
-            _substitute(r, items)
+        for i, r in enumerate(roots):  # a root that is one of the calls is replaced in the list itself
+            if id(r) in items:
+                roots[i] = items[id(r)]
+            else:
+                _substitute(r, items)
 
     def extract(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Rewrite ``e`` so that it holds no program call, and no tensor op unless ``in_op``."""
         if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM:
-            self.infer_concurrency(list(e.args), pre)
+            self.infer_concurrency(e.args, pre)  # the list itself: an argument that is a call becomes its item
         elif not isinstance(e, ir.Concurrent):
             self.infer_concurrency([e], pre)
         if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM or isinstance(e, ir.Concurrent):

@@ -971,6 +971,8 @@ class _Analyzer:
                     return k.items[a == "indices"]  # torch.return_types of max/min (a segment result)
                 if isinstance(k, SharedK) and k.ref[0] == "arg":
                     return self.shared_path(k.ref + ((".", a),))
+                if isinstance(k, SharedK) and a in rules.SHAPE_ATTRS:
+                    return HOST  # a shared value's shape: the same for every instance, known once it is computed
                 if isinstance(k, SharedK):
                     return self.op_kind(e, [o], [k], host_result=False)
                 if isinstance(k, TensorK) and a in rules.SHAPE_ATTRS:
