@@ -203,3 +203,31 @@ def cat_along_rows(toks, p):
 def cat_returned(toks, p):
     """torch.cat of unsqueezed items, returned as it is."""
     return torch.cat([torch.tanh(p.emb[t]).unsqueeze(0) for t in toks])
+
+
+@ab.program
+def cut_by_length(toks, p):
+    """A shared weight cut by the instance's length (``p.emb[:len(toks)]``, learned positions): a stacked list."""
+    S = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks]) + p.emb[:len(toks)]  # M:cut
+    return torch.softmax(S, dim=0).sum(0), S.mean(0)
+
+
+@ab.program
+def cut_with_bounds_and_step(toks, p):
+    """Cuts by instance data with any bounds: a lower bound and a step, a negative lower bound."""
+    a = p.emb[toks[0] % 3:len(toks) + 3:2]
+    b = torch.tanh(p.emb[-len(toks):] @ p.W)
+    return a.sum(0), torch.amax(b, 0)
+
+
+@ab.program
+def cut_of_an_instance_tensor(toks, p):
+    """A per-instance tensor (4, 4) cut by instance data: its first rows, as many as the instance says."""
+    table = torch.outer(torch.tanh(p.emb[toks[0]]), p.W[0]) + p.W
+    return table[:len(toks) % 4 + 1].sum(0)
+
+
+@ab.program
+def empty_cut(toks, p):
+    """A cut that keeps no rows for an instance of one token."""
+    return p.emb[1:len(toks)].sum(0)  # M:empty_cut

@@ -130,3 +130,36 @@ def test_a_module_that_mixes_rows_is_rejected():
     with pytest.raises(CompileError) as err, torch.no_grad():
         rp.module_not_rowwise.run(_batch(3, 0), _Modules(), options=STRICT)
     assert f"ragged_progs.py:{_line('mix')}" in str(err.value) and "loop over the list" in str(err.value)
+
+
+CUTS = [rp.cut_by_length, rp.cut_with_bounds_and_step, rp.cut_of_an_instance_tensor]
+
+
+def _check_strict(prog, batch, backend="eager"):
+    """``prog`` in the static tier (strict: no dynamic tier) against its plain calls."""
+    p, stats = _params(), ab.RunStats()
+    with torch.inference_mode():
+        got = prog.run(batch, p, backend=backend, options=STRICT, stats=stats)
+        want = [prog(x, p) for x in batch]
+    torch.testing.assert_close(got, want, **TOL)
+    assert stats.dynamic is None
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("size", [1, 8, 64])
+@pytest.mark.parametrize("prog", CUTS, ids=lambda p: p.__name__)
+def test_a_cut_by_instance_bounds_is_a_stacked_list(prog, size, backend):
+    """``W[:len(toks)]``, ``W[a:b:s]``, ``x[:n]`` with per-instance bounds run statically (issue 18 §2)."""
+    _check_strict(prog, _batch(size, seed=size), backend)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 10_000), st.sampled_from(CUTS))
+def test_a_cut_on_random_lengths(n, seed, prog):
+    _check_strict(prog, _batch(n, seed, longest=12))
+
+
+def test_a_cut_that_keeps_no_rows_names_the_instance():
+    with pytest.raises(InstanceError) as err:
+        _check_strict(rp.empty_cut, [[1, 2], [3]])
+    assert "instance 1" in str(err.value) and f"ragged_progs.py:{_line('empty_cut')}" in str(err.value)

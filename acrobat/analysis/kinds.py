@@ -361,6 +361,7 @@ class Spec:
     # nid -> expression of a tensor kind that the function iterates (``for v in x``, ``zip(x, ys)``), whose rows
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
+    cuts: set[int] = field(default_factory=set)  # nids in ``rows`` that are cuts ``W[a:b]`` by host bounds
 
     def find_expr(self, nid: int) -> ir.Expr:
         """The expression with node id ``nid``: in the function's body, or in a per-module call of ``choices``.
@@ -881,6 +882,14 @@ class _Analyzer:
             self.changed = True
         return BOTTOM
 
+    def cut_rows(self, e: ir.Subscript) -> Kind:
+        """``W[a:b]``, a tensor cut along dim 0 by per-instance host bounds (``p.pos[:len(tokens)]``): its length
+        differs per instance, so it is built as the stack of the rows it keeps once this pass over the
+        specialization is done (``acrobat.analysis.rows``, issue 18 §2), a stacked list analysed then. BOTTOM
+        until that pass."""
+        self.spec.cuts.add(e.nid)
+        return self.rows_of(e)
+
     def build_rows(self, spec: Spec) -> None:
         """After a pass over ``spec``: give it a copy of its function that builds the rows of the tensors the pass
         found iterated (``rows_of``; ``acrobat.analysis.rows``). The per-module calls of its module choices and
@@ -893,8 +902,8 @@ class _Analyzer:
         if not spec.rows:
             return
         copies = {x.nid for _, calls in spec.choices.values() for call in calls for x in ir.walk(call)}
-        spec.fn = rows.rewritten(spec.fn, {nid: x for nid, x in spec.rows.items() if nid not in copies})
-        spec.rows, spec.choices, spec.unpacked = {}, {}, {}
+        spec.fn = rows.rewritten(spec.fn, {nid: x for nid, x in spec.rows.items() if nid not in copies}, spec.cuts)
+        spec.rows, spec.cuts, spec.choices, spec.unpacked = {}, set(), {}, {}
         self.changed = True
 
     # -- expressions ---------------------------------------------------
@@ -1248,6 +1257,9 @@ class _Analyzer:
             for k in ko.items:
                 elem = self.join_at(e, elem, k)
             return elem
+        if isinstance(i, ir.Slice) and self.has_rows(ko) and any(self.spec.kinds.get(x.nid) is HOST and any(
+                not isinstance(y, ir.Const) for y in ir.walk(x) if not ir.children(y)) for x in ir.children(i)):
+            return self.cut_rows(e)  # a bound is instance data (not constants, not shared host data)
         if isinstance(ko, (TensorK, SharedK)):
             return self.op_kind(e, [o, i], [ko, ki], host_result=True)
         return HOST if ko is not BOTTOM else BOTTOM

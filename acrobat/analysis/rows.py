@@ -30,13 +30,25 @@ Python's order holds; of a called module or method read off a variable (``p.expe
 only the indices are (the module choice, ``rules._module_choice``, takes the call as written). A tensor iterated only sometimes (under ``a if c else b``, a later operand of
 ``and``/``or`` or of a chained comparison, a ``while`` test) is rejected with a ``CompileError`` saying to
 build its rows in a statement of their own.
+
+**Cuts by per-instance bounds.** ``W[:n]``, ``W[a:b]``, ``W[:len(tokens)]`` of a tensor (a shared weight, or a
+per-instance tensor) by bounds that are host data of the instance has a per-instance length: a stacked list
+(``acrobat.analysis.ragged``, issue 18 §2). Such a cut is a site too (``cuts``), built as the stack of the rows
+it keeps, with Python's slice meaning for any bounds and step (those of ``range(len(W))[a:b:c]``):
+
+    x = p.pos[:len(tokens)]        ->    _comp0 = []
+                                         for _c_row_1 in range(len(p.pos))[:len(tokens)]:
+                                             _comp0.append(p.pos[_c_row_1])
+                                         x = torch.stack(_comp0)
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+
+import torch
 
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -46,10 +58,11 @@ _ROWS = "rows"  # hint of the variable a tensor that is not a variable is put in
 _ROW = "c_row_"  # hint of the comprehension's position variable (a comprehension's variable, as messages show it)
 
 
-def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr]) -> ir.Function:
+def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], cuts: Collection[int] = ()) -> ir.Function:
     """A copy of ``fn`` (node ids kept) in which each expression of ``sites`` (by node id: the tensors it
     iterates, ``x`` of ``for v in x`` and of ``zip(x, ys)``) is the list of its rows, built just before its
-    statement (see the module docstring); ``fn`` itself when ``sites`` is empty.
+    statement (see the module docstring); each site whose node id is in ``cuts`` (a cut ``W[a:b]`` by
+    per-instance bounds) is instead the stack of the rows it keeps; ``fn`` itself when ``sites`` is empty.
 
     Raises:
         CompileError: at a site evaluated only sometimes (a branch of ``a if c else b``, a later operand of
@@ -60,26 +73,26 @@ def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr]) -> ir.Function:
     out = copy.deepcopy(fn, {id(fn.source_lines): fn.source_lines})
     fresh = _Fresh(out)
     left = set(sites)
-    out.body = _body(out.body, left, fresh)
+    out.body = _body(out.body, left, fresh, frozenset(cuts))
     if left:  # in no statement's expressions: none the analysis should have found
         raise _error(sites[min(left)], "iterating a tensor's rows here is not analysed statically")
     return out
 
 
-def _body(stmts: list[ir.Stmt], left: set[int], fresh: _Fresh) -> list[ir.Stmt]:
+def _body(stmts: list[ir.Stmt], left: set[int], fresh: _Fresh, cuts: frozenset[int]) -> list[ir.Stmt]:
     """``stmts`` with the sites in ``left`` rewritten (each one removed from ``left``), nested bodies too."""
     out: list[ir.Stmt] = []
     for s in stmts:
         match s:
             case ir.If():
-                s.body, s.orelse = _body(s.body, left, fresh), _body(s.orelse, left, fresh)
+                s.body, s.orelse = _body(s.body, left, fresh, cuts), _body(s.orelse, left, fresh, cuts)
             case ir.For() | ir.While():
-                s.body = _body(s.body, left, fresh)
-        out += _statement(s, left, fresh)
+                s.body = _body(s.body, left, fresh, cuts)
+        out += _statement(s, left, fresh, cuts)
     return out
 
 
-def _statement(s: ir.Stmt, left: set[int], fresh: _Fresh) -> list[ir.Stmt]:
+def _statement(s: ir.Stmt, left: set[int], fresh: _Fresh, cuts: frozenset[int]) -> list[ir.Stmt]:
     """``s`` preceded by the statements that build the rows of its sites, innermost (first evaluated) first."""
     for root in ir.stmt_exprs(s):
         x = next((e for e in _post_order(root) if e.nid in left), None)
@@ -88,15 +101,16 @@ def _statement(s: ir.Stmt, left: set[int], fresh: _Fresh) -> list[ir.Stmt]:
         if isinstance(s, ir.While):
             raise _error(x, "a `while` test iterates a tensor's rows, once per test")
         left.discard(x.nid)
-        pre = _hoisted(s, root, x, fresh)
-        return [t for p in pre for t in _statement(p, left, fresh)] + _statement(s, left, fresh)
+        pre = _hoisted(s, root, x, fresh, x.nid in cuts)
+        return [t for p in pre for t in _statement(p, left, fresh, cuts)] + _statement(s, left, fresh, cuts)
     return [s]
 
 
-def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh) -> list[ir.Stmt]:
+def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, cut: bool) -> list[ir.Stmt]:
     """The statements that build the rows of ``x`` (in ``root``, an expression of ``s``) into a fresh list, which
-    ``x``'s place then reads; before them, what ``root`` evaluates before ``x`` (and is no variable or constant)
-    put in fresh variables."""
+    ``x``'s place then reads (``cut``: ``x`` is ``W[a:b]``, built from the rows of ``W`` it keeps, and its place
+    reads their ``torch.stack``); before them, what ``root`` evaluates before ``x`` (and is no variable or
+    constant) put in fresh variables."""
     pre: list[ir.Stmt] = []
     path = _path(root, x)
     for parent, child in zip(path, path[1:]):
@@ -114,20 +128,23 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh) -> list[ir.St
                 continue
             pre += _into_variable(parent, before, fresh)
     loc = x.loc
-    src = x.id if isinstance(x, ir.Name) else fresh(_ROWS)  # the tensor, read once per row
-    if not isinstance(x, ir.Name):
-        pre.append(ir.Assign(loc, ir.Target(src), x))
+    tensor = x.obj if cut else x  # type: ignore[attr-defined]
+    src = tensor.id if isinstance(tensor, ir.Name) else fresh(_ROWS)  # the tensor, read once per row
+    if not isinstance(tensor, ir.Name):
+        pre.append(ir.Assign(loc, ir.Target(src), tensor))
     rows, i = fresh(COMPREHENSION), fresh(_ROW)
-    positions = ir.Call(loc, ir.CallKind.BUILTIN, "range", [ir.Call(loc, ir.CallKind.BUILTIN, "len",
-                                                                     [ir.Name(loc, src)], {})], {})
+    positions: ir.Expr = ir.Call(loc, ir.CallKind.BUILTIN, "range", [ir.Call(loc, ir.CallKind.BUILTIN, "len",
+                                                                              [ir.Name(loc, src)], {})], {})
+    if cut:  # the positions the cut keeps: `range(len(W))[a:b:c]`, Python's slice meaning for any bounds
+        positions = ir.Subscript(loc, positions, x.index)  # type: ignore[attr-defined]
     append = ir.Call(loc, ir.CallKind.METHOD, "append", [ir.Subscript(loc, ir.Name(loc, src), ir.Name(loc, i))],
                      {}, receiver=ir.Name(loc, rows))
     pre += [ir.Assign(loc, ir.Target(rows), ir.ListExpr(loc, [])),
             ir.For(loc, ir.Target(i), positions, [ir.ExprStmt(loc, append)])]
-    if path[:-1]:
-        _replace(path[-2], x, ir.Name(loc, rows))
-    else:
-        _replace(s, x, ir.Name(loc, rows))
+    value: ir.Expr = ir.Name(loc, rows)
+    if cut:
+        value = ir.Call(loc, ir.CallKind.TORCH, torch.stack, [value], {})
+    _replace(path[-2] if path[:-1] else s, x, value)
     return pre
 
 
