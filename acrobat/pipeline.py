@@ -208,7 +208,7 @@ def kinds(s: State) -> KindTable:
     """The kind analysis from the entry (§4.2, §5.1): every specialization and its kinds."""
     r = s.request
     return analyze_kinds(dict(s.functions), r.program, r.n_shared, instance=r.program.instance_pos,
-                         resolve=r.resolve, parse=r.program.functions)
+                         resolve=r.resolve, parse=r.program.functions, implicit=r.program.implicit)
 
 
 def lists(s: State) -> None:

@@ -17,6 +17,7 @@ import time
 import types
 import traceback
 import warnings
+import weakref
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Mapping, ParamSpec, Sequence, TypeVar, overload
@@ -133,6 +134,20 @@ class Function(Generic[P, R]):
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         """Accessed on an instance: a bound method (``self`` first); on the class: the function itself."""
         return self if obj is None else types.MethodType(self, obj)
+
+    @staticmethod
+    def implicit(fn: Callable) -> "Function":
+        """The program function the analysis makes of ``fn``, the model's own undecorated helper (a module-level
+        function given tensors, or a method of the model's class given per-instance host data), as if it were
+        decorated with ``@acrobat.function``: one per ``fn``, so recursion through it finds the same function
+        (issue 18: decorators on the entry alone; ``acrobat.analysis.kinds._Analyzer.helper_call``)."""
+        found = _IMPLICIT.get(fn)
+        if found is None:
+            found = _IMPLICIT[fn] = Function(fn)
+        return found
+
+
+_IMPLICIT: "weakref.WeakKeyDictionary[Callable, Function]" = weakref.WeakKeyDictionary()
 
 
 def function(fn: Callable[P, R]) -> Function[P, R]:

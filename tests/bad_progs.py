@@ -18,10 +18,6 @@ GLOBAL_T = torch.ones(4)
 COUNTER = 0
 
 
-def plain_helper(x):
-    return x
-
-
 @ab.function
 def good_helper(tok, p):
     return torch.tanh(p.emb[tok] @ p.W)
@@ -74,12 +70,6 @@ def bad_import(tok, p):
 def bad_global(tok, p):
     global COUNTER  # E:global
     return p.emb[tok]
-
-
-@ab.program
-def bad_undecorated(tok, p):
-    h = plain_helper(p.emb[tok])  # E:undecorated
-    return h
 
 
 @ab.program

@@ -14,10 +14,6 @@ from tests.dynamic_progs import Params  # emb (10, 4), W (4, 4), b (4,)
 Pair = collections.namedtuple("Pair", "first last")
 
 
-def double(x):
-    return x * 2
-
-
 @ab.function
 def double_fixed(x):
     return x * 2
@@ -68,16 +64,6 @@ def sqrt_of_value(toks, p):
 def sqrt_of_value_fixed(toks, p):  # the other fix: read the value first
     h = p.emb[toks[0]] @ p.W
     return h / math.sqrt(h.norm().item() + 1.0)
-
-
-@ab.program
-def undecorated(toks, p):
-    return double(p.emb[toks[0]])  # M:undecorated
-
-
-@ab.program
-def undecorated_fixed(toks, p):
-    return double_fixed(p.emb[toks[0]])
 
 
 @ab.program

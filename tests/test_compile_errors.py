@@ -47,7 +47,6 @@ CASES = [
     (bad_progs.bad_while_else, "while_else", "`while ... else` is not supported"),
     (bad_progs.bad_import, "import", "import at module level"),
     (bad_progs.bad_global, "global", "pass the value in as an argument"),
-    (bad_progs.bad_undecorated, "undecorated", "decorate it with @acrobat.function"),
     (bad_progs.bad_global_tensor, "global_tensor", "pass tensors and modules in as model parameters"),
     (bad_progs.bad_inplace, "inplace", "write the out-of-place `.add()`"),
     (bad_progs.bad_attr_assign, "attr_assign", "cannot assign to `tok.x`"),

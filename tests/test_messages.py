@@ -42,7 +42,6 @@ FIXED = [
     (m.ragged_shape, "ragged_shape", "cannot be read with `.shape`", m.ragged_shape_fixed),
     (m.sqrt_of_tensor, "sqrt", "`math.sqrt` is library code", m.sqrt_of_tensor_fixed),
     (m.sqrt_of_value, "sqrt_value", "or read the value first (`x.item()`", m.sqrt_of_value_fixed),
-    (m.undecorated, "undecorated", "decorate it with @acrobat.function", m.undecorated_fixed),
     (m.class_result, "class", "`Pair` is a class, whose constructor", m.class_result_fixed),
     (m.fill, "fill", "build a new tensor: `torch.full_like(x, value)`", m.fill_fixed),
     (m.requires_grad, "requires_grad", "drop it", m.requires_grad_fixed),

@@ -153,7 +153,6 @@ def test_kind_lattice_none_optional_dict():
 
 REJECTED = [
     # (program, marker, phrase of the hint, the fixed program)
-    (up.helper_given_tensor, "host_helper_tensor", "decorate it with @acrobat.function", up.helper_given_tensor_fixed),
     (up.builtin_given_tensor, "builtin_tensor", "use torch operators on tensors", up.stack_list_fixed),
     (up.conditional_comprehension, "comp_conditional", "comprehensions are accepted where they always run",
      up.conditional_comprehension_fixed),

@@ -308,28 +308,6 @@ def host_code(tokens, p):
     return h
 
 
-def plain_scale(h):
-    return h * 2.0
-
-
-@ab.program
-def helper_given_tensor(tokens, p):
-    h = plain_scale(p.emb[tokens[0]])  # E:host_helper_tensor
-    return h
-
-
-@ab.function
-def fixed_scale(h):
-    return h * 2.0
-
-
-@ab.program
-def helper_given_tensor_fixed(tokens, p):
-    """The fix of ``helper_given_tensor``: the helper is an @acrobat.function."""
-    h = fixed_scale(p.emb[tokens[0]])
-    return h
-
-
 @ab.program
 def builtin_given_tensor(tokens, p):
     xs = [p.emb[t] for t in tokens]

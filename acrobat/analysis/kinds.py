@@ -49,7 +49,7 @@ from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
-from acrobat.frontend.parser import is_comprehension_list, shown_name
+from acrobat.frontend.parser import bind_arguments, is_comprehension_list, shown_name
 from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.plan import SegmentOp
 
@@ -458,8 +458,10 @@ def is_host_data(v: Any) -> bool:
 
 class _Analyzer:
     def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None,
-                 parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None):
+                 parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None,
+                 implicit: Callable[[Callable], Any] | None = None):
         self.functions = functions
+        self.implicit = implicit  # the program function of an undecorated helper of the model (``helper_call``)
         # attribute name -> kind of the values stored there (see "fields"), every stored name from the start, so
         # that a read analysed before the store waits for its kind (BOTTOM) instead of taking host data
         self.fields: dict[str, Kind] = {name: BOTTOM for fn in functions.values() for name in _stored_attrs(fn)}
@@ -980,8 +982,8 @@ class _Analyzer:
                     return k.items[a == "indices"]  # torch.return_types of max/min (a segment result)
                 if isinstance(k, SharedK) and k.ref[0] == "arg":
                     return self.shared_path(k.ref + ((".", a),))
-                if isinstance(k, SharedK) and a in rules.SHAPE_ATTRS:
-                    return HOST  # a shared value's shape: the same for every instance, known once it is computed
+                if isinstance(k, SharedK) and a in rules.SHAPE_ATTRS and not _shared_operand(o, k):
+                    return HOST  # the shape of a call's shared result (the prologue runs no call): host code reads it
                 if isinstance(k, SharedK):
                     return self.op_kind(e, [o], [k], host_result=False)
                 if isinstance(k, TensorK) and a in rules.SHAPE_ATTRS:
@@ -1322,8 +1324,8 @@ class _Analyzer:
         recv = self.expr(e.receiver)
         name = str(e.target) if e.kind is CallKind.METHOD else "forward"
         fn = self.module_method(recv, name, e.kind is CallKind.VALUE)
-        if fn is None:
-            return False
+        if fn is None or fn is self.implicit_of(fn.fn) and not any(type(self.expr(a)) is HostK for a in e.args):
+            return False  # an undecorated method given no per-instance host data: one operator, as before
         params = list(inspect.signature(fn.fn).parameters.values())
         given = 1 + len(e.args)
         rest = params[given:]
@@ -1331,31 +1333,80 @@ class _Analyzer:
                 or any(p.default is p.empty or not isinstance(p.default, (int, float, str, bool, type(None)))
                        for p in rest):
             return False
-        if fn not in self.functions:
-            found = self.parse(fn)
-            self.functions.update(found)
-            for attr in (a for f in found.values() for a in _stored_attrs(f)):
-                self.fields.setdefault(attr, BOTTOM)  # a field its methods store (read as host data until now: a
-                # read analysed before is then a conflict, a CompileError, never a host read of a tensor)
+        if not self.adopt(fn, quiet=fn is self.implicit_of(fn.fn)):
+            return False
         receiver, called = e.receiver, e.kind is CallKind.VALUE
         e.kind, e.target, e.receiver = CallKind.PROGRAM, fn, None
         e.args = [receiver, *e.args, *(ir.Const(e.loc, p.default) for p in rest)]
         self.method_sites[e.nid] = (name, called)
         return True
 
+    def adopt(self, fn: Any, quiet: bool = False) -> bool:
+        """Parse the program function ``fn`` (found during the analysis) and the functions it calls, once; False
+        when the parser rejects it and ``quiet`` (an undecorated method, ``implicit_of``: then it is called as
+        before, one operator).
+
+        Raises:
+            CompileError: the parser rejects ``fn`` or a function it calls, and not ``quiet``.
+        """
+        if fn in self.functions:
+            return True
+        try:
+            found = self.parse(fn)  # type: ignore[misc]
+        except CompileError:
+            if quiet:
+                return False
+            raise
+        self.functions.update(found)
+        for attr in (a for f in found.values() for a in _stored_attrs(f)):
+            self.fields.setdefault(attr, BOTTOM)  # a field its methods store (read as host data until now: a
+            # read analysed before is then a conflict, a CompileError, never a host read of a tensor)
+        return True
+
+    def implicit_of(self, fn: Any) -> Any:
+        """The program function made of ``fn`` when it is the model's own undecorated function
+        (``rules.model_code``), else None (issue 18: a user decorates the entry, not every helper)."""
+        if self.implicit is None or self.parse is None or not rules.model_code(fn):
+            return None
+        return self.implicit(fn)
+
+    def helper_call(self, e: ir.Call) -> bool:
+        """Make ``e``, a call of the model's own undecorated function given tensors or shared values, a program
+        call, as if the function were an ``@acrobat.function`` (§4: analysed, not one opaque operator). False
+        when it is no such function.
+
+        Raises:
+            CompileError: the parser rejects the function (its own file:line and fix), or the call's keywords
+                do not fit its parameters (Python raises TypeError).
+        """
+        fn = self.implicit_of(e.target)
+        if fn is None:
+            return False
+        self.adopt(fn)
+        e.args, e.kwargs = bind_arguments(fn, e.args, e.kwargs, e.loc), {}
+        e.kind, e.target = CallKind.PROGRAM, fn
+        return True
+
     def module_method(self, recv: Kind, name: str, called: bool) -> Any:
         """The ``@acrobat.function`` named ``name`` of the class of the shared module ``recv`` names in this
-        run, or None (not a module, not known here, no such program method; ``called``: the module itself is
-        called, which runs ``forward`` only through ``nn.Module.__call__`` without hooks)."""
+        run (or the program function made of an undecorated method of the model's own class, ``implicit_of``),
+        or None (not a module, not known here, no such method; ``called``: the module itself is called, which
+        runs ``forward`` only through ``nn.Module.__call__`` without hooks)."""
         if not isinstance(recv, SharedK) or recv.host or self.resolve is None:
             return None
         module = self.resolve(recv.ref)
-        if not isinstance(module, torch.nn.Module) or name not in program_methods(type(module)):
+        if not isinstance(module, torch.nn.Module):
             return None
         if called and (type(module).__call__ is not torch.nn.Module.__call__ or forward_hooks(module)):
             return None
+        if name in program_methods(type(module)):
+            fn = inspect.getattr_static(type(module), name)
+        else:
+            fn = self.implicit_of(inspect.getattr_static(type(module), name, None))
+            if fn is None:
+                return None
         self.facts[recv.ref] = shared_fact(module)
-        return inspect.getattr_static(type(module), name)
+        return fn
 
     def unpack(self, e: ir.Call) -> ir.Call | None:
         """``e`` with its starred arguments expanded (``acrobat.analysis.unpacking``), the same expansion (node
@@ -1651,7 +1702,8 @@ def _is_const(x: ir.Expr | None) -> bool:
 
 def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int = 0,
                   resolve: Resolver | None = None,
-                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None) -> KindTable:
+                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None,
+                  implicit: Callable[[Callable], Any] | None = None) -> KindTable:
     """Run the kind analysis to a fixpoint from the entry function.
 
     The entry's parameter at position ``instance`` (the first, or the one
@@ -1660,7 +1712,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     the parameter's position). ``resolve`` (when the run's shared arguments
     are known) tells which paths into them hold plain host data; the table's
     ``facts`` say what was found. ``parse`` parses a program function found only now (a method of a module
-    the run passes, ``method_call``) with the functions it calls; ``functions`` grows by them.
+    the run passes, ``method_call``) with the functions it calls; ``functions`` grows by them. ``implicit``
+    makes a program function of the model's own undecorated helper (``helper_call``; ``Function.implicit``).
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -1672,7 +1725,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
                            fallback=False)
-    an = _Analyzer(functions, fn.params, resolve, parse)
+    an = _Analyzer(functions, fn.params, resolve, parse, implicit)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.request(key)
     an.changed = True

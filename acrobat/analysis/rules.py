@@ -21,9 +21,11 @@ Calls of program functions (``CallKind.PROGRAM``) are the analysis' own
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import sysconfig
+import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -204,6 +206,15 @@ def _is_library(obj: Any) -> bool:
     return file is None or os.path.abspath(file).startswith(_LIBRARY_DIRS)
 
 
+def model_code(fn: Any) -> bool:
+    """Whether ``fn`` is a plain function of the model's own code that the analysis may take as a program
+    function undecorated: a ``def`` (no lambda, closure, generator or coroutine) outside the standard library,
+    installed packages and acrobat itself."""
+    return isinstance(fn, types.FunctionType) and fn.__name__ != "<lambda>" and not fn.__code__.co_freevars \
+        and not inspect.isgeneratorfunction(fn) and not inspect.iscoroutinefunction(fn) and not _is_library(fn) \
+        and (fn.__module__ or "").split(".")[0] != "acrobat"
+
+
 def _host_call_message(fn: Any, k: Kind) -> str:
     """Why ``fn``, plain Python that is not an ``@acrobat.function``, cannot take a value of kind ``k``, and what
     to write instead: decorate the model's own function; use a torch operator for library code."""
@@ -220,6 +231,14 @@ def _host_call_message(fn: Any, k: Kind) -> str:
     if name == "<lambda>":
         return f"a lambda {runs}: define it with `def` and decorate it with @acrobat.function"
     return f"`{name}` is not an @acrobat.function, so it {runs}: decorate it with @acrobat.function"
+
+
+@defcall(CallKind.HOST, ANY)
+def _model_helper(a: _Analyzer, s: Site) -> Kind | None:
+    # the model's own undecorated helper given tensors or shared values: analysed as a program function
+    if any(has_tensor(k) or has_shared(k) for k in s.kinds) and a.helper_call(s.e):
+        return a.program_call(s.e)
+    return None
 
 
 @defcall(CallKind.HOST, ANY)
