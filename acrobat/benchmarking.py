@@ -24,6 +24,7 @@ import torch
 
 from acrobat.errors import BatchError
 from acrobat.program import BoundProgram, Options, Program
+from acrobat.runtime.backend import BACKENDS
 from acrobat.runtime.stats import RunStats
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -151,7 +152,9 @@ def _warm_up(prog: Program[..., Any], instances: Sequence[Any], shared: tuple[An
     for n in range(1, cap + 1):
         st = RunStats()
         prog.run(instances, *shared, backend=backend, options=options, stats=st)
-        be, _ = prog.backend(st.backend, len(shared), options)
+        # the backend that ran; a batch the tier choice ran as plain calls (``st.backend == "plain calls"``,
+        # acrobat.runtime.tier) is the requested backend's, which holds that choice
+        be, _ = prog.backend(st.backend if st.backend in BACKENDS else backend, len(shared), options)
         if st.compiles == 0 and be.tuned():
             return n, True
     return cap, False

@@ -31,7 +31,7 @@ from tests.fuzz.generator import FuzzProgram, generate
 from tests.fuzz.oracle import FAILURES, check, same
 from tests.fuzz.shrink import shrink_program
 
-FAST_EAGER = [*range(40), 40, 43, 44, 56, 92, 93]  # between them every feature of test_the_programs_use_the_constructs
+FAST_EAGER = [*range(40), 40, 43, 44, 56, 92, 93, 114]  # between them every feature of test_the_programs_use_the_constructs
 FAST_COMPILED = (3, 11)
 FAST_DYNAMIC = range(20)
 MINUTES = float(os.environ.get("ACROBAT_FUZZ_MINUTES", "0") or 0)
@@ -79,7 +79,7 @@ def test_the_programs_use_the_constructs():
                     "torch.cat of unsqueezed items", "dim=-1 of stacked scalars", "softmax over dim=-1 of a stack",
                     "topk/sort of a stack", "loop over a tensor's rows", "enumerate over a tensor's rows",
                     "zip over a tensor's rows", "reversed over a tensor's rows", "list of a tensor's rows",
-                    "loop over a tensor's 0-d rows"):
+                    "loop over a tensor's 0-d rows", "module-level data", "int rebound to a tensor"):
         assert feature in seen, feature
 
 

@@ -49,6 +49,7 @@ from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
+from acrobat.frontend.globals import is_host_data
 from acrobat.frontend.parser import bind_arguments, is_comprehension_list, shown_name
 from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.plan import SegmentOp
@@ -444,18 +445,6 @@ def module_keys(v: Any) -> range | tuple | None:
     return None
 
 
-def is_host_data(v: Any) -> bool:
-    """Plain Python data (numbers, strings, None, dtypes, and non-empty tuples/lists/dicts of them): a shared
-    value that host code uses as it is, never a tensor operand of a block."""
-    if isinstance(v, (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)):
-        return True
-    if isinstance(v, (list, tuple)):  # an empty one may be meant to hold tensors: not host data
-        return bool(v) and all(is_host_data(x) for x in v)
-    if isinstance(v, dict):
-        return bool(v) and all(isinstance(k, str) and is_host_data(x) for k, x in v.items())
-    return False
-
-
 class _Analyzer:
     def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None,
                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None,
@@ -521,9 +510,10 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
-            raise self.error(node, f"{shown_name(name)} holds host data in one place and a tensor in another "
-                                   f"({old} vs {k}): "
-                                   "use separate variables") from None
+            err = self.error(node, f"{shown_name(name)} holds host data in one place and a tensor in another "
+                                   f"({old} vs {k}): use separate variables")
+            err.variable = (self.spec.key[0], name)  # ``analyze_kinds`` splits it into versions where it can
+            raise err from None
         if new != old:
             self.spec.var[name] = new
             self.changed = True
@@ -1318,12 +1308,17 @@ class _Analyzer:
         function taking the module first (§4: recursion, control flow and host data in it are the program's,
         not one opaque operator of a block). Needs the run's shared arguments (``resolve``) to know the class;
         the class becomes a fact of the compile, so a run with a module of another class compiles again.
-        Only calls with positional arguments (and the method's constant defaults) are made so."""
+        A submodule called by its attribute (``self.tree_lstm(tree, xs)``, ``submodule``) is the call of its
+        ``forward``. Only calls with positional arguments (and the method's constant defaults) are made so."""
         if e.kind not in (CallKind.METHOD, CallKind.VALUE) or e.receiver is None or e.kwargs or self.parse is None:
             return False
         recv = self.expr(e.receiver)
         name = str(e.target) if e.kind is CallKind.METHOD else "forward"
-        fn = self.module_method(recv, name, e.kind is CallKind.VALUE)
+        receiver, called = e.receiver, e.kind is CallKind.VALUE
+        if not called and self.submodule(recv, name):  # `self.tree_lstm(tree, xs)`: the submodule is called
+            receiver, name, called = ir.Attr(e.receiver.loc, e.receiver, name), "forward", True
+            recv = self.expr(receiver)
+        fn = self.module_method(recv, name, called)
         if fn is None or fn is self.implicit_of(fn.fn) and not any(type(self.expr(a)) is HostK for a in e.args):
             return False  # an undecorated method given no per-instance host data: one operator, as before
         params = list(inspect.signature(fn.fn).parameters.values())
@@ -1335,7 +1330,6 @@ class _Analyzer:
             return False
         if not self.adopt(fn, quiet=fn is self.implicit_of(fn.fn)):
             return False
-        receiver, called = e.receiver, e.kind is CallKind.VALUE
         e.kind, e.target, e.receiver = CallKind.PROGRAM, fn, None
         e.args = [receiver, *e.args, *(ir.Const(e.loc, p.default) for p in rest)]
         self.method_sites[e.nid] = (name, called)
@@ -1386,6 +1380,17 @@ class _Analyzer:
         e.args, e.kwargs = bind_arguments(fn, e.args, e.kwargs, e.loc), {}
         e.kind, e.target = CallKind.PROGRAM, fn
         return True
+
+    def submodule(self, recv: Kind, attr: str) -> bool:
+        """Whether ``attr`` of the shared module ``recv`` names in this run is a submodule whose ``forward`` is an
+        ``@acrobat.function`` or the model's own undecorated code (``implicit_of``; then ``recv.attr(...)``
+        calls it, and ``method_call`` analyses its ``forward``)."""
+        if not isinstance(recv, SharedK) or recv.host or self.resolve is None:
+            return False
+        module = self.resolve(recv.ref)
+        sub = getattr(module, attr, None) if isinstance(module, torch.nn.Module) else None
+        return isinstance(sub, torch.nn.Module) and ("forward" in program_methods(type(sub)) or self.implicit_of(
+            inspect.getattr_static(type(sub), "forward", None)) is not None)
 
     def module_method(self, recv: Kind, name: str, called: bool) -> Any:
         """The ``@acrobat.function`` named ``name`` of the class of the shared module ``recv`` names in this
@@ -1715,10 +1720,31 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     the run passes, ``method_call``) with the functions it calls; ``functions`` grows by them. ``implicit``
     makes a program function of the model's own undecorated helper (``helper_call``; ``Function.implicit``).
 
+    A variable that holds host data and then a tensor (``inputs = self.emb(inputs)``) is split into one
+    variable per top-level binding (``acrobat.analysis.versions``) and the analysis runs again.
+
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
             mixed with tensors, tensor-dependent control flow, ...).
     """
+    split: set[tuple[Any, str]] = set()
+    while True:
+        try:
+            return _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit)
+        except CompileError as err:
+            var = getattr(err, "variable", None)
+            fn = versions.split(functions[var[0]], var[1]) if var is not None and var not in split else None
+            if fn is None:
+                raise
+            split.add(var)  # `inputs = self.emb(inputs)`: one variable per top-level binding, then analyse again
+            functions[var[0]] = fn
+
+
+def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int, resolve: Resolver | None,
+              parse: Callable[[Any], Mapping[Any, ir.Function]] | None,
+              implicit: Callable[[Callable], Any] | None) -> KindTable:
+    """One run of the kind analysis to its fixpoint (``analyze_kinds``, which may split a variable and run it
+    again)."""
     fn = functions[entry]
     if len(fn.params) != 1 + n_shared:
         raise CompileError(f"the entry `{fn.name}({', '.join(fn.params)})` takes the instance and "
@@ -1758,7 +1784,7 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
 
 # The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import
 # it (until the analyzer has a module of its own, ``kinds`` holds both).
-from acrobat.analysis import rules, unpacking  # noqa: E402
+from acrobat.analysis import rules, unpacking, versions  # noqa: E402
 
 
 def forward_hooks(module: torch.nn.Module) -> str | None:

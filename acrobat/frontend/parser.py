@@ -20,6 +20,7 @@ import torch
 
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
+from acrobat.frontend.globals import GlobalRead, is_global_data
 from acrobat.frontend.keyed import RANKERS, keyed_call
 from acrobat.frontend.source import SourceSnapshot
 
@@ -42,12 +43,13 @@ def is_comprehension_list(name: str) -> bool:
 def shown_name(name: str) -> str:
     """A variable as a message names it: the name the model wrote for a comprehension's variable (the
     parser renames ``x`` to ``_c_x_3``, ``comprehension``), the words "a comprehension's list" for the list
-    one builds, "a starred value" for the variable ``hoist_starred`` made; else the name, in backticks."""
+    one builds, "a starred value" for the variable ``hoist_starred`` made, the name of a variable's version
+    (``_v_x_1``, ``acrobat.analysis.versions``); else the name, in backticks."""
     if is_comprehension_list(name):
         return "a comprehension's list"
     if re.fullmatch(f"_{STARRED}\\d+", name):
         return "a starred value"
-    written = re.fullmatch(r"_c_(\w+)_\d+", name)
+    written = re.fullmatch(r"_[cv]_(\w+)_\d+", name)  # a comprehension's variable, a version (analysis.versions)
     return f"`{written[1] if written else name}`"
 
 
@@ -204,6 +206,7 @@ class _Translator:
         self.grad_off: list[ir.Loc] = []  # the `with` statements that turn autograd off (see `with_stmt`)
         self.outer: ast.FunctionDef | None = None
         closure = inspect.getclosurevars(fn)
+        self.nonlocals: set[str] = set(closure.nonlocals)
         self.scope: dict[str, Any] = {**fn.__globals__, **closure.nonlocals}
         self.locals: set[str] = set()
         self.fresh = 0
@@ -596,13 +599,16 @@ class _Translator:
         raise self.error(e, f"`{type(e).__name__}` expression is not supported in an acrobat model: {hint}")
 
     def global_value(self, e: ast.expr) -> ir.Expr:
-        """A non-local name used as a value: only constants may be read from globals."""
+        """A non-local name used as a value: a constant (number, string, dtype, class), or a module-level dict,
+        list or tuple of host data read when the skeleton runs (``acrobat.frontend.globals``)."""
         _, obj = self.resolve_global(e)
         if isinstance(obj, (int, float, bool, str)) or obj is None:
             return ir.Const(self.loc(e), obj)
         if isinstance(obj, (torch.dtype, torch.device, torch.layout, torch.memory_format, type)) and not (
                 isinstance(obj, type) and issubclass(obj, torch.nn.Module)):
             return ir.Const(self.loc(e), obj)  # `dtype=torch.float32`, a class for isinstance: a constant of generated code
+        if isinstance(e, ast.Name) and e.id not in self.nonlocals and is_global_data(self.fn.__globals__, e.id):
+            return ir.Call(self.loc(e), ir.CallKind.HOST, GlobalRead(self.fn.__globals__, e.id), [], {})
         if callable(obj) and not isinstance(obj, torch.nn.Module):
             raise self.error(e, f"global `{ast.unparse(e)}` used as a value: only calls of it are supported "
                                 f"({_FUNCTION_VALUE})")

@@ -341,7 +341,7 @@ class Gen:
         if nested:
             options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth", "tensor_rows"]
         options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert", "starred_call",
-                    "dense_list"]
+                    "dense_list", "module_data"]
         if sc.loop:
             options += ["break", "continue"]
         if sc.ret is not None:
@@ -503,6 +503,8 @@ class Gen:
             return lines
         if k == "starred_call":
             return self.starred_call(sc)
+        if k == "module_data":
+            return self.module_data(sc, top=depth == 1)
         if k == "dense_list" and sc.of("L"):
             return self.dense_list(sc)
         if k == "max_pair":
@@ -738,6 +740,23 @@ class Gen:
             self.feat("reversed over a tensor's rows")
             head = f"for {x} in reversed({m}):"
         return [head, *("    " + line for line in self.body(inner, depth + 1, self.ch.int(1, 3)))]
+
+    def module_data(self, sc: Scope, top: bool) -> list[str]:
+        """``k = TABLE["b"][i % 2] + TABLE["a"]``: a module-level dict of host data read in the model; at a
+        function's top level, ``k`` then rebound to a tensor, ``k = p.emb[clip(k)]`` (the ports' ``target2index``
+        and ``inputs = self.emb(inputs)``, issue 18)."""
+        self.feat("module-level data")
+        if "TABLE" not in self.helpers_names:
+            self.helpers_names.add("TABLE")
+            self.helpers.append('TABLE = {"a": 1, "b": (2, 3)}')
+        name = self.fresh("k")
+        lines = [f'{name} = TABLE["b"][{self.int(sc)} % 2] + TABLE["a"]']
+        sc.vars[name] = "I"
+        if top:
+            self.feat("int rebound to a tensor")
+            lines.append(f"{name} = p.emb[clip({name})]")
+            sc.vars[name] = "T"
+        return lines
 
     def new_int(self, sc: Scope, value: str) -> str:
         """``k = value`` for a new int variable ``k`` (visible after this statement)."""

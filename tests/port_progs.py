@@ -1,0 +1,158 @@
+"""Models for tests/test_port_constructs.py: constructs the public models of ``ports/`` use (issue 18, section 2),
+each the way those authors wrote them: a module-level dict, list or tuple of host data read in the model
+(``target2index['</s>']``), and a variable rebound from host data to a tensor (``inputs = self.emb(inputs)``).
+Each runs as plain Python per instance.
+"""
+
+# ruff: noqa
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import acrobat as ab
+
+
+class Params(nn.Module):
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.emb = nn.Parameter(torch.randn(10, 4, generator=g) * 0.5)
+        self.W = nn.Parameter(torch.randn(4, 4, generator=g) * 0.5)
+        self.out = nn.Linear(4, 10)
+        self.embed = nn.Embedding(10, 4)
+
+
+VOCAB = {"<s>": 1, "</s>": 0, "<UNK>": 9}
+"""A vocabulary kept at module level, as notebooks keep ``word2index``."""
+SIZES = (2, 3)
+"""Module-level sizes (a tuple)."""
+SCALES = [0.5, 2.0, 1.0]
+"""Module-level numbers (a list); ``test_port_constructs`` rebinds it between runs."""
+
+
+@ab.program
+def global_vocab(tokens, p):
+    h = p.emb[VOCAB["<s>"]]
+    for t in tokens:
+        if t == VOCAB["</s>"]:
+            break
+        h = torch.tanh((h + p.emb[t if t in VOCAB.values() else VOCAB["<UNK>"]]) @ p.W)
+    return h
+
+
+@ab.program
+def global_sizes(tokens, p):
+    h = p.emb[tokens[0]]
+    for i in range(SIZES[0] + len(tokens) % SIZES[1]):
+        h = torch.tanh(h @ p.W) * SCALES[i % len(SCALES)]
+    return h
+
+
+@ab.program
+def greedy_until_end(tokens, p):
+    # a decoder that stops when it writes the end symbol, read from the global vocabulary (nmt_attention's loop)
+    h = p.emb[tokens[0]]
+    out = []
+    decoded = VOCAB["<s>"]
+    while decoded != VOCAB["</s>"] and len(out) < 6:
+        h = torch.tanh((h + p.emb[decoded]) @ p.W)
+        score = p.out(h)
+        out.append(score)
+        decoded = int(score.argmax())
+    return out
+
+
+@ab.program
+def rebound_parameter(tokens, p):
+    # `x = self.emb(x)`: the variable holds the instance's last id, then its embedding
+    last = tokens[-1]
+    last = p.embed(torch.tensor(last))
+    h = last
+    for t in tokens:
+        h = torch.tanh((h + p.emb[t]) @ p.W)
+    return h + last
+
+
+@ab.function
+def encode(ids, p):
+    ids = p.emb[ids[0]] + p.emb[ids[-1]]
+    ids = torch.tanh(ids @ p.W)
+    return ids
+
+
+@ab.program
+def rebound_twice(tokens, p):
+    # rebound in a called function, and here: host list -> list of tensors -> a tensor
+    h = encode(tokens, p)
+    tokens = [p.emb[t] for t in tokens]
+    tokens = torch.stack(tokens).sum(0)
+    return h + tokens
+
+
+@ab.program
+def rebound_in_branch(tokens, p):
+    # rebound inside an `if`: host data before it, a tensor after it (a join of paths: rejected, M:branch)
+    x = tokens[0]
+    if len(tokens) > 2:
+        x = p.emb[x] * 2.0  # M:branch
+    else:
+        x = p.emb[x]
+    return x
+
+
+@ab.program
+def rebound_in_branch_fixed(tokens, p):
+    x = tokens[0]
+    if len(tokens) > 2:
+        h = p.emb[x] * 2.0
+    else:
+        h = p.emb[x]
+    return h
+
+
+class TreeEncoder(nn.Module):
+    """A submodule whose ``forward`` recurses over the instance's tree (treelstm.pytorch's ``ChildSumTreeLSTM``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.Linear(4, 4)
+
+    @ab.function
+    def forward(self, tree, inputs):
+        if isinstance(tree, int):
+            return inputs[tree]
+        return torch.tanh(self.cell(self.forward(tree[0], inputs) + self.forward(tree[1], inputs)))
+
+
+class Similarity(nn.Module):
+    """A module holding the tree encoder as an attribute and calling it by that name (``SimilarityTreeLSTM``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.encoder = TreeEncoder()
+        self.head = nn.Linear(8, 3)
+
+    @ab.function
+    def forward(self, ltree, linputs, rtree, rinputs):
+        linputs = self.emb(linputs)
+        rinputs = self.emb(rinputs)
+        lstate = self.encoder(ltree, linputs)
+        rstate = self.encoder(rtree, rinputs)
+        return torch.log_softmax(self.head(torch.cat([lstate * rstate, (lstate - rstate).abs()])), -1)
+
+
+@ab.program
+def similarity(pair, model):
+    ltree, linputs, rtree, rinputs = pair
+    return model(ltree, linputs, rtree, rinputs)
+
+
+TABLE = [torch.ones(4)]
+"""A module-level list of tensors: not host data (rejected: pass it in as a model parameter)."""
+
+
+@ab.program
+def global_tensors(tokens, p):
+    return p.emb[tokens[0]] + TABLE[0]  # M:tensors

@@ -1,0 +1,124 @@
+"""Constructs the public models of ``ports/`` use, static (issue 18, section 2): a module-level dict, list or
+tuple of host data read in the model (``acrobat.frontend.globals``), a variable rebound from host data to a
+tensor at a function's top level (``acrobat.analysis.versions``), and a submodule whose ``forward`` is an
+``@acrobat.function`` called by its attribute (``self.encoder(tree, xs)``, ``kinds._Analyzer.method_call``).
+
+Each compiles statically (``Options(strict=True)``) and equals the program run as plain Python per instance,
+on both backends; a rebinding the static tier cannot split is rejected with file:line and a fix that compiles.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import acrobat as ab
+from tests import port_progs as pp
+
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+STRICT = ab.Options(strict=True)
+FORMS = ["global_vocab", "global_sizes", "greedy_until_end", "rebound_parameter", "rebound_twice",
+         "rebound_in_branch_fixed"]
+
+
+def _tokens(n: int, seed: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(10) for _ in range(rng.randint(1, 7))] for _ in range(n)]
+
+
+def _check(prog, batch: list, p, backend: str) -> ab.RunStats:
+    """Assert ``prog`` batched (strict, on ``backend``) equals it run as plain Python per instance; its stats."""
+    with torch.no_grad():
+        want = [prog(x, p) for x in batch]
+    stats = ab.RunStats()
+    with torch.inference_mode() if backend == "compiled" else torch.no_grad():
+        got = prog.run(batch, p, backend=backend, options=STRICT, stats=stats)
+    torch.testing.assert_close(got, want, **TOL)
+    return stats
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("name", FORMS)
+def test_construct_runs_statically_and_equals_plain(name, backend):
+    stats = _check(getattr(pp, name), _tokens(9, len(name)), pp.Params(), backend)
+    assert stats.dynamic is None
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=7), min_size=1, max_size=6),
+       st.sampled_from(["global_vocab", "greedy_until_end", "rebound_parameter", "rebound_twice"]))
+def test_any_batch_equals_plain(batch, name):
+    _check(getattr(pp, name), batch, pp.Params(), "eager")
+
+
+def test_a_global_is_read_at_each_run(monkeypatch):
+    # a module that rebinds its global between runs: the compiled program reads the value of that run
+    batch, p = _tokens(5, 3), pp.Params()
+    _check(pp.global_sizes, batch, p, "eager")
+    monkeypatch.setattr(pp, "SCALES", [3.0, -1.0])
+    monkeypatch.setattr(pp, "SIZES", (1, 4))
+    _check(pp.global_sizes, batch, p, "eager")
+
+
+def _marked(key: str) -> str:
+    """``file:line:`` of the line of ``port_progs.py`` marked ``# M:<key>``."""
+    with open(pp.__file__, encoding="utf-8") as f:
+        line = next(i + 1 for i, s in enumerate(f.read().splitlines()) if s.rstrip().endswith(f"# M:{key}"))
+    return f"{os.path.abspath(pp.__file__)}:{line}:"
+
+
+def test_a_global_list_of_tensors_is_still_rejected_with_its_line():
+    with pytest.raises(ab.CompileError) as info:
+        pp.global_tensors.run(_tokens(2, 0), pp.Params(), options=STRICT)
+    assert _marked("tensors") in str(info.value)
+    assert "global `TABLE` of type list used as a value: pass tensors and modules in as model parameters" in str(
+        info.value)
+
+
+def _trees(n: int, seed: int) -> list:
+    """``n`` pairs ``(ltree, linputs, rtree, rinputs)``: binary trees of nested pairs over 5 leaf positions, of
+    shapes that differ per instance (sentences of one length: an embedding of a per-instance length is the dense
+    code over variable-length data that issue 18 lists apart)."""
+    rng = random.Random(seed)
+
+    def tree(lo: int, hi: int):
+        if hi - lo == 1:
+            return lo
+        mid = rng.randint(lo + 1, hi - 1)
+        return (tree(lo, mid), tree(mid, hi))
+
+    out = []
+    for _ in range(n):
+        a = b = 5
+        out.append((tree(0, a), torch.randint(10, (a,)), tree(0, b), torch.randint(10, (b,))))
+    return out
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_submodule_forward_called_by_its_attribute_is_analysed(backend):
+    torch.manual_seed(0)
+    stats = _check(pp.similarity, _trees(8, 1), pp.Similarity(), backend)
+    assert stats.dynamic is None
+
+
+def test_submodule_gradients_equal_plain():
+    torch.manual_seed(0)
+    batch, model = _trees(6, 2), pp.Similarity().double()
+    want = torch.autograd.grad(sum(pp.similarity(x, model).sum() for x in batch), list(model.parameters()))
+    got = torch.autograd.grad(sum(y.sum() for y in pp.similarity.run(batch, model, options=STRICT)),
+                              list(model.parameters()))
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_rebinding_in_a_branch_names_its_line_and_the_fix_compiles():
+    with pytest.raises(ab.CompileError) as info:
+        pp.rebound_in_branch.run(_tokens(3, 0), pp.Params(), options=STRICT)
+    assert _marked("branch") in str(info.value)
+    assert "`x` holds host data in one place and a tensor in another" in str(info.value)
+    assert "use separate variables" in str(info.value)
+    _check(pp.rebound_in_branch_fixed, _tokens(7, 0), pp.Params(), "eager")
