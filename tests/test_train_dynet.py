@@ -74,19 +74,26 @@ def test_dynet_step_equals_the_pytorch_step(small_memory, model, optimizer, weig
 
 
 @needs_dynet
-def test_dynet_dropout_draws_a_mask_per_step(small_memory):
-    task = TASKS["treelstm"]
+@pytest.mark.parametrize("model", list(TASKS))
+def test_dynet_dropout_is_where_the_program_has_it(small_memory, model):
+    """At a rate just below 1 every dropout zeroes its vector (both systems, fixed seeds), so the loss is the
+    PyTorch program's only if the classifier's inputs are dropped where ``train_programs`` drops them; at
+    rate 0.5 each step draws new masks."""
+    task = TASKS[model]
     trees = synthetic_trees(4, seed=3, vocab_size=VOCAB)
-    cfg = TrainConfig(hidden=HIDDEN, dropout=0.5)
-    params = make_params(task, VOCAB, cfg)
-    dynet = DynetLearner(task, cfg, params)
-    try:
-        first, second = dynet.grads(trees)[0], dynet.grads(trees)[0]
-    finally:
-        dynet.close()
-    assert first != second
-    params.dropout = 0.0
-    assert _reference_step(task, TrainConfig(system="pytorch"), params, trees) not in (first, second)
+    for rate in (1 - 1e-7, 0.5):
+        cfg = TrainConfig(model=model, system="pytorch", hidden=HIDDEN, dropout=rate, weight_decay=0.0)
+        params = make_params(task, VOCAB, cfg)
+        dynet = DynetLearner(task, cfg, params)
+        try:
+            first, second = dynet.grads(trees)[0], dynet.grads(trees)[0]
+        finally:
+            dynet.close()
+        if rate > 0.5:
+            torch.manual_seed(0)
+            assert first == second == pytest.approx(_reference_step(task, cfg, params, trees), rel=1e-5)
+        else:
+            assert first != second
 
 
 @needs_dynet
