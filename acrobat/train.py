@@ -3,16 +3,19 @@
 One recipe, several systems computing it (``--system``): acrobat (the
 training program run batched on the eager backend, sparse embedding
 gradients), PyTorch one instance at a time (the same program called as
-plain Python), hand-batched PyTorch (TreeLSTM) and DyNet (when installed).
-Each step: a mini-batch of trees, a cross-entropy loss at every node
-(summed over nodes, averaged over trees), backward, an optimizer step
-(``TrainOptimizer``: Adagrad or Adam, with the embedding table updated
-only in the rows used when its gradient is sparse). Dev accuracy (root
+plain Python), hand-batched PyTorch (TreeLSTM) and DyNet with autobatching
+(when installed; in a worker process, ``acrobat.train_dynet``), each a
+``Learner`` starting from the same seeded weights. Each step: a mini-batch of
+trees, a cross-entropy loss at every node (summed over nodes, averaged over
+trees), backward, an optimizer step (``TrainOptimizer``: Adagrad or Adam,
+with the embedding table updated only in the rows used when its gradient
+is sparse; DyNet's trainers set to match). Dev accuracy (root
 labels, 5 classes) after every epoch (or every ``--eval-every`` steps),
 early stopping on it, a checkpoint of the best, and the test accuracy of
 that checkpoint. Each run writes ``MODEL-SYSTEM.json`` (its dev-accuracy
-curve against training wall time, without evaluation time) and ``MODEL-SYSTEM.pt``
-to ``--out``, and redraws ``MODEL-dev-accuracy.png`` from every run of
+curve against training wall time, without evaluation time) and the
+checkpoint ``MODEL-SYSTEM.pt`` (DyNet: ``MODEL-dynet.model``, DyNet's own
+format) to ``--out``, and redraws ``MODEL-dev-accuracy.png`` from every run of
 the model there, so systems' curves lie on one plot.
 
 With ``--ddp`` (under ``torchrun``) each process trains on its shard of
@@ -32,13 +35,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from acrobat.bench.dynet_models import STRATEGIES
 from acrobat.data import load_dataset
 from acrobat.data.synthetic import synthetic_trees
 from acrobat.data.tree import Tree
@@ -91,7 +95,8 @@ class TrainConfig:
     max_minutes: float = 25.0
     eval_every: int = 0  # steps between dev evaluations; 0: once per epoch
     limit: int | None = None  # train trees used (all when None)
-    sparse_grads: bool = True  # acrobat: sparse embedding gradients and row updates
+    sparse_grads: bool = True  # acrobat and dynet: sparse embedding gradients and row updates
+    dynet_autobatch: int = 1  # dynet: autobatch strategy (1 agenda-based, 2 depth-based)
     seed: int = 0
     threads: int = 0
     out: str = "train-out"
@@ -184,7 +189,8 @@ def node_logits_fn(task: Task, system: str, params: nn.Module, sparse_grads: boo
     in the order of ``task.labels`` of each tree in turn, computed by ``system``.
 
     Raises:
-        Unavailable: no hand-batched version of the model; DyNet not installed or not supported here.
+        Unavailable: no hand-batched version of the model.
+        ValueError: an unknown system, or ``dynet`` (its logits stay in its worker).
     """
     if system == "acrobat":
         return lambda trees: torch.stack([x for o in task.program.run([task.instance(t) for t in trees], params,
@@ -198,12 +204,7 @@ def node_logits_fn(task: Task, system: str, params: nn.Module, sparse_grads: boo
             raise Unavailable(f"no hand-batched all-node version of {task.name} (only treelstm has one)")
         return lambda trees: torch.cat(hand([task.instance(t) for t in trees], params, params.dropout))
     if system == "dynet":
-        try:
-            import dynet  # noqa: F401
-        except ImportError:
-            raise Unavailable("DyNet is not installed (scripts/install-dynet.sh builds it, about 15 min)") from None
-        raise Unavailable("DyNet is not a system of acrobat train (its training step is timed by "
-                          "acrobat bench --train)")
+        raise ValueError("DyNet computes the logits in its worker (acrobat.train_dynet.DynetLearner)")
     raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
 
 
@@ -251,6 +252,78 @@ class StepTimes:
                 "optimizer_ms": self.optimizer_ms / n}
 
 
+class Learner(Protocol):
+    """What ``train`` asks of a system: a step, an accuracy, a checkpoint. ``TorchLearner`` (acrobat,
+    pytorch, hand) and ``acrobat.train_dynet.DynetLearner`` (DyNet, in a worker process)."""
+
+    suffix: str  # the checkpoint file's suffix
+
+    def step(self, batch: list[Tree], times: StepTimes) -> float | None:
+        """One training step on ``batch``; the loss per tree (None when this process had no trees)."""
+
+    def accuracy(self, trees: list[Tree]) -> float:
+        """Root accuracy on ``trees`` (no dropout)."""
+
+    def save(self, path: Path, meta: dict[str, Any]) -> None:
+        """A checkpoint of the weights (and ``meta``, where the format holds it) to ``path``."""
+
+    def load(self, path: Path) -> None:
+        """The weights of the checkpoint at ``path``."""
+
+    def close(self) -> None:
+        """Release what the system holds (a worker process)."""
+
+
+class TorchLearner:
+    """The recipe on PyTorch (``Learner``): ``system`` acrobat, pytorch or hand computes the node logits
+    (``node_logits_fn``), then the loss, autograd's backward and ``TrainOptimizer``; under ``ddp`` on this
+    process's shard.
+
+    Raises:
+        Unavailable: no hand-batched version of the model.
+    """
+
+    suffix = ".pt"
+
+    def __init__(self, task: Task, cfg: TrainConfig, params: nn.Module, ddp: Any = None) -> None:
+        self.task, self.system, self.params, self.ddp = task, cfg.system, params, ddp
+        self.logits_fn = node_logits_fn(task, cfg.system, params, cfg.sparse_grads)
+        if ddp is not None:
+            sparse = [getattr(params, n) for n in task.tables] if cfg.system == "acrobat" and cfg.sparse_grads else []
+            self.logits_fn = ddp.wrap(params, self.logits_fn, sparse)
+        self.opt = TrainOptimizer(params, cfg.optimizer, cfg.lr, cfg.weight_decay)
+
+    def step(self, batch: list[Tree], times: StepTimes) -> float | None:
+        return _step(batch, self.task, self.logits_fn, self.opt, times, self.ddp)
+
+    def accuracy(self, trees: list[Tree]) -> float:
+        return root_accuracy(self.task, self.system, self.params, trees)
+
+    def save(self, path: Path, meta: dict[str, Any]) -> None:
+        torch.save({"state_dict": self.params.state_dict(), **meta}, path)
+
+    def load(self, path: Path) -> None:
+        self.params.load_state_dict(torch.load(path, weights_only=False)["state_dict"])
+
+    def close(self) -> None:
+        pass
+
+
+def make_learner(task: Task, cfg: TrainConfig, params: nn.Module, ddp: Any = None) -> Learner:
+    """The ``Learner`` of ``cfg.system`` starting from ``params``.
+
+    Raises:
+        Unavailable: the system cannot run the recipe here (DyNet not installed; DyNet under ``--ddp``).
+    """
+    if cfg.system != "dynet":
+        return TorchLearner(task, cfg, params, ddp)
+    if ddp is not None:
+        raise Unavailable("--ddp trains the PyTorch systems only (DyNet has its own multi-process training)")
+    from acrobat.train_dynet import DynetLearner  # imports acrobat.bench's DyNet harness (not DyNet)
+
+    return DynetLearner(task, cfg, params)
+
+
 def train(cfg: TrainConfig) -> dict:
     """Run the recipe ``cfg`` and return its log (also written to ``cfg.out``; see the module docstring).
 
@@ -271,16 +344,20 @@ def train(cfg: TrainConfig) -> dict:
         ddp = DDPTrainer.from_env()
     splits = load_splits(cfg)
     params = make_params(task, splits.vocab_size, cfg)
-    logits_fn = node_logits_fn(task, cfg.system, params, cfg.sparse_grads)
-    if ddp is not None:
-        sparse = [getattr(params, n) for n in task.tables] if cfg.system == "acrobat" and cfg.sparse_grads else []
-        logits_fn = ddp.wrap(params, logits_fn, sparse)
-    opt = TrainOptimizer(params, cfg.optimizer, cfg.lr, cfg.weight_decay)
+    learner = make_learner(task, cfg, params, ddp)
+    try:
+        return _train(cfg, splits, params, learner, ddp)
+    finally:
+        learner.close()
+
+
+def _train(cfg: TrainConfig, splits: Splits, params: nn.Module, learner: Learner, ddp: Any) -> dict:
+    """``train``'s loop: epochs of steps, evaluations, early stopping, the best checkpoint's test accuracy."""
     lead = ddp is None or ddp.rank == 0
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{cfg.model}-{cfg.system}" + (f"-ddp{ddp.world}" if ddp is not None else "")
-    ckpt = out / f"{stem}.pt"
+    ckpt = out / f"{stem}{learner.suffix}"
     if lead:
         print(f"{stem}: {splits.description}; {sum(p.numel() for p in params.parameters())} parameters; "
               f"{cfg.optimizer} lr {cfg.lr}, batch {cfg.batch_size}, dropout {cfg.dropout}, "
@@ -301,7 +378,7 @@ def train(cfg: TrainConfig) -> dict:
         with (ddp.join() if ddp is not None else contextlib.nullcontext()):
             for batch in bar:
                 t0 = time.perf_counter()
-                loss = _step(batch, task, logits_fn, opt, times, ddp)
+                loss = learner.step(batch, times)
                 train_s += time.perf_counter() - t0
                 step += 1
                 if loss is not None:
@@ -311,15 +388,16 @@ def train(cfg: TrainConfig) -> dict:
                     stop = True
                     break
                 if cfg.eval_every and step % cfg.eval_every == 0 and ddp is None:
-                    best, best_epoch, bad_evals = _evaluate(task, cfg, params, splits, log, epoch, step, train_s,
+                    best, best_epoch, bad_evals = _evaluate(learner, cfg, splits, log, epoch, step, train_s,
                                                             best, best_epoch, bad_evals, ckpt, lead)
         bar.close()
         if ddp is not None:
             ddp.barrier()
             if len(batches[-1]) < ddp.world:  # a process skipped the last step: rank 0's state for all
-                ddp.sync_from_lead(params, opt.parts)
+                assert isinstance(learner, TorchLearner)
+                ddp.sync_from_lead(params, learner.opt.parts)
         if not cfg.eval_every or ddp is not None:
-            best, best_epoch, bad_evals = _evaluate(task, cfg, params, splits, log, epoch, step, train_s, best,
+            best, best_epoch, bad_evals = _evaluate(learner, cfg, splits, log, epoch, step, train_s, best,
                                                     best_epoch, bad_evals, ckpt, lead)
         stop = stop or bad_evals >= cfg.patience or train_s > cfg.max_minutes * 60
         if ddp is not None:
@@ -327,13 +405,12 @@ def train(cfg: TrainConfig) -> dict:
         if stop:
             break
     if not log["curve"] or log["curve"][-1]["step"] != step:  # steps since the last evaluation: evaluate them
-        best, best_epoch, bad_evals = _evaluate(task, cfg, params, splits, log, epoch, step, train_s, best,
+        best, best_epoch, bad_evals = _evaluate(learner, cfg, splits, log, epoch, step, train_s, best,
                                                 best_epoch, bad_evals, ckpt, lead)
     if ddp is not None:
         ddp.barrier()
-    state = torch.load(ckpt, weights_only=False)
-    params.load_state_dict(state["state_dict"])
-    test = root_accuracy(task, cfg.system, params, splits.test)
+    learner.load(ckpt)
+    test = learner.accuracy(splits.test)
     log.update(best_dev=best, best_epoch=best_epoch, test_accuracy=test, steps=step, train_s=train_s,
                steps_per_s=step / max(train_s, 1e-9), step_ms=times.per_step(), checkpoint=str(ckpt))
     if ddp is not None:
@@ -378,19 +455,19 @@ def _step(batch: list[Tree], task: Task, logits_fn: Callable, opt: TrainOptimize
     return float(loss.detach()) / (scale * len(batch))
 
 
-def _evaluate(task: Task, cfg: TrainConfig, params: nn.Module, splits: Splits, log: dict, epoch: int, step: int,
+def _evaluate(learner: Learner, cfg: TrainConfig, splits: Splits, log: dict, epoch: int, step: int,
               train_s: float, best: float, best_epoch: int, bad_evals: int, ckpt: Path,
               lead: bool) -> tuple[float, int, int]:
     """Dev accuracy now; a checkpoint when it is the best; (best, its epoch, evaluations since it)."""
-    acc = root_accuracy(task, cfg.system, params, splits.dev)
+    acc = learner.accuracy(splits.dev)
     log["curve"].append({"epoch": epoch, "step": step, "train_s": train_s, "dev_accuracy": acc})
     if lead:
         tqdm.write(f"epoch {epoch} step {step}: dev accuracy {acc:.4f} after {train_s / 60:.1f} min of training",
                    file=sys.stderr)
     if acc > best:
         if lead:
-            torch.save({"model": cfg.model, "system": cfg.system, "state_dict": params.state_dict(), "epoch": epoch,
-                        "step": step, "dev_accuracy": acc, "config": asdict(cfg)}, ckpt)
+            learner.save(ckpt, {"model": cfg.model, "system": cfg.system, "epoch": epoch, "step": step,
+                                "dev_accuracy": acc, "config": asdict(cfg)})
         return acc, epoch, 0
     return best, best_epoch, bad_evals + 1
 
@@ -433,7 +510,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
     p.add_argument("model", choices=list(TASKS))
     p.add_argument("--system", default=d.system, choices=SYSTEMS,
                    help="who computes the recipe: acrobat (batched, eager backend), pytorch (one instance at a "
-                        "time), hand (hand-batched, treelstm), dynet (if installed); default acrobat")
+                        "time), hand (hand-batched, treelstm), dynet (DyNet with autobatching, in a worker "
+                        "process; needs DyNet: scripts/install-dynet.sh); default acrobat")
     p.add_argument("--data", help="SST folder with train.txt, dev.txt (and test.txt) (default: ../shared/data/sst "
                    "if present, else synthetic trees)")
     p.add_argument("--hidden", type=int, help="hidden size (default: treelstm 150, birnn 150, mvrnn 50)")
@@ -452,7 +530,11 @@ def add_parser(sub: "argparse._SubParsersAction") -> argparse.ArgumentParser:
                    "--ddp: each epoch)")
     p.add_argument("--limit", type=int, help="use only the first N training trees")
     p.add_argument("--dense-grads", action="store_true",
-                   help="acrobat: dense embedding gradients and whole-table updates (as plain PyTorch)")
+                   help="acrobat and dynet: dense embedding gradients and whole-table updates, the table decayed "
+                        "(as plain PyTorch)")
+    p.add_argument("--dynet-autobatch", type=int, default=d.dynet_autobatch, choices=sorted(STRATEGIES),
+                   help="dynet: autobatch strategy, " + ", ".join(f"{k} {v}" for k, v in STRATEGIES.items())
+                        + f" (default {d.dynet_autobatch})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     p.add_argument("--out", default=d.out, help=f"folder for logs, checkpoints and the plot (default {d.out})")
@@ -469,7 +551,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                       batch_size=args.batch_size, optimizer=args.optimizer, lr=args.lr,
                       weight_decay=args.weight_decay, dropout=args.dropout, epochs=args.epochs,
                       patience=args.patience, max_minutes=args.max_minutes, eval_every=args.eval_every,
-                      limit=args.limit, sparse_grads=not args.dense_grads, seed=args.seed, threads=args.threads,
+                      limit=args.limit, sparse_grads=not args.dense_grads, dynet_autobatch=args.dynet_autobatch,
+                      seed=args.seed, threads=args.threads,
                       out=args.out, progress=not args.no_progress, ddp=args.ddp)
     if cfg.batch_size < 1 or cfg.epochs < 1 or not (0.0 <= cfg.dropout < 1.0) or cfg.lr <= 0 or \
             not math.isfinite(cfg.lr):

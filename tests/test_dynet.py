@@ -162,7 +162,7 @@ def test_unavailable_is_still_not_available(tiny):
 
 
 def test_a_training_worker_that_fails_is_an_error_with_its_reason():
-    worker = dynet_train._Worker({"model": "nope", "strategy": 1})
+    worker = dynet_train.DynetWorker({"model": "nope", "strategy": 1})
     try:
         with pytest.raises(RuntimeError, match="training, agenda-based.*no DyNet version of 'nope'"):
             worker.ask("grads")

@@ -12,24 +12,9 @@ from acrobat.bench.dynet_models import dynet_installed
 from acrobat.bench.train_step import compare_steps, run_train_bench
 from acrobat.cli import main
 from acrobat.data.synthetic import synthetic_trees
-from acrobat.data.tree import Tree
 from acrobat.models import MODELS
 from acrobat.models.train_programs import sentence_node_labels, tree_node_labels
 from acrobat.train import TASKS, TrainOptimizer, node_logits_fn
-
-
-def ptb(t: Tree) -> str:
-    return f"({t.label} {t.word})" if t.is_leaf else f"({t.label} {ptb(t.left)} {ptb(t.right)})"
-
-
-@pytest.fixture(scope="module")
-def sst(tmp_path_factory):
-    """A tiny SST folder: 40 train, 12 dev, 10 test trees (synthetic, short)."""
-    folder = tmp_path_factory.mktemp("sst")
-    trees = [t for t in synthetic_trees(1000, seed=5, vocab_size=60) if t.size() <= 15]
-    for name, part in (("train", trees[:40]), ("dev", trees[40:52]), ("test", trees[52:62])):
-        (folder / f"{name}.txt").write_text("\n".join(ptb(t) for t in part) + "\n")
-    return folder
 
 
 @pytest.mark.parametrize("model,system", [("treelstm", "acrobat"), ("treelstm", "hand"), ("mvrnn", "acrobat"),
@@ -48,8 +33,6 @@ def test_train_runs_the_recipe(sst, tmp_path, model, system):
 def test_train_says_why_a_system_cannot_run(sst, tmp_path, capsys):
     assert main(["train", "mvrnn", "--system", "hand", "--data", str(sst), "--out", str(tmp_path)]) == 3
     assert "no hand-batched all-node version of mvrnn" in capsys.readouterr().err
-    assert main(["train", "treelstm", "--system", "dynet", "--data", str(sst), "--out", str(tmp_path)]) == 3
-    assert "DyNet" in capsys.readouterr().err
 
 
 def test_node_logits_match_labels_and_the_root(sst):

@@ -40,18 +40,32 @@ if TYPE_CHECKING:
 Grads = dict[str, "torch.Tensor | None"]
 
 
-class _Worker:
-    """One strategy's training worker process (``dynet_worker.py --train``): job at start, then commands.
+def dense_tensor(a: Any, shape: tuple[int, ...]) -> torch.Tensor:
+    """A worker's array, or a lookup table's ``(rows, values)`` (``dynet_worker.read_grads``: the rows
+    scattered into zeros), as a float32 tensor of ``shape``."""
+    if isinstance(a, tuple):
+        rows, values = a
+        a = np.zeros(shape, dtype=np.float32)
+        a[rows] = values
+    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).reshape(shape)
+
+
+class DynetWorker:
+    """A DyNet worker process with one autobatch strategy (the job's ``strategy``): the job at start, then
+    commands (``dynet_worker.serve``). ``argv`` is the worker script and its arguments (default:
+    ``dynet_worker.py --train``, the benchmark's training step; ``acrobat.train_dynet`` runs the
+    ``acrobat train`` recipe's); ``purpose`` names it in errors.
 
     Raises (``ask``):
         OutOfMemory: DyNet ran out of memory (the worker then ends).
         RuntimeError: the worker failed otherwise or gave no reply within ``WORKER_TIMEOUT_S`` seconds.
     """
 
-    def __init__(self, job: dict[str, Any]) -> None:
-        self.what = f"training, {STRATEGIES[job['strategy']]}"
+    def __init__(self, job: dict[str, Any], argv: tuple[str, ...] = (str(WORKER), "--train"),
+                 purpose: str = "training") -> None:
+        self.what = f"{purpose}, {STRATEGIES[job['strategy']]}"
         self.stderr: IO[str] = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), "--train"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, *argv], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr)
         self._send(job)
 
@@ -70,12 +84,14 @@ class _Worker:
         why = worker_failed(self.stderr.read(), self.proc.returncode, self.what)  # RuntimeError unless out of memory
         raise OutOfMemory(f"out of memory: {why['out_of_memory']}")
 
-    def ask(self, command: str) -> Any:
-        """Send ``command`` (``dynet_worker.TRAIN_COMMANDS``); its result."""
+    def ask(self, command: str | tuple) -> Any:
+        """Send ``command`` (a name, or ``(name, *arguments)``; ``dynet_worker.TRAIN_COMMANDS`` for the
+        benchmark's worker); its result."""
         self._send(command)
         assert self.proc.stdout is not None
         if not select.select([self.proc.stdout], [], [], WORKER_TIMEOUT_S)[0]:
-            raise RuntimeError(f"DyNet worker ({self.what}) gave no reply to {command!r} in {WORKER_TIMEOUT_S} s")
+            name = command[0] if isinstance(command, tuple) else command
+            raise RuntimeError(f"DyNet worker ({self.what}) gave no reply to {name!r} in {WORKER_TIMEOUT_S} s")
         try:
             reply = pickle.load(self.proc.stdout)
         except EOFError:
@@ -123,10 +139,10 @@ class DynetTrainee:
             raise Unavailable(f"no DyNet version of {spec.name}")
         self.shapes = {name: tuple(p.shape) for name, p in params.named_parameters()}
         limit = memory_limit_mb()
-        self.workers: dict[int, _Worker] = {}
+        self.workers: dict[int, DynetWorker] = {}
         try:
             for k in STRATEGIES:
-                self.workers[k] = _Worker(worker_job(spec.name, params, instances, k, MEMORY_MB, limit) | {"lr": lr})
+                self.workers[k] = DynetWorker(worker_job(spec.name, params, instances, k, MEMORY_MB, limit) | {"lr": lr})
         except BaseException:
             self.close()
             raise
@@ -151,12 +167,7 @@ class DynetTrainee:
         """A worker's gradient as a dense tensor (a lookup table's rows scattered into zeros); ``None`` where
         it is all zero: DyNet keeps a gradient for every parameter, PyTorch none for those the loss does not
         reach (e.g. weights read only by a decision's ``argmax``)."""
-        if isinstance(g, tuple):
-            rows, values = g
-            dense = np.zeros(self.shapes[name], dtype=np.float32)
-            dense[rows] = values
-            g = dense
-        t = torch.from_numpy(np.ascontiguousarray(g, dtype=np.float32)).reshape(self.shapes[name])
+        t = dense_tensor(g, self.shapes[name])
         return t if bool(t.any()) else None
 
     def grads(self) -> Grads:
@@ -199,8 +210,7 @@ class DynetTrainee:
 
     def weights(self) -> dict[int, dict[str, torch.Tensor]]:
         """Every strategy's weights now, as tensors named and shaped as ``params``."""
-        return {k: {n: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).reshape(self.shapes[n])
-                    for n, a in ws.items()}
+        return {k: {n: dense_tensor(a, self.shapes[n]) for n, a in ws.items()}
                 for k, ws in self._ask_each("weights").items()}
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ or, for ``acrobat bench --train``, by ``acrobat.bench.dynet_train`` as
 which reads the job (with Adagrad's learning rate, ``lr``) and then one
 command at a time (``TRAIN_COMMANDS``: a timed training step, the first
 step's gradients, the weights), pickled on stdin, and answers each on
-stdout (``_serve``, ``_Trainer``).
+stdout (``serve``, ``_Trainer``).
 
 The job holds the model name, the strategy, DyNet's initial memory and
 the worker's memory limit (MB), the timed runs (inference), the model's settings
@@ -106,7 +106,7 @@ class Fork(list):
 # ------------------------------------------------------------------ shared pieces
 
 
-def _affine(dy: Any, P: dict[str, Any], w: str, b: str, x: Any) -> Any:
+def affine(dy: Any, P: dict[str, Any], w: str, b: str, x: Any) -> Any:
     """``x @ P[w] + P[b]`` of the PyTorch reference (``W^T x + b`` in DyNet; ``P[w]`` was loaded transposed)."""
     return dy.affine_transform([P[b], P[w], x])
 
@@ -119,68 +119,103 @@ def _rnn_step(dy: Any, P: dict[str, Any], b: str, *pairs: tuple[str, Any]) -> An
 # ------------------------------------------------------------------ models without tensor-dependent control flow
 
 
-def _treelstm(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], tuple[Any, Any]]:
-    """TreeLSTM (``acrobat.models.treelstm``); a tree is a word id or ``(left, right)``; ``(logits, root h)``."""
+Drop = Callable[[Any], Any]
+"""Dropout of an expression: ``dy.dropout`` at a rate in training (``dynet_recipe_worker``), else identity."""
+
+
+def keep(x: Any) -> Any:
+    """No dropout (``Drop``): inference and the benchmark's training step."""
+    return x
+
+
+def treelstm_node(dy: Any, P: dict[str, Any], cfg: dict[str, Any], drop: Drop) -> Callable[[Any, list], tuple]:
+    """TreeLSTM (``acrobat.models.treelstm``): ``node(t, states) -> (h, c)`` of a tree (a word id or
+    ``(left, right)``), appending every node's h (H,) to ``states`` in post-order; ``drop`` on the word
+    vectors (``acrobat.models.train_programs.treelstm_cell``)."""
     H = cfg["hidden"]
 
-    def node(t: Any) -> tuple[Any, Any]:
+    def node(t: Any, states: list) -> tuple[Any, Any]:
         if isinstance(t, int):
-            iou = _affine(dy, P, "W_iou", "b_iou", dy.lookup(P["emb"], t))
+            iou = affine(dy, P, "W_iou", "b_iou", drop(dy.lookup(P["emb"], t)))
             i, o, u = (dy.pick_range(iou, k * H, (k + 1) * H) for k in range(3))
             c = dy.cmult(dy.logistic(i), dy.tanh(u))
         else:
-            (lh, lc), (rh, rc) = node(t[0]), node(t[1])
+            (lh, lc), (rh, rc) = node(t[0], states), node(t[1], states)
             hc = dy.concatenate([lh, rh])
-            iou = _affine(dy, P, "U_iou", "b_iou", hc)
+            iou = affine(dy, P, "U_iou", "b_iou", hc)
             i, o, u = (dy.pick_range(iou, k * H, (k + 1) * H) for k in range(3))
-            f = dy.logistic(_affine(dy, P, "U_f", "b_f", hc))
+            f = dy.logistic(affine(dy, P, "U_f", "b_f", hc))
             fl, fr = dy.pick_range(f, 0, H), dy.pick_range(f, H, 2 * H)
             c = dy.cmult(dy.logistic(i), dy.tanh(u)) + dy.cmult(fl, lc) + dy.cmult(fr, rc)
-        return dy.cmult(dy.logistic(o), dy.tanh(c)), c
+        h = dy.cmult(dy.logistic(o), dy.tanh(c))
+        states.append(h)
+        return h, c
+
+    return node
+
+
+def _treelstm(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], tuple[Any, Any]]:
+    """TreeLSTM (``acrobat.models.treelstm``); a tree is a word id or ``(left, right)``; ``(logits, root h)``."""
+    node = treelstm_node(dy, P, cfg, keep)
 
     def run(tree: Any) -> tuple[Any, Any]:
-        h, _ = node(tree)
-        return _affine(dy, P, "W_out", "b_out", h), h
+        h, _ = node(tree, [])
+        return affine(dy, P, "W_out", "b_out", h), h
 
     return run
 
 
-def _mvrnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], Any]:
-    """MV-RNN (``acrobat.models.mvrnn``); a tree as for the TreeLSTM; the logits.
+def mvrnn_node(dy: Any, P: dict[str, Any], cfg: dict[str, Any], drop: Drop) -> Callable[[Any, list], tuple]:
+    """MV-RNN (``acrobat.models.mvrnn``): ``node(t, vectors) -> (vector, matrix)`` of a tree as for the
+    TreeLSTM, appending every node's vector (H,) to ``vectors`` in post-order; ``drop`` on the word vectors
+    (``acrobat.models.train_programs.mvrnn_cell``).
 
     ``B a`` and ``A b`` multiply two per-instance tensors, which DyNet's
     autobatcher does not batch (paper §6.2).
     """
     buckets = cfg["mat_buckets"]
 
-    def node(t: Any) -> tuple[Any, Any]:
+    def node(t: Any, vectors: list) -> tuple[Any, Any]:
         if isinstance(t, int):
-            return dy.lookup(P["emb"], t), dy.lookup(P["mat_emb"], t % buckets)
-        (a, A), (b, B) = node(t[0]), node(t[1])
-        v = dy.tanh(_affine(dy, P, "W", "b", dy.concatenate([B * a, A * b])))
+            v = drop(dy.lookup(P["emb"], t))
+            vectors.append(v)
+            return v, dy.lookup(P["mat_emb"], t % buckets)
+        (a, A), (b, B) = node(t[0], vectors), node(t[1], vectors)
+        v = dy.tanh(affine(dy, P, "W", "b", dy.concatenate([B * a, A * b])))
+        vectors.append(v)
         return v, P["W_M"] * dy.concatenate([A, B])
 
+    return node
+
+
+def _mvrnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], Any]:
+    """MV-RNN (``acrobat.models.mvrnn``); a tree as for the TreeLSTM; the logits."""
+    node = mvrnn_node(dy, P, cfg, keep)
+
     def run(tree: Any) -> Any:
-        v, _ = node(tree)
-        return _affine(dy, P, "W_out", "b_out", v)
+        v, _ = node(tree, [])
+        return affine(dy, P, "W_out", "b_out", v)
 
     return run
+
+
+def birnn_direction(dy: Any, P: dict[str, Any], tokens: list[int], d: str, drop: Drop) -> list[Any]:
+    """BiRNN states after each token of ``tokens`` in direction ``d`` (``fwd``/``bwd``), ``drop`` on the word
+    vectors (``acrobat.models.train_programs.birnn_states``)."""
+    h, states = P[f"{d}.h0"], []
+    for tok in tokens:
+        h = _rnn_step(dy, P, f"{d}.b", (f"{d}.W", drop(dy.lookup(P["emb"], tok))), (f"{d}.U", h))
+        states.append(h)
+    return states
 
 
 def _birnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], list[Any]]:
     """BiRNN (``acrobat.models.birnn``); a sentence is a list of word ids; per-token logits."""
 
-    def direction(tokens: list[int], d: str) -> list[Any]:
-        h, states = P[f"{d}.h0"], []
-        for tok in tokens:
-            h = _rnn_step(dy, P, f"{d}.b", (f"{d}.W", dy.lookup(P["emb"], tok)), (f"{d}.U", h))
-            states.append(h)
-        return states
-
     def run(tokens: list[int]) -> list[Any]:
-        fw, bw = direction(tokens, "fwd"), direction(tokens[::-1], "bwd")
+        fw, bw = birnn_direction(dy, P, tokens, "fwd", keep), birnn_direction(dy, P, tokens[::-1], "bwd", keep)
         n = len(tokens)
-        return [_affine(dy, P, "W_out", "b_out", dy.concatenate([fw[t], bw[n - 1 - t]])) for t in range(n)]
+        return [affine(dy, P, "W_out", "b_out", dy.concatenate([fw[t], bw[n - 1 - t]])) for t in range(n)]
 
     return run
 
@@ -191,7 +226,7 @@ def _nestedrnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any
     def run(inst: tuple[list[int], list[int]]) -> Any:
         g = P["g0"]
         for tok, m in zip(*inst):
-            x = _affine(dy, P, "W_x", "b_x", dy.lookup(P["emb"], tok))
+            x = affine(dy, P, "W_x", "b_x", dy.lookup(P["emb"], tok))
             h = g
             for _ in range(m):
                 h = dy.tanh(dy.affine_transform([x, P["U_h"], h]))
@@ -199,7 +234,7 @@ def _nestedrnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any
             r = dy.logistic(dy.affine_transform([P["b_r"], P["W_r"], h, P["U_r"], g]))
             n = _rnn_step(dy, P, "b_n", ("W_n", h), ("U_n", dy.cmult(r, g)))
             g = dy.cmult(1 - z, n) + dy.cmult(z, g)
-        return _affine(dy, P, "W_out", "b_out", g)
+        return affine(dy, P, "W_out", "b_out", g)
 
     return run
 
@@ -226,7 +261,7 @@ def _drnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], Fi
 
     def grow(ha: Any, hf: Any, position: int, draws: dict[int, tuple[float | None, float | None]]) -> Fiber:
         h = _rnn_step(dy, P, "b_h", ("U_a", ha), ("U_f", hf))
-        label = _affine(dy, P, "W_out", "b_out", h)
+        label = affine(dy, P, "W_out", "b_out", h)
         u_child, u_sibling = draws[position]
         decisions = [(u, w, b, branch) for u, w, b, branch in (
             (u_child, "w_c", "b_c", lambda: grow(h, P["h0"], 2 * position, draws)),
@@ -266,13 +301,13 @@ def _berxit(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], 
         return dy.cmult(x, dy.erf(x * (1 / math.sqrt(2))) + 1) * 0.5
 
     def layer(x: Any) -> Any:
-        q, k, v = (_affine(dy, P, f"W{n}", f"b{n}", x) for n in "qkv")
+        q, k, v = (affine(dy, P, f"W{n}", f"b{n}", x) for n in "qkv")
         att = []
         for hd in range(heads):
             qh, kh, vh = (dy.pick_range(m, hd * dh, (hd + 1) * dh) for m in (q, k, v))
             att.append(vh * dy.softmax((dy.transpose(kh) * qh) / scale, 0))  # column i: token i's mix
-        x = layer_norm(x + _affine(dy, P, "Wo", "bo", dy.concatenate(att)), "ln1_w", "ln1_b")
-        ffn = _affine(dy, P, "W2", "b2", gelu(_affine(dy, P, "W1", "b1", x)))
+        x = layer_norm(x + affine(dy, P, "Wo", "bo", dy.concatenate(att)), "ln1_w", "ln1_b")
+        ffn = affine(dy, P, "W2", "b2", gelu(affine(dy, P, "W1", "b1", x)))
         return layer_norm(x + ffn, "ln2_w", "ln2_b")
 
     def run(inst: tuple[list[int], list[float]]) -> Fiber:
@@ -280,7 +315,7 @@ def _berxit(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any], 
         x = dy.concatenate_cols([dy.lookup(P["emb"], t) for t in tokens]) + P["pos"]
         for layers_run, threshold in enumerate(thresholds, start=1):
             x = layer(x)
-            logits = _affine(dy, P, "W_exit", "b_exit", dy.pick(x, 0, 1))  # from the first token's column
+            logits = affine(dy, P, "W_exit", "b_exit", dy.pick(x, 0, 1))  # from the first token's column
             (probs,) = yield [dy.softmax(logits)]
             if float(probs.max()) > threshold:
                 break
@@ -302,17 +337,17 @@ def _stackrnn(dy: Any, P: dict[str, Any], cfg: dict[str, Any]) -> Callable[[Any]
         while i < len(tokens) or len(stack) > 1:
             shift = i < len(tokens)
             if shift and len(stack) >= 2:
-                (scores,) = yield [_affine(dy, P, "W_act", "b_act", h)]
+                (scores,) = yield [affine(dy, P, "W_act", "b_act", h)]
                 shift = int(np.argmax(scores)) == 0
             if shift:
-                top = dy.tanh(_affine(dy, P, "W_s", "b_s", dy.lookup(P["emb"], tokens[i])))
+                top = dy.tanh(affine(dy, P, "W_s", "b_s", dy.lookup(P["emb"], tokens[i])))
                 i += 1
             else:
                 r, l = stack.pop(), stack.pop()
-                top = dy.tanh(_affine(dy, P, "W_c", "b_c", dy.concatenate([l, r])))
+                top = dy.tanh(affine(dy, P, "W_c", "b_c", dy.concatenate([l, r])))
             stack.append(top)
             h = _rnn_step(dy, P, "b_h", ("W_h", top), ("U_h", h))
-        return _affine(dy, P, "W_out", "b_out", h), stack[0]
+        return affine(dy, P, "W_out", "b_out", h), stack[0]
 
     return run
 
@@ -431,7 +466,7 @@ def _as_torch(spec: ModelDef, name: str, arr: np.ndarray) -> np.ndarray:
     return arr.T if _transposed(spec, name, arr) else arr
 
 
-def _start(job: dict[str, Any]) -> tuple[Any, ModelDef, Any, dict[str, Any]]:
+def start(job: dict[str, Any]) -> tuple[Any, ModelDef, Any, dict[str, Any]]:
     """Limit the process's memory, initialise DyNet with the job's strategy and memory, load the weights:
     ``(dynet module, model definition, parameter collection, parameters by name)``."""
     if job["model"] not in MODELS:
@@ -440,7 +475,8 @@ def _start(job: dict[str, Any]) -> tuple[Any, ModelDef, Any, dict[str, Any]]:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     import dynet_config
 
-    dynet_config.set(mem=str(job["mem_mb"]), random_seed=1, autobatch=job["strategy"])
+    # DyNet's seed 0 means "from the clock": the job's seed (default 0) is passed as seed + 1
+    dynet_config.set(mem=str(job["mem_mb"]), random_seed=job.get("seed", 0) + 1, autobatch=job["strategy"])
     import dynet as dy
 
     model = dy.ParameterCollection()
@@ -448,18 +484,22 @@ def _start(job: dict[str, Any]) -> tuple[Any, ModelDef, Any, dict[str, Any]]:
     return dy, spec, model, _load(dy, model, spec, job["params"])
 
 
+def new_graph(dy: Any, spec: ModelDef, P: dict[str, Any]) -> dict[str, Any]:
+    """A fresh computation graph; the parameters in it by name (lookup tables as they are: ``dy.lookup``)."""
+    dy.renew_cg()
+    return {k: v if k in spec.lookups else dy.parameter(v) for k, v in P.items()}
+
+
 def _build(dy: Any, spec: ModelDef, P: dict[str, Any], job: dict[str, Any]) -> list[Any]:
     """A fresh graph with every instance's outputs in it (the decisions' values computed, ``run_fibers``)."""
-    dy.renew_cg()
-    E = {k: v if k in spec.lookups else dy.parameter(v) for k, v in P.items()}  # parameters in this graph
-    run = spec.build(dy, E, job["config"])
+    run = spec.build(dy, new_graph(dy, spec, P), job["config"])
     return run_fibers(dy, [run(x) for x in job["instances"]])
 
 
 def _worker(src: str, dst: str) -> None:
     """Inference: ``WARMUP`` untimed runs, then ``job["repeats"]`` timed ones; write outputs and times."""
     job = pickle.loads(Path(src).read_bytes())
-    dy, spec, model, P = _start(job)  # the parameters live as long as ``model``
+    dy, spec, model, P = start(job)  # the parameters live as long as ``model``
 
     def once() -> list[Any]:
         outs = _build(dy, spec, P, job)
@@ -499,7 +539,7 @@ class _Trainer:
 
     def __init__(self, job: dict[str, Any]) -> None:
         self.job = job
-        self.dy, self.spec, self.model, self.P = _start(job)  # the parameters live as long as ``self.model``
+        self.dy, self.spec, self.model, self.P = start(job)  # the parameters live as long as ``self.model``
         self.trainer = self.dy.AdagradTrainer(self.model, learning_rate=job["lr"], eps=ADAGRAD_EPS)
         self.trainer.set_clip_threshold(0)  # 0: no clipping
 
@@ -520,45 +560,58 @@ class _Trainer:
         return (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3
 
     def grads(self) -> dict[str, Any]:
-        """One forward and backward, no update: every gradient in PyTorch's layout, then zeroed.
-
-        A lookup table's is ``(rows, their gradients)``: the rows whose gradient is not all zero."""
+        """One forward and backward, no update: every gradient (``read_grads``), then zeroed."""
         loss = self._loss()
         loss.value()
         loss.backward()
-        out: dict[str, Any] = {}
-        for name, p in self.P.items():
-            g = _as_torch(self.spec, name, p.grad_as_array())
-            if name in self.spec.lookups:
-                rows = np.flatnonzero(g.reshape(len(g), -1).any(axis=1))
-                out[name] = (rows, g[rows])
-            else:
-                out[name] = g
-            p.scale_gradient(0.0)
-        return out
+        return read_grads(self.spec, self.P)
 
     def weights(self) -> dict[str, np.ndarray]:
-        """Every weight now, in PyTorch's layout (lookup tables whole)."""
-        return {name: _as_torch(self.spec, name, p.as_array()) for name, p in self.P.items()}
+        """Every weight now (``read_weights``)."""
+        return read_weights(self.spec, self.P)
 
 
-def _serve() -> None:
-    """``--train``: read the job, then commands (``TRAIN_COMMANDS``), pickled on stdin, until end of input;
-    reply to each, pickled on stdout: ``{"ok": result}``, ``{"out_of_memory": message}`` or ``{"error":
-    traceback}`` (the process then ends). Anything else written to stdout (DyNet's notices) goes to stderr."""
+def read_grads(spec: ModelDef, P: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter's gradient in PyTorch's layout, by name; the gradients are then zeroed. A lookup
+    table's is ``(rows, their gradients)``: the rows whose gradient is not all zero."""
+    out: dict[str, Any] = {}
+    for name, p in P.items():
+        g = _as_torch(spec, name, p.grad_as_array())
+        if name in spec.lookups:
+            rows = np.flatnonzero(g.reshape(len(g), -1).any(axis=1))
+            out[name] = (rows, g[rows])
+        else:
+            out[name] = g
+        p.scale_gradient(0.0)
+    return out
+
+
+def read_weights(spec: ModelDef, P: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Every weight now, by name, in PyTorch's layout (lookup tables whole)."""
+    return {name: _as_torch(spec, name, p.as_array()) for name, p in P.items()}
+
+
+def serve(make: Callable[[dict[str, Any]], Any], commands: tuple[str, ...]) -> None:
+    """Read the job, pickled on stdin, and make the server ``make(job)``; then read messages until end of
+    input: a command name of ``commands`` or a tuple ``(command, *arguments)``, answered by the server's
+    method of that name. Reply to each, pickled on stdout: ``{"ok": result}``, ``{"out_of_memory": message}``
+    or ``{"error": traceback}`` (the process then ends). Anything else written to stdout (DyNet's notices)
+    goes to stderr. ``--train`` serves ``_Trainer`` (``TRAIN_COMMANDS``); ``dynet_recipe_worker`` its
+    recipe."""
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    commands = sys.stdin.buffer
-    trainer = _Trainer(pickle.load(commands))
+    messages = sys.stdin.buffer
+    server = make(pickle.load(messages))
     while True:
         try:
-            command = pickle.load(commands)
+            message = pickle.load(messages)
         except EOFError:
             return
+        command, *arguments = message if isinstance(message, tuple) else (message,)
         try:
-            if command not in TRAIN_COMMANDS:
-                raise ValueError(f"dynet_worker: unknown command {command!r} (have {', '.join(TRAIN_COMMANDS)})")
-            reply = {"ok": getattr(trainer, command)()}
+            if command not in commands:
+                raise ValueError(f"dynet worker: unknown command {command!r} (have {', '.join(commands)})")
+            reply = {"ok": getattr(server, command)(*arguments)}
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises
             reply = ({"out_of_memory": f"{type(exc).__name__}: {exc}".strip()} if is_memory_error(exc)
                      else {"error": traceback.format_exc()})
@@ -570,6 +623,6 @@ def _serve() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--train"]:
-        _serve()
+        serve(_Trainer, TRAIN_COMMANDS)
     else:
         _worker(sys.argv[1], sys.argv[2])
