@@ -92,7 +92,7 @@ def same(got: Any, want: Any, dtype: torch.dtype, path: str = "result") -> str |
         if not isinstance(got, torch.Tensor):
             return f"{path}: {type(got).__name__} {got!r} where plain Python gives a tensor"
         try:
-            torch.testing.assert_close(got, want, rtol=rtol, atol=atol)
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)  # NaN where plain gives NaN
         except AssertionError as exc:
             return f"{path}: {str(exc).splitlines()[0]} (got {got}, want {want})"
         return None
