@@ -511,9 +511,10 @@ def main(inst, p):
 @pytest.mark.xfail(strict=True, reason="the dynamic tier records a view operator as a node whose result is a copy: "
                                       "an in-place write through the view misses the viewed tensor")
 @pytest.mark.parametrize("name", sorted(VIEW_WRITES))
-@pytest.mark.parametrize("backends", [("eager",), ("dynamic",)], ids=["default", "dynamic"])
-def test_write_through_a_view(name, backends):
-    out = check(FuzzProgram(HEAD + VIEW_WRITES[name], "doc", "float32", {}, (1, 4), set()), backends)
+def test_write_through_a_view(name):
+    # the dynamic tier alone: with default options, inference batches of a program the static tier rejects run
+    # in the dynamic tier or as plain calls by measurement (acrobat.runtime.tier), so whether one shows it varies
+    out = check(FuzzProgram(HEAD + VIEW_WRITES[name], "doc", "float32", {}, (1, 4), set()), ("dynamic",))
     assert out.category == "ok", str(out)
 
 
