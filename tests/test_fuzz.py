@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -28,10 +29,10 @@ from hypothesis import strategies as st
 import acrobat as ab
 from tests.fuzz.chooser import HypothesisChooser, RandomChooser
 from tests.fuzz.generator import FuzzProgram, generate
-from tests.fuzz.oracle import FAILURES, check, same
+from tests.fuzz.oracle import FAILURES, Outcome, check, same
 from tests.fuzz.shrink import shrink_program
 
-FAST_EAGER = [*range(40), 40, 43, 44, 56, 92, 93, 114]  # between them every feature of test_the_programs_use_the_constructs
+FAST_EAGER = [*range(40), 227, 96, 2184, 1031, 2248, 2209, 300, 1048, 1206, 1242, 1135]  # between them every feature of test_the_programs_use_the_constructs
 FAST_COMPILED = (3, 11)
 FAST_DYNAMIC = range(20)
 MINUTES = float(os.environ.get("ACROBAT_FUZZ_MINUTES", "0") or 0)
@@ -79,7 +80,12 @@ def test_the_programs_use_the_constructs():
                     "torch.cat of unsqueezed items", "dim=-1 of stacked scalars", "softmax over dim=-1 of a stack",
                     "topk/sort of a stack", "loop over a tensor's rows", "enumerate over a tensor's rows",
                     "zip over a tensor's rows", "reversed over a tensor's rows", "list of a tensor's rows",
-                    "loop over a tensor's 0-d rows", "module-level data", "int rebound to a tensor"):
+                    "loop over a tensor's 0-d rows", "module-level data", "int rebound to a tensor", "host int list", "instance's own int list", "host int list read",
+                    "tensor of a host int list", "nn.Embedding by ids", "host int list changed",
+                    "host int list changed after a use", "loop over a host int list", "zip of a host int list",
+                    "instance tensor", "instance tensor written in place", "elif", "while True", "annotated assignment",
+                    "with inference_mode", "with enable_grad", "module method call", "nn.Sequential",
+                    "parameter list by data"):
         assert feature in seen, feature
 
 
@@ -118,6 +124,8 @@ def test_same_compares_structure_and_values():
     assert same([t], [t, t], torch.float32) is not None
     assert same({"h": t}, {"h": t + 1}, torch.float32) is not None
     assert same(0.5, 0.5 + 1e-9, torch.float32) is None
+    assert same(t / 0 * 0, t / 0 * 0, torch.float32) is None  # NaN agrees with NaN (0 / 0 in both)
+    assert same(t / 0 * 0, t, torch.float32) is not None
 
 
 # ------------------------------------------------------------------ the long profile
@@ -145,6 +153,7 @@ def test_long_fuzz_run():
     rejections: collections.Counter = collections.Counter()
     features: collections.Counter = collections.Counter()
     failures: list[str] = []
+    kinds: dict[str, list[int]] = {}  # each failure's kind (``_kind_of``) -> the seeds of its later repeats
     start = seed
     signal.signal(signal.SIGALRM, _out_of_time)
     while time.monotonic() < deadline:
@@ -164,7 +173,10 @@ def test_long_fuzz_run():
         features.update(program.features)
         if out.category == "rejected":
             rejections[out.detail.split(": ", 2)[-1][:90]] += 1
-        if out.category in FAILURES:
+        if out.category in FAILURES and _kind_of(out) in kinds:
+            kinds[_kind_of(out)].append(seed)  # one more of a failure shrunk before: its seed only
+        elif out.category in FAILURES:
+            kinds[_kind_of(out)] = []
             ch = RandomChooser(seed)
             generate(ch)
             small, small_out = shrink_program(ch.record, backends, budget_s=180)
@@ -172,23 +184,33 @@ def test_long_fuzz_run():
                             f"instances: {small.kind}, {small.dtype}, batch sizes {small.batch_sizes}, "
                             f"options {small.options}\n")
         seed += 1
-        _write_report(start, seed, counts, by_backend, rejections, features, failures)
-    report = _write_report(start, seed, counts, by_backend, rejections, features, failures)
+        _write_report(start, seed, counts, by_backend, rejections, features, failures, kinds)
+    report = _write_report(start, seed, counts, by_backend, rejections, features, failures, kinds)
     print(report)
     assert not failures, report
 
 
+def _kind_of(out: Outcome) -> str:
+    """What tells one failure from another in a long run: the category and the first two lines of the message,
+    names with numbers and numbers made ``#`` (a ``wrong`` result: the path in the result only)."""
+    head = out.detail.split(":", 1)[0] if out.category == "wrong" else "\n".join(out.detail.splitlines()[:2])
+    return f"{out.category}: " + re.sub(r"[A-Za-z_]*[0-9]+", "#", re.sub(r"/\S+", "", head))[:240]
+
+
 def _write_report(start: int, seed: int, counts: collections.Counter, by_backend: collections.Counter,
-                  rejections: collections.Counter, features: collections.Counter, failures: list[str]) -> str:
+                  rejections: collections.Counter, features: collections.Counter, failures: list[str],
+                  kinds: dict[str, list[int]]) -> str:
     """The long run's report so far, written to ``$ACROBAT_FUZZ_REPORT`` (after every program: a run stopped
-    early still leaves one)."""
+    early still leaves one). A failure of a kind shrunk before is not shrunk again: its seed is listed."""
     lines = [f"# acrobat fuzz run: {sum(counts.values())} programs in {MINUTES:g} min (seeds {start}..{seed - 1})", "",
              "| outcome | programs |", "|---|---:|", *(f"| {k} | {v} |" for k, v in counts.most_common()), "",
              "| backends | programs |", "|---|---:|", *(f"| {'+'.join(k)} | {v} |" for k, v in by_backend.items()), "",
              "Rejections (CompileError), by message:", "",
              *(f"- {v} x {k}" for k, v in rejections.most_common(15)), "",
              "Constructs used (programs):", "", ", ".join(f"{k} {v}" for k, v in features.most_common()), "",
-             "## Failures (shrunk)", "", *(failures or ["none"])]
+             "## Failures (shrunk)", "", *(failures or ["none"]), "",
+             "Repeats of a failure shrunk above (not shrunk again), by kind:", "",
+             *(f"- {k.splitlines()[0]}: seeds {v}" for k, v in kinds.items() if v)]
     report = "\n".join(lines)
     Path(os.environ.get("ACROBAT_FUZZ_REPORT", "fuzz-report.md")).write_text(report)
     return report

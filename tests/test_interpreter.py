@@ -159,7 +159,7 @@ def test_fuzz_programs(seed):
     fp = generate(RandomChooser(seed))
     main = load(fp.source).main
     shared = (FuzzParams(seed, torch.float64 if fp.dtype == "float64" else torch.float32),)
-    instances = make_instances(fp.kind, max(fp.batch_sizes), seed)
+    instances = make_instances(fp.kind, max(fp.batch_sizes), seed, shared[0].h0.dtype)
     options = ab.Options(**fp.options)
     if not static(main, instances, shared, options):
         pytest.skip("plain Python fails or the program runs in the dynamic tier")

@@ -20,12 +20,23 @@ module of an ``nn.ModuleList`` chosen by a per-instance int (dynamic tier),
 softmax attention, ``torch.cat`` of unsqueezed items,
 ``nn`` cells and modules, inline value reads (``x * x.max().item()``), and
 loops over a tensor's rows (``for x in M``, ``enumerate``, ``zip``, ``reversed``,
-``list(M)``, the 0-d rows of a vector).
+``list(M)``, the 0-d rows of a vector). Host int lists (token ids, lengths;
+``int_list``): built from the instance and from host arithmetic, read by
+``torch.tensor(ws)``, embedding lookups, ``len``, indexing, slicing,
+``sum``/``max``/``count``/``index``, ``in``, ``for``/``enumerate``/``zip``, and
+changed in place after such a use (``append``, ``pop``, ``ws[i] = k``,
+``reverse``, ``insert``, ``sort``, ``+=``), the instance's own list too;
+in-place writes on a ``Doc`` instance's tensor after a use (``inst.x.add_(1)``,
+``inst.x[0] = v``). Also ``elif``, ``while True:``, annotated assignments,
+``torch.inference_mode()``/``enable_grad()`` bodies, module methods
+(``p.mix(x, h)``, calling ``self.squash``), ``nn.Embedding`` by a tensor of ids,
+``nn.Sequential``, and an ``nn.ParameterList`` item picked by host data.
 
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
 non-empty list of ``T``, ``O`` an Optional ``T``, ``D`` a dict
-``{"h": T, "c": T}``, ``P`` a pair ``(T, T)``; ``main`` may also return ``S``, a 0-d
+``{"h": T, "c": T}``, ``P`` a pair ``(T, T)``, ``IL`` a non-empty list of host ints (emptied never:
+``pop`` only while it holds two); ``main`` may also return ``S``, a 0-d
 tensor (or a stacked list's product) computed with a host float. So programs are well-typed
 and well-shaped, and they run as plain Python on every instance.
 """
@@ -37,7 +48,7 @@ from dataclasses import dataclass, field
 from tests.fuzz.chooser import Chooser
 from tests.fuzz.world import INSTANCE_KINDS
 
-TYPES = ("T", "I", "F", "L", "O", "D", "P")
+TYPES = ("T", "I", "F", "L", "O", "D", "P", "IL")
 
 
 @dataclass
@@ -102,12 +113,12 @@ class Gen:
     def tensor(self, sc: Scope, d: int = 0) -> str:
         """An expression of type T: shape (H,)."""
         leaf = d >= self.max_depth
-        options = ["var", "h0", "emb"] if leaf else [
+        options = ["var", "h0", "emb", "inst_x"] if leaf else [
             "var", "h0", "emb", "tanh_lin", "sigmoid", "mul", "add", "sub", "relu", "scale", "gru", "linear",
             "stack_sum", "stack_mean", "stack_max", "attention", "list_item", "dict_item", "pair_item",
             "optional_or", "ifexp", "inline_read", "host_scale", "cell", "where", "stacked_weight", "cat_lin",
             "chunk", "dot_scale", "clamp", "lstm_h", "softmax_rows", "sum_list", "stack_index", "zeros_shape",
-            "rec_call", "no_grad_exp"]
+            "rec_call", "no_grad_exp", "il_emb", "il_embed", "il_float", "inst_x", "method", "head", "bias"]
         k = self.ch.pick(options)
         sub = lambda: self.tensor(sc, d + 1)  # noqa: E731
         if k == "var":
@@ -190,11 +201,26 @@ class Gen:
             self.feat("shape in a tensor expression")
             x = sub()
             return f"({x} + torch.zeros({x}.shape[0], dtype={x}.dtype))"
-        if k == "rec_call" and self.entry and self.kind != "seq":
+        if k == "rec_call" and self.entry and self.kind in ("tree", "nary"):
             self.feat("recursion in a loop")
             return "rec(inst, p)"
         if k == "no_grad_exp":
             return f"torch.exp(-{sub()}.abs())"
+        il = self.var(sc, "IL")
+        if k in ("il_emb", "il_embed", "il_float") and il:
+            return self.int_list_tensor(k, il, sc, d)
+        if k == "inst_x" and self.kind == "doc" and self.entry:
+            self.feat("instance tensor")
+            return "inst.x"
+        if k == "method":
+            self.feat("module method call")
+            return f"p.mix({sub()}, {sub()})"
+        if k == "head":
+            self.feat("nn.Sequential")
+            return f"p.head({sub()})"
+        if k == "bias":
+            self.feat("parameter list by data")
+            return f"({sub()} + p.biases[{self.int(sc, d + 1)} % 3])"
         if k == "where":
             x = sub()
             return f"torch.where({x} > 0, {x}, {sub()})"
@@ -217,8 +243,21 @@ class Gen:
     def int(self, sc: Scope, d: int = 0) -> str:
         """An expression of type I (a host int, small)."""
         options = ["const", "var"] if d >= self.max_depth else [
-            "const", "var", "plus", "len", "argmax", "word", "mod", "minmax", "helper", "steps", "shape"]
+            "const", "var", "plus", "len", "argmax", "word", "mod", "minmax", "helper", "steps", "shape", "il_len",
+            "il_item", "il_sum", "il_count", "il_index"]
         k = self.ch.pick(options)
+        il = self.var(sc, "IL")
+        if k.startswith("il_") and il:
+            self.feat("host int list read")
+            if k == "il_len":
+                return f"len({il})"
+            if k == "il_item":
+                return self.ch.pick([f"{il}[0]", f"{il}[-1]", f"{il}[{self.int(sc, d + 1)} % len({il})]"])
+            if k == "il_sum":
+                return self.ch.pick([f"sum({il})", f"max({il})", f"min({il}[-2:])"])
+            if k == "il_count":
+                return f"{il}.count({self.int(sc, d + 1)})"
+            return f"{il}.index({il}[-1])"
         if k == "var":
             return self.var(sc, "I") or str(self.ch.int(0, 3))
         if k == "plus":
@@ -231,6 +270,8 @@ class Gen:
                                  f"{self.tensor(sc, d + 1)}.argmax().item()"])
         if k == "word" and sc.node is not None:
             return f"{sc.node}.word"
+        if k == "word" and self.kind == "doc" and self.entry:
+            return "len(inst.tokens)"
         if k == "mod":
             return f"({self.int(sc, d + 1)} * 2 % 5)"
         if k == "minmax":
@@ -265,7 +306,7 @@ class Gen:
         """A test for ``if``/``while``/``a if c else b``: host data, or a tensor's value (a value read, §4.2)."""
         options = ["int_cmp", "int_mod"] if d >= self.max_depth else [
             "int_cmp", "int_mod", "leaf", "len", "none", "tensor_gt", "float_gt", "bool_read", "argmax_eq",
-            "and", "or", "not", "item_gt", "isinstance"]
+            "and", "or", "not", "item_gt", "isinstance", "il_in"]
         k = self.ch.pick(options)
         c = self.ch.pick(["0", "1", "2"])
         if k == "leaf" and sc.node is not None and self.kind == "tree":
@@ -286,6 +327,9 @@ class Gen:
                     "item_gt": f"{x}.mean().item() < {t}"}[k]
         if k in ("and", "or"):
             return f"({self.cond(sc, d + 1)} {k} {self.cond(sc, d + 1)})"
+        if k == "il_in" and self.var(sc, "IL"):
+            self.feat("host int list read")
+            return f"{self.int(sc, d + 1)} {self.ch.pick(['in', 'not in'])} {self.var(sc, 'IL')}"
         if k == "isinstance":
             return f"isinstance({self.int(sc, d + 1)}, int)"
         if k == "not":
@@ -308,6 +352,8 @@ class Gen:
             return self.ch.pick(["None", self.tensor(sc)])
         if ty == "D":
             return f'{{"h": {self.tensor(sc)}, "c": {self.tensor(sc)}}}'
+        if ty == "IL":
+            return f"[{self.int(sc)}, {self.int(sc)}]"
         if ty == "S":  # a 0-d tensor beside a host number: its dtype is the tensor's, as a Python number promotes
             self.feat("0-d tensor and host number")
             return self.ch.pick([f"({self.tensor(sc)}.sum() * {self.float(sc)})",
@@ -341,7 +387,11 @@ class Gen:
         if nested:
             options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth", "tensor_rows"]
         options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert", "starred_call",
-                    "dense_list", "module_data"]
+                    "dense_list", "module_data", "int_list", "il_mutate", "il_use_mutate"]
+        if nested:
+            options += ["il_loop", "while_true"]
+        if self.kind == "doc" and self.entry:
+            options += ["inst_write"]
         if sc.loop:
             options += ["break", "continue"]
         if sc.ret is not None:
@@ -355,6 +405,9 @@ class Gen:
         if k == "new_tensor" or k == "assign":
             name = self.fresh("t")
             line = f"{name} = {self.tensor(sc)}"
+            if self.ch.coin(15):
+                self.feat("annotated assignment")
+                line = line.replace(" = ", ": torch.Tensor = ", 1)
             sc.vars[name] = "T"
             return [line]
         if k == "int":
@@ -547,9 +600,29 @@ class Gen:
             return [head, *("    " + x for x in self.body(inner, depth + 1, self.ch.int(1, 3)))]
         if k == "tensor_rows":
             return self.tensor_rows(sc, depth)
+        if k == "int_list":
+            return self.int_list(sc)
+        if k in ("il_mutate", "il_use_mutate", "il_loop"):  # on a new list where none is there to change
+            made = [] if [x for x in sc.of("IL") if x not in sc.frozen] else self.int_list(sc)
+            return made + (self.int_list_loop(sc, depth) if k == "il_loop" else
+                           self.int_list_change(sc, use=k == "il_use_mutate"))
+        if k == "inst_write":
+            return self.instance_write(sc)
+        if k == "while_true":
+            self.feat("while True")
+            n = self.fresh("n")
+            inner = sc.copy()
+            inner.loop = True
+            inner.vars[n] = "I"
+            inner.frozen.add(n)
+            return [f"{n} = 0", "while True:", f"    {n} = {n} + 1", f"    if {n} > {self.ch.int(0, 2)}:", "        break",
+                    *("    " + s for s in self.body(inner, depth + 1, self.ch.int(1, 3)))]
         if k == "no_grad":
             self.feat("with no_grad")
-            return ["with torch.no_grad():", *("    " + x for x in self.body(sc, depth + 1, self.ch.int(1, 2)))]
+            mode = self.ch.pick(["no_grad", "no_grad", "inference_mode", "enable_grad"])
+            if mode != "no_grad":
+                self.feat(f"with {mode}")
+            return [f"with torch.{mode}():", *("    " + x for x in self.body(sc, depth + 1, self.ch.int(1, 2)))]
         if k == "assert":
             return [f"assert abs({self.int(sc)}) >= 0"]
         if k == "phase":
@@ -562,6 +635,9 @@ class Gen:
             test = self.cond(sc)
             then = self.body(sc.copy(), depth + 1, self.ch.int(1, 3))
             out = [f"if {test}:", *("    " + x for x in then)]
+            if self.ch.coin(30):
+                self.feat("elif")
+                out += [f"elif {self.cond(sc)}:", *("    " + x for x in self.body(sc.copy(), depth + 1, self.ch.int(1, 2)))]
             if self.ch.coin(60):
                 other = self.body(sc.copy(), depth + 1, self.ch.int(1, 3))
                 out += ["else:", *("    " + x for x in other)]
@@ -587,10 +663,11 @@ class Gen:
                         inner.frozen.add(name)
                 inner.vars[x] = "T"
                 head = f"for {x} in {src}:" if self.ch.coin(70) else f"for {self.fresh('j')}, {x} in enumerate({src}):"
-            elif self.kind == "seq" and self.entry:
+            elif self.kind in ("seq", "doc") and self.entry:
                 self.feat("for over instance")
                 inner.vars[x] = "I"
-                head = f"for {x} in inst:"
+                inner.frozen.update(sc.of("IL"))  # an alias of the instance's list may not grow while it is iterated
+                head = f"for {x} in {'inst' if self.kind == 'seq' else 'inst.tokens'}:"
             else:
                 inner.vars[x] = "I"
                 head = f"for {x} in [{self.ch.int(0, 6)}, {self.ch.int(0, 6)}]:"
@@ -758,6 +835,106 @@ class Gen:
             sc.vars[name] = "T"
         return lines
 
+    def int_list_tensor(self, k: str, il: str, sc: Scope, d: int) -> str:
+        """A T read from the host int list ``il``: an embedding lookup by ``torch.tensor`` of it (or of a non-empty
+        slice), ``nn.Embedding`` by its ids or by one id, or a float tensor of it scaling a tensor."""
+        self.feat("tensor of a host int list")
+        ids = self.ch.pick([il, f"{il}[:1]", f"[{il}[0], {il}[-1]]", f"{il}[-2:]", f"{il}[:1] * 3", f"{il}[::-1]",
+                            f"{il}[1:] + [{self.int(sc, d + 1)}]"])  # of per-instance length, or of one length
+        if k == "il_emb":
+            return self.ch.pick([f"p.emb[torch.tensor({ids}) % 7].sum(0)", f"p.emb[torch.tensor({ids}) % 7].mean(dim=0)",
+                                 f"p.emb[{il}[{self.int(sc, d + 1)} % len({il})] % 7]"])
+        if k == "il_embed":
+            self.feat("nn.Embedding by ids")
+            return self.ch.pick([f"p.embed(torch.tensor({ids}) % 7).max(0).values",
+                                 f"p.embed(torch.tensor({il}[-1] % 7))"])
+        return f"(torch.tensor({ids}, dtype=torch.float32).mean() * {self.tensor(sc, d + 1)})"
+
+    def int_list(self, sc: Scope) -> list[str]:
+        """``ws = ...``: a new IL from the instance (a token list, the instance's own list aliased or copied, a node's
+        word ids), from host ints, or from another IL (a comprehension, a slice, ``sorted``, ``+``)."""
+        self.feat("host int list")
+        src = self.var(sc, "IL")
+        forms = [lambda: f"[{self.int(sc)}, {self.int(sc)}]", lambda: f"list(range(clip({self.int(sc)}) + 1))"]
+        if src:
+            forms += [lambda: f"[w * 2 % 7 for w in {src}]", lambda: f"{src}[::-1]",
+                      lambda: f"{src}[1:] + [{self.int(sc)}]", lambda: f"sorted({src})", lambda: src,
+                      lambda: f"list({src})", lambda: f"[w + j for j, w in enumerate({src})]"]
+        if self.entry and self.kind in ("seq", "doc"):
+            own = "inst" if self.kind == "seq" else "inst.tokens"
+            self.feat("instance's own int list")
+            forms += [lambda: own, lambda: f"list({own})", lambda: f"{own}[:{self.ch.int(1, 3)}]"]
+        if sc.node is not None:
+            forms += [lambda: f"[{sc.node}.word % 7, {self.int(sc)}]" if self.kind == "tree" else
+                      f"[c.word for c in {sc.node}.children] + [{sc.node}.word]"]
+        value = self.ch.pick(forms)()
+        name = self.fresh("ws")
+        sc.vars[name] = "IL"
+        return [f"{name} = {value}"]
+
+    def int_list_change(self, sc: Scope, use: bool) -> list[str]:
+        """An IL changed in place (``append``, ``pop`` while it holds two, ``ws[i] = k``, ``reverse``, ``insert``,
+        ``sort``, ``+=``), with ``use`` first a new T that reads it (``torch.tensor``, an embedding lookup)."""
+        il = self.ch.pick([x for x in sc.of("IL") if x not in sc.frozen])
+        lines: list[str] = []
+        if use:
+            self.feat("host int list changed after a use")
+            name = self.fresh("t")
+            lines.append(f"{name} = {self.int_list_tensor(self.ch.pick(['il_emb', 'il_embed', 'il_float']), il, sc, 1)}")
+            sc.vars[name] = "T"
+        self.feat("host int list changed")
+        if self.ch.coin(25):  # never emptied: reads index it
+            return lines + [f"if len({il}) > 1:", f"    {self.ch.pick([f'{il}.pop()', f'{il}.pop(0)', f'del {il}[0]'])}"]
+        change = self.ch.pick([lambda: f"{il}.append({self.int(sc)})", lambda: f"{il}.reverse()",
+                               lambda: f"{il}[{self.int(sc)} % len({il})] = {self.int(sc)}", lambda: f"{il}.sort()",
+                               lambda: f"{il}.insert(0, {self.int(sc)})", lambda: f"{il} += [{self.int(sc)}]"])
+        return lines + [change()]
+
+    def int_list_loop(self, sc: Scope, depth: int) -> list[str]:
+        """``for w in ws`` over an IL (also ``enumerate``, ``zip`` with a list of T or another IL, a reversed slice),
+        the body often embedding ``w`` into a T; every list is frozen inside."""
+        self.feat("loop over a host int list")
+        il = self.ch.pick(sc.of("IL"))
+        inner = sc.copy()
+        inner.loop = True
+        inner.frozen.update(n for n, ty in sc.vars.items() if ty in ("L", "IL"))
+        w = self.fresh("w")
+        inner.vars[w] = "I"
+        form = self.ch.int(0, 3)
+        if form == 1:
+            j = self.fresh("j")
+            inner.vars[j] = "I"
+            head = f"for {j}, {w} in enumerate({il}):"
+        elif form == 2:
+            x = self.fresh("x")
+            other = self.ch.pick(sc.of("L") + sc.of("IL"))
+            inner.vars[x] = "T" if sc.vars[other] == "L" else "I"
+            self.feat("zip of a host int list")
+            head = f"for {w}, {x} in zip({il}, {other}):"
+        else:
+            head = f"for {w} in {il if form == 0 else il + '[::-1]'}:"
+        body = []
+        if sc.of("T") and self.ch.coin(60):
+            t = self.ch.pick(sc.of("T"))
+            body.append(f"{t} = torch.tanh({t} + p.emb[{w} % 7])")
+        body += self.body(inner, depth + 1, self.ch.int(1, 2))
+        return [head, *("    " + x for x in body)]
+
+    def instance_write(self, sc: Scope) -> list[str]:
+        """An in-place write on the ``Doc`` instance's tensor ``inst.x`` (``add_``, ``mul_``, ``clamp_``, an item
+        set, a write through a view of it), often right after a new T that reads it."""
+        self.feat("instance tensor written in place")
+        lines: list[str] = []
+        if self.ch.coin(60):
+            name = self.fresh("t")
+            lines.append(f"{name} = {self.ch.pick(['torch.tanh(inst.x)', 'inst.x * 2', 'inst.x @ p.W', 'inst.x'])}"
+                         f" * {self.tensor(sc)}")
+            sc.vars[name] = "T"
+        write = self.ch.pick(["inst.x.add_(1.0)", "inst.x.mul_(0.5)", f"inst.x[{self.int(sc)} % 4] = {self.float(sc)}",
+                              f"inst.x.add_({self.tensor(sc)})", "inst.x.clamp_(-0.5, 0.5)",
+                              "inst.x[:2].mul_(0.5)", "inst.x.detach().add_(1.0)"])  # (the last two: through a view)
+        return lines + [write]
+
     def new_int(self, sc: Scope, value: str) -> str:
         """``k = value`` for a new int variable ``k`` (visible after this statement)."""
         name = self.fresh("k")
@@ -857,19 +1034,23 @@ class Gen:
         ch = self.ch
         self.kind = ch.pick(INSTANCE_KINDS)
         dtype = ch.pick(["float32", "float64"])
-        self.result_types = [ty for ty in ("I", "L", "D", "O", "F", "P", "S") if ch.coin(25)]
+        self.result_types = [ty for ty in ("I", "L", "D", "O", "F", "P", "S", "IL") if ch.coin(25)]
         for _ in range(ch.int(0, 2)):
             self.cell_fn()
         sc = Scope({"inst": "I"}, ret="main")
         del sc.vars["inst"]
         prologue: list[str] = []
-        if self.kind == "seq":
+        if self.kind in ("seq", "doc"):
             sc.vars["h"] = "T"
             prologue = ["h = p.h0"]
+            tokens = "inst" if self.kind == "seq" else "inst.tokens"
+            if self.kind == "doc":
+                sc.vars["toks"] = "IL"
+                prologue.append(f"toks = {self.ch.pick(['inst.tokens', 'list(inst.tokens)'])}")
             if ch.coin(50):
                 self.feat("for over instance")
                 step = self.tensor(Scope({"h": "T", "x": "T"}))
-                prologue += ["for tok in inst:", "    x = p.emb[tok]", f"    h = {step.replace('p.h0', 'x')}"]
+                prologue += [f"for tok in {tokens}:", "    x = p.emb[tok]", f"    h = {step.replace('p.h0', 'x')}"]
         else:
             self.tree_fn()
             sc.vars["h"] = "T"

@@ -7,8 +7,9 @@ with its ``Options`` (the backend ``"dynamic"``: the eager backend with
 ``Options(static=False)``, the dynamic tier alone), and compares every output: tensors with
 ``torch.testing.assert_close``, host numbers within float tolerance, every
 other host value and the structure exactly. Programs may store results on
-the instances' nodes (``node.st = ...``), so every run gets its own deep copy
-of the instances, and what the nodes hold after a batched run is compared
+the instances' nodes (``node.st = ...``) and change token lists and a
+``Doc``'s tensor in place, so every run gets its own deep copy of the
+instances, and what the instances hold after a batched run is compared
 with what they hold after the plain runs. The outcome is one category:
 
 - ``ok``: every batched run equals the plain runs;
@@ -19,6 +20,10 @@ with what they hold after the plain runs. The outcome is one category:
   (``InstanceError``, ``ShapeError``, ...) on a program plain Python runs;
 - ``rejected``: ``CompileError`` (counted apart: a construct acrobat cannot batch; without
   ``Options(strict=True)`` such programs run in the dynamic tier instead);
+- ``shape limit``: a ``ShapeError`` marked ``per_instance_shapes``: instances gave one static block tensors of
+  different shapes (``torch.tensor(tokens)`` of per-instance lengths), the static tier's limit, in a program
+  whose calls change host state, so it does not run again in the dynamic tier (``Program._run_dynamic``);
+  where it does run again there, its results are compared as any other run's;
 - ``invalid``: plain Python itself fails (a generator bug; the program is skipped);
 - ``numeric flip``: float32 differs but the same program in float64 agrees
   (a tensor-dependent branch decided by rounding, not a bug).
@@ -41,9 +46,10 @@ import torch
 
 import acrobat as ab
 from tests.fuzz.generator import FuzzProgram
-from tests.fuzz.world import NaryNode, Node, Params, make_instances
+from tests.fuzz.world import Doc, NaryNode, Node, Params, make_instances
 
 FAILURES = ("wrong", "internal", "error on valid")
+SHAPE_LIMIT = "the static tier batches tensors of equal shapes only"  # how stats.fallback names that limit
 _DIR = Path(tempfile.mkdtemp(prefix="acrobat-fuzz-"))
 TOL = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-9, 1e-10)}
 
@@ -86,7 +92,7 @@ def same(got: Any, want: Any, dtype: torch.dtype, path: str = "result") -> str |
         if not isinstance(got, torch.Tensor):
             return f"{path}: {type(got).__name__} {got!r} where plain Python gives a tensor"
         try:
-            torch.testing.assert_close(got, want, rtol=rtol, atol=atol)
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)  # NaN where plain gives NaN
         except AssertionError as exc:
             return f"{path}: {str(exc).splitlines()[0]} (got {got}, want {want})"
         return None
@@ -118,6 +124,8 @@ def classify(exc: BaseException) -> str:
     """The outcome category of an exception acrobat raised."""
     if isinstance(exc, ab.CompileError):
         return "rejected"
+    if getattr(exc, "per_instance_shapes", False):
+        return "shape limit"
     if isinstance(exc, ab.InternalError) or not isinstance(exc, ab.AcrobatError):
         return "internal"
     return "error on valid"
@@ -128,10 +136,10 @@ def _plain(module: Any, instances: list, p: Params) -> list:
         return [module.main(x, p) for x in instances]
 
 
-def stored(instances: list) -> list[dict[str, Any]]:
-    """What a program stored on the instances' tree nodes (their attributes beyond the tree's own), node by node
-    in pre-order; nothing for token lists."""
-    out: list[dict[str, Any]] = []
+def stored(instances: list) -> list[Any]:
+    """What the instances hold after a run: what a program stored on the tree nodes (their attributes beyond the
+    tree's own), node by node in pre-order; a token list as it is; a ``Doc``'s attributes (tokens and tensor)."""
+    out: list[Any] = [x if isinstance(x, list) else dict(vars(x)) for x in instances if isinstance(x, (list, Doc))]
     todo = [x for x in reversed(instances) if isinstance(x, (Node, NaryNode))]
     while todo:
         node = todo.pop()
@@ -154,7 +162,7 @@ def check(program: FuzzProgram, backends: tuple[str, ...] = ("eager", "compiled"
     except Exception as exc:  # noqa: BLE001 - a generator bug
         return Outcome("invalid", f"does not import: {type(exc).__name__}: {exc}")
     p = Params(seed, dtype)
-    instances = make_instances(program.kind, max(program.batch_sizes), seed)
+    instances = make_instances(program.kind, max(program.batch_sizes), seed, dtype)
     plain = copy.deepcopy(instances)
     try:
         want = _plain(module, plain, p)
@@ -178,10 +186,11 @@ def check(program: FuzzProgram, backends: tuple[str, ...] = ("eager", "compiled"
                 if category == "internal":
                     text += "\n" + "".join(traceback.format_exception(exc)[-6:])
                 return Outcome(category, text, backend, n, runs)
-            if stats.fallback:  # right, but only because the dynamic tier ran it after the static tier's own failure
+            if stats.fallback and not stats.fallback.startswith(SHAPE_LIMIT):
+                # right, but only because the dynamic tier ran it after the static tier's own failure
                 return Outcome("internal", f"the dynamic tier ran it after the static tier failed: {stats.fallback}",
                                backend, n, runs)
-            why = same(got, want[:n], dtype) or same(stored(batch), stored(plain[:n]), dtype, "stored on the nodes")
+            why = same(got, want[:n], dtype) or same(stored(batch), stored(plain[:n]), dtype, "left on the instances")
             if why is not None:
                 if dtype == torch.float32 and check(program, (backend,), seed, float64=True).category == "ok":
                     return Outcome("numeric flip", why, backend, n, runs)

@@ -3,7 +3,9 @@
 Every generated program is ``main(inst, p)`` over one of the instance kinds
 here and a ``Params`` module: all tensors a program makes have shape
 ``(H,)`` (or a few fixed shapes), so any expression the generator composes
-is well-shaped, and every program runs as plain Python.
+is well-shaped, and every program runs as plain Python. A ``Doc`` instance
+holds host data a program may change in place (its token list, its
+tensor), as token lists of the ``seq`` kind are.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import random
 import torch
 from torch import nn
 
+import acrobat as ab
+
 H = 4  # hidden size of every vector
 V = 7  # vocabulary size: word ids are taken modulo V
-INSTANCE_KINDS = ("seq", "tree", "nary")
+INSTANCE_KINDS = ("seq", "tree", "nary", "doc")
 
 
 class Node:
@@ -42,12 +46,26 @@ class NaryNode:
         return f"{self.word}" if not self.children else f"({self.word} {' '.join(map(repr, self.children))})"
 
 
+class Doc:
+    """A document: ``tokens``, a list of 1-6 word ids (host ints in ``[0, V)``), and ``x``, a feature tensor of shape
+    ``(H,)``; a program may change both in place (``inst.tokens.pop()``, ``inst.x.add_(1)``)."""
+
+    def __init__(self, tokens: list[int], x: torch.Tensor):
+        self.tokens = tokens
+        self.x = x
+
+    def __repr__(self) -> str:
+        return f"Doc({self.tokens}, {self.x.tolist()})"
+
+
 class Params(nn.Module):
     """The parameters every fuzz program may read (seeded, small values so that nothing overflows).
 
     ``W``/``U`` (H, H), ``W2`` (2H, H), ``b``/``h0``/``v`` (H,), ``emb`` (V, H), ``Ws`` (3, H, H) stacked,
     ``cell`` an ``nn.GRUCell(H, H)``, ``lstm`` an ``nn.LSTMCell(H, H)``, ``lin`` an ``nn.Linear(H, H)``,
-    ``scale`` a float, ``steps`` an int.
+    ``scale`` a float, ``steps`` an int; ``embed`` an ``nn.Embedding(V, H)``, ``biases`` an ``nn.ParameterList`` of
+    three (H,) tensors, ``head`` an ``nn.Sequential`` of ``Linear``, ``Tanh``, ``LayerNorm``, ``Linear``; the methods ``mix``
+    and ``squash`` (``@ab.function``s called as ``p.mix(x, h)``, ``mix`` calling ``self.squash``).
     """
 
     def __init__(self, seed: int = 0, dtype: torch.dtype = torch.float32):
@@ -64,13 +82,26 @@ class Params(nn.Module):
         torch.manual_seed(seed)
         self.cell, self.lstm, self.lin = nn.GRUCell(H, H), nn.LSTMCell(H, H), nn.Linear(H, H)
         self.experts = nn.ModuleList(nn.Linear(H, H) for _ in range(3))
+        self.embed = nn.Embedding(V, H)  # made after the modules above: their values stay what they were
+        self.biases = nn.ParameterList(param(H, scale=0.2) for _ in range(3))
+        self.head = nn.Sequential(nn.Linear(H, H), nn.Tanh(), nn.LayerNorm(H), nn.Linear(H, H))  # (a LayerNorm's sum is 0)
         self.scale = 0.75
         self.steps = 2
         self.to(dtype)
 
+    @ab.function
+    def squash(self, h: torch.Tensor) -> torch.Tensor:
+        """``sigmoid(h @ U)``: (H,) -> (H,)."""
+        return torch.sigmoid(h @ self.U)
 
-def make_instances(kind: str, n: int, seed: int) -> list:
-    """``n`` seeded instances of ``kind`` (see ``INSTANCE_KINDS``)."""
+    @ab.function
+    def mix(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """A cell as a module method calling another (``self.squash``): (H,), (H,) -> (H,)."""
+        return torch.tanh(self.lin(x)) * self.squash(h)
+
+
+def make_instances(kind: str, n: int, seed: int, dtype: torch.dtype = torch.float32) -> list:
+    """``n`` seeded instances of ``kind`` (see ``INSTANCE_KINDS``); a ``Doc``'s tensor has ``dtype``."""
     rng = random.Random(seed)
 
     def tree(depth: int) -> Node:
@@ -88,4 +119,7 @@ def make_instances(kind: str, n: int, seed: int) -> list:
         return [tree(rng.randint(0, 4)) for _ in range(n)]
     if kind == "nary":
         return [nary(rng.randint(0, 3)) for _ in range(n)]
+    if kind == "doc":
+        return [Doc([rng.randrange(V) for _ in range(rng.randint(1, 6))],
+                    torch.tensor([rng.uniform(-1, 1) for _ in range(H)], dtype=dtype)) for _ in range(n)]
     raise ValueError(f"unknown instance kind {kind!r}")
