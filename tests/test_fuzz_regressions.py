@@ -468,12 +468,12 @@ def test_regression_compiled(name):
 
 # Found by probing the fuzzer's new in-place writes on a `Doc` instance's tensor (session hunt3): a write through
 # a *view* of a tensor after a launch that reads it. The static tier rejects such programs (an in-place operator
-# on the instance's data), so they run in the dynamic tier, which records the view operator (`inst.x[:2]`,
-# `.detach()`, `.unsqueeze(0)`, `y[:2]`) as a DFG node whose lazy result is a *copy*; the write then goes to that
-# copy (`Recorder.write_own`), not into the storage the view shares with `inst.x` (or `y`), so `inst.x` keeps its
-# old values: a silent wrong answer (the result and the instance's tensor after the run). Not fixed yet: a view
-# operator applied to the instance's own tensor would have to run eagerly (a real view) and a write into a lazy
-# view of a computed value raise a clear error (`_infer` can tell a view: its meta output `_is_view()`).
+# on the instance's data), so they run in the dynamic tier, which recorded the view operator (`inst.x[:2]`,
+# `.detach()`, `.unsqueeze(0)`, `y[:2]`) as a DFG node whose lazy result was a *copy*; the write then went to that
+# copy, not into the storage the view shares with `inst.x` (or `y`): a silent wrong answer (the result and the
+# instance's tensor after the run). Now a view of the instance's own tensor is made eagerly (a real view), and a
+# lazy view of a computed value is tracked: a write through it, or into its base, is made on the base's own copy
+# and every view of it made again (`Recorder.write_own`). The last cases are of that tracking.
 VIEW_WRITES = {
     "slice_of_instance_tensor_written": '''
 @ab.program
@@ -507,11 +507,36 @@ def main(inst, p):
     v.mul_(0.0)
     return z + y
 ''',
+    "base_written_after_a_view": '''
+@ab.program
+def main(inst, p):
+    y = torch.tanh(inst.x @ p.W)
+    v = y[1:3]
+    w = v * 3.0
+    y.mul_(2.0)
+    return v + w, y
+''',
+    "view_of_a_view_written": '''
+@ab.program
+def main(inst, p):
+    y = torch.tanh(inst.x @ p.W)
+    v = y.unsqueeze(0)[:, :3]
+    u = v.detach()
+    u[0, 1] = 5.0
+    return y, v, u.sum()
+''',
+    "chunk_of_a_value_written": '''
+@ab.program
+def main(inst, p):
+    y = torch.sigmoid(inst.x @ p.W)
+    a, b = y.chunk(2)
+    b.add_(1.0)
+    y.mul_(0.5)
+    return a, b, y
+''',
 }
 
 
-@pytest.mark.xfail(strict=True, reason="the dynamic tier records a view operator as a node whose result is a copy: "
-                                      "an in-place write through the view misses the viewed tensor")
 @pytest.mark.parametrize("name", sorted(VIEW_WRITES))
 def test_write_through_a_view(name):
     # the dynamic tier alone: with default options, inference batches of a program the static tier rejects run

@@ -175,6 +175,23 @@ class _Op(NamedTuple):
     block: BlockCode
     out_spec: Any  # the result's pytree spec (None: one tensor)
     out_where: tuple[int, ...]  # the leaf positions of the tensor outputs in the result
+    aliases: tuple[int, ...] = ()  # per tensor output: the argument leaf whose memory it shares (a view), or -1
+
+
+class _View(NamedTuple):
+    """How a lazy value that shares memory with a lazy argument (a view: ``y[:2]``, ``y.detach()``) was made:
+    ``func`` of ``leaves`` (``struct``), the base at leaf ``leaf``, the view its tensor output ``out``
+    (``Recorder.track_views``, ``Recorder.write_own``)."""
+
+    lazy: Any  # the view (a Lazy; kept alive with the run)
+    base: Any  # the Lazy it views
+    name: str
+    func: Any
+    op: _Op
+    leaves: tuple
+    struct: Any
+    leaf: int
+    out: int
 
 
 _ONE, _TUPLE, _TREE = 0, 1, 2
@@ -195,7 +212,7 @@ class _FuncInfo:
 
 
 _FUNCS: dict[Any, _FuncInfo] = {}
-_META_CACHE: dict[Any, tuple[Any, tuple, tuple[int, ...]] | None] = {}
+_META_CACHE: dict[Any, tuple[Any, tuple, tuple[int, ...], tuple[int, ...]] | None] = {}
 """Per operator signature (shapes, dtypes, constants): its result's structure and tensor metas (None: meta
 tensors cannot run it), kept across runs."""
 _NESTED = (list, tuple, dict)
@@ -287,6 +304,11 @@ class Recorder:
         self.record = Recording(rt.dfg, self.ops, self.shared, _FAST_SCALARS, _POSITIONAL, Lazy, self,
                                 torch.is_grad_enabled, OUTPUT_STEP).record  # `call`'s common case, in C
         self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
+        # signatures of operators whose result shares memory with an argument (views: `y[:2]`, `y.detach()`),
+        # kept out of ``ops`` so that the C path never records them: their results are tracked (``views``)
+        self.alias_ops: dict[Any, _Op] = {}
+        self.views: dict[int, _View] = {}  # id of a lazy view -> how it was made from its base
+        self.view_lazies: dict[int, list[Lazy]] = {}  # id of a lazy value -> the lazy views made from it
         self.block_ids = itertools.count(first_block)
         self.stats = DynamicStats()
         self.mode = _Mode(self)
@@ -375,12 +397,24 @@ class Recorder:
         """Add a DFG node of the signature ``key`` for the running instance; its lazy result."""
         off = self.grad_off()
         op_key = (key, _GRAD_OFF) if off else key
-        op = self.ops.get(op_key)
+        op = self.ops.get(op_key) or self.alias_ops.get(op_key)
         if op is None:
             op = self.new_op(key, leaves, struct, info, off)
             if op is None:
                 return self.eager(key[0], *_unflatten(list(leaves), struct), info, lazy=bool(handles))
-            self.ops[op_key] = op
+            (self.alias_ops if op.aliases else self.ops)[op_key] = op
+        if op.aliases and any(i >= 0 and type(leaves[i]) is not Lazy for i in op.aliases):
+            # a view of the instance's own tensor (`inst.x[:2]`, `inst.x.detach()`): made now, a real view, so a
+            # write through it reaches the tensor and a write into the tensor reaches it, as in the plain call
+            return self.eager(key[0], *_unflatten(list(leaves), struct), info, lazy=bool(handles))
+        if op.aliases:
+            return self.track_views(self.node_result(op, leaves, struct, handles, hosts, depth, grad), op, key[0],
+                                    leaves, struct)
+        return self.node_result(op, leaves, struct, handles, hosts, depth, grad)
+
+    def node_result(self, op: _Op, leaves: Sequence, struct: Any, handles: list[int], hosts: list, depth: int,
+                    grad: bool) -> Any:
+        """A new DFG node of ``op`` for the running instance, at one more than ``depth``: its lazy result."""
         depth += 1
         if hosts:  # the node takes its host values as they are now (a clone of a tensor: not to be recorded)
             self.active = False
@@ -431,7 +465,7 @@ class Recorder:
             meta = _META_CACHE[meta_key] = _infer(func, leaves, struct)
         if meta is None:
             return None
-        out_spec, out_meta, out_where = meta
+        out_spec, out_meta, out_where, aliases = meta
         batched: list[int] = []  # leaf positions of the batched arguments (lazy values, instance data, numbers)
         shared: list[int] = []
         params = []
@@ -470,7 +504,7 @@ class Recorder:
         kind = _ONE if out_spec is None else _TUPLE if out_spec.type is tuple and len(out_where) == (
             out_spec.num_leaves) and all(c.is_leaf() for c in out_spec.children()) else _TREE
         return _Op(bid, out_meta, tuple(m.floating for m in out_meta), kind, self.stats.op(info.name), block,
-                   out_spec, out_where)
+                   out_spec, out_where, aliases if any(i >= 0 for i in aliases) else ())
 
     def shared_value(self, func: Any, leaves: Sequence, struct: Any, key: tuple) -> Any:
         """An operator over shared values and constants only: computed once per run, its result shared too."""
@@ -510,19 +544,58 @@ class Recorder:
             args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
         return func(*args, **kwargs)
 
+    def track_views(self, result: Any, op: _Op, func: Any, leaves: Sequence, struct: Any) -> Any:
+        """Remember how each lazy output of ``op`` that shares memory with a lazy argument (a view of it) is made
+        from it (``views``), so that a write through either reaches the other (``write_own``)."""
+        outs = [result] if op.out_spec is None else [pytree.tree_leaves(result)[i] for i in op.out_where]
+        for k, (out, i) in enumerate(zip(outs, op.aliases)):
+            if i >= 0:
+                base = leaves[i]
+                self.views[id(out)] = _View(out, base, op.block.name, func, op, tuple(leaves), struct, i, k)
+                self.view_lazies.setdefault(id(base), []).append(out)
+        return result
+
     def write_own(self, func: Any, target: Lazy, rest: tuple, kwargs: dict) -> Any:
-        """``func(target, *rest, **kwargs)``, an in-place write into a computed value (``y[0] = v``, ``y.add_(1)``):
-        done on the instance's own copy of the value, which ``target`` (every alias of it in the user's code)
-        then refers to, as a one-row value of the run's DFG. Written in the batched output instead, the write
-        would change the storage the other instances' rows share, which autograd saved for their backward."""
+        """``func(target, *rest, **kwargs)``, an in-place write into a computed value (``y[0] = v``, ``y.add_(1)``,
+        ``y[:2].mul_(0)``): done on the instance's own copy of the value the write reaches (``target``'s base,
+        when ``target`` is a view of another lazy value: ``views``), which the base (every alias of it in the
+        user's code) then refers to, as a one-row value of the run's DFG; every lazy view of that base is made
+        again from the copy, as a plain call's views see the write. Written in the batched output instead, the
+        write would change the storage the other instances' rows share, which autograd saved for their
+        backward."""
         rest, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (rest, kwargs))
+        root = target
+        while id(root) in self.views:
+            root = self.views[id(root)].base
         with torch._C.DisableTorchFunction():  # the runtime's own operators: not recorded
-            own = self.value(target).clone()
-            out = func(own, *rest, **kwargs)
-            _, target.h = self.rt.table.lifted(own)
-            target.requires_grad = own.requires_grad
-        target.depth = 0
-        return target if out is own else out
+            own = self.value(root).clone()
+            written = self.remade(target, root, own)
+            out = func(written, *rest, **kwargs)
+            self.settle_view(root, own)
+            todo = list(self.view_lazies.get(id(root), ()))
+            while todo:
+                w = todo.pop()
+                self.settle_view(w, self.remade(w, root, own))
+                todo += self.view_lazies.get(id(w), ())
+        return target if out is written else out
+
+    def remade(self, view: Lazy, root: Lazy, own: torch.Tensor) -> torch.Tensor:
+        """The tensor ``view`` (``root`` itself, or a lazy view made from it through ``views``) is, made again
+        from ``own``, the instance's copy of ``root``: a real view of ``own`` (autograd off in the recorder)."""
+        if view is root:
+            return own
+        v = self.views[id(view)]
+        base = self.remade(v.base, root, own)
+        filled = [base if j == v.leaf else self.value(x) if type(x) is Lazy else x for j, x in enumerate(v.leaves)]
+        a, kw = _unflatten(filled, v.struct)
+        out = v.func(*a, **kw)
+        return out if v.op.out_spec is None else pytree.tree_leaves(out)[v.op.out_where[v.out]]
+
+    def settle_view(self, lazy: Lazy, t: torch.Tensor) -> None:
+        """``lazy`` now refers to ``t``, a one-row value of the run's DFG (after an in-place write, ``write_own``)."""
+        _, lazy.h = self.rt.table.lifted(t)
+        lazy.requires_grad = t.requires_grad
+        lazy.depth = 0
 
     def value(self, x: Lazy) -> torch.Tensor:
         """The computed tensor of ``x`` (on a fiber, waits for it: a value read, §4.2)."""
@@ -588,10 +661,11 @@ def _direct(func: Any, leaves: list, sig: tuple, struct: Any, batched: list[int]
     return call
 
 
-def _infer(func: Any, leaves: list, struct: Any) -> tuple[Any, tuple, tuple[int, ...]] | None:
+def _infer(func: Any, leaves: list, struct: Any) -> tuple[Any, tuple, tuple[int, ...], tuple[int, ...]] | None:
     """Run ``func`` on meta tensors shaped like ``leaves``: its result's structure (tensor leaves as None),
-    per tensor output its (shape, dtype), and their leaf positions; None when meta tensors cannot run it or
-    it gives no tensor (or too many)."""
+    per tensor output its (shape, dtype), their leaf positions, and per tensor output the argument leaf whose
+    memory it shares (a view, -1 for none); None when meta tensors cannot run it or it gives no tensor (or too
+    many)."""
     def meta(x: Any) -> Any:
         if type(x) is Lazy:
             return torch.empty(x.meta.shape, dtype=x.meta.dtype, device="meta")
@@ -601,18 +675,24 @@ def _infer(func: Any, leaves: list, struct: Any) -> tuple[Any, tuple, tuple[int,
 
     try:
         with torch._C.DisableTorchFunction():
-            a, kw = _unflatten([meta(x) for x in leaves], struct)
+            metas = [meta(x) for x in leaves]
+            a, kw = _unflatten(metas, struct)
             out = func(*a, **kw)
     except Exception:  # noqa: BLE001 - no meta kernel, a data-dependent shape, a value read: run it eagerly
         return None
+    storages = {x.untyped_storage()._cdata: i for i, x in enumerate(metas) if isinstance(x, torch.Tensor)}
+
+    def alias(t: torch.Tensor) -> int:  # the argument leaf whose memory ``t`` shares (a view of it), or -1
+        return storages.get(t.untyped_storage()._cdata, -1)
     if isinstance(out, torch.Tensor):
-        return None, (meta_of(out.shape, out.dtype),), (0,)
+        return None, (meta_of(out.shape, out.dtype),), (0,), (alias(out),)
     out_leaves, out_spec = pytree.tree_flatten(out)
     where = tuple(i for i, x in enumerate(out_leaves) if isinstance(x, torch.Tensor))
     if not where or len(where) > MAX_OUTPUTS or any(type(x) not in _SCALAR_TYPES for i, x in
                                                     enumerate(out_leaves) if i not in where):
         return None
-    return out_spec, tuple(meta_of(out_leaves[i].shape, out_leaves[i].dtype) for i in where), where
+    return (out_spec, tuple(meta_of(out_leaves[i].shape, out_leaves[i].dtype) for i in where), where,
+            tuple(alias(out_leaves[i]) for i in where))
 
 
 def _const_part(t: type, x: Any) -> Any:
