@@ -173,6 +173,16 @@ def cat_unsqueezed(toks, p):
 
 
 @ab.program
+def full_reductions(toks, p):
+    """Reductions without dim of stacked lists of 0-D, 1-D and 2-D items: over every element of the list."""
+    L = torch.stack([torch.dot(p.emb[t], p.h0) for t in toks])
+    V = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks])
+    M = torch.stack([torch.outer(p.emb[t], p.h0) for t in toks])
+    return (L.mean(), L.sum(), torch.max(L), V.sum(), V.mean(), torch.mean(V), V.max(), V.amax(), torch.sum(M),
+            M.mean(), torch.min(M), M.amin(), torch.amax(M), (V * 2.0).min())
+
+
+@ab.program
 def neg_dim_unknown_rank(toks, p):
     """dim=-1 of a reduction whose items' rank the text does not fix: rejected (it may be an axis of each item)."""
     V = torch.stack([torch.tanh(p.emb[t]) for t in toks])

@@ -1179,7 +1179,9 @@ class _Analyzer:
         list axis of rows whose rank the program text fixes (``acrobat.analysis.ranks``: ``dim=-(r+1)`` for
         r-D rows); a normalization's (softmax, log_softmax) is kept and read against the rows' rank at run time
         (the list axis, or an axis of every row: ``acrobat.runtime.segments``). Reductions take ``keepdim``;
-        argmax/argmin may leave out ``dim`` (``flat``). Issue 18 §2, beyond the paper's §3 language.
+        without ``dim``, sum/mean/amax/amin/max/min reduce every element of the list (``torch.stack(losses).mean()``:
+        ``flat``, one segment of all the elements of each instance's rows) and argmax/argmin are the 1-D case's
+        ``dim=0``. Issue 18 §2, beyond the paper's §3 language.
 
         Raises:
             CompileError: other options; a dim that is not the list axis, or that is not known to be.
@@ -1195,8 +1197,9 @@ class _Analyzer:
             raise self.error(e, f"{what} of a list whose length differs per instance must work along the list axis: "
                                 "write dim=0 (or the negative dim that is the list axis), with no other options "
                                 f"than a reduction's keepdim; {_RAGGED_HINT}")
-        if dim is None:
-            return dataclasses.replace(op, flat=True)
+        if dim is None:  # a full reduction; max()/min() without dim give the values alone, as amax()/amin()
+            full = ragged.SEGMENT_OPS[{"max": "amax", "min": "amin"}.get(op.op, op.op)]
+            return dataclasses.replace(full, flat=True)
         if d == 0 or op.ragged_out:
             return dataclasses.replace(op, dim=d, keepdim=keepdim)
         r = ranks.row_rank(operand, self.spec.fn)
@@ -1542,7 +1545,8 @@ _ATTR_FIXES = {
 _ATTR_FIX = ("read shapes with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute other tensor "
              "properties with torch operators")
 _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0 (sum, mean, max, min, amax, amin, "
-                "logsumexp, softmax, log_softmax; or sum(xs)), by ranking it over the list axis (sort, argsort, "
+                "logsumexp, softmax, log_softmax; or sum(xs)) or over all of it without dim (sum, mean, max, min, "
+                "amax, amin), by ranking it over the list axis (sort, argsort, "
                 "topk with a host k), by `alpha @ torch.stack(xs)` with a stacked 1-D `alpha`, by reading it with "
                 "`.tolist()`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
                 "operands row by row; for anything else, loop over the list")
