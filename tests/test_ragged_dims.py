@@ -21,7 +21,8 @@ from tests.test_tdc import P
 
 STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-5, "atol": 1e-6}
-PROGRAMS = [rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.cat_returned, rp.full_reductions]
+PROGRAMS = [rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.cat_returned, rp.full_reductions,
+            rp.cat_of_a_list_variable]
 
 
 def _params() -> P:
@@ -77,7 +78,8 @@ def test_gradients_through_negative_dims_equal_plain_pytorch():
     (rp.neg_dim_of_each_item, "each_item", "reduces each item"),
     (rp.neg_dim_out_of_range, "out_of_range", "out of range"),
     (rp.cat_along_rows, "cat_rows", "torch.stack(xs)"),
-], ids=["unknown-rank", "each-item", "out-of-range", "cat-dim-1"])
+    (rp.cat_of_a_list_read_twice, "cat_read_twice", "torch.stack(xs)"),
+], ids=["unknown-rank", "each-item", "out-of-range", "cat-dim-1", "cat-of-a-list-read-twice"])
 def test_forms_still_rejected_name_the_line_and_why(prog, key, words):
     with pytest.raises(CompileError) as err:
         prog.compile(1, STRICT)
