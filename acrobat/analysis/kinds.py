@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import ragged, rankings, ranks, rows
+from acrobat.analysis import inplace, ragged, rankings, ranks, rows
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -1022,9 +1022,9 @@ class _Analyzer:
             case ir.BinOp(op=op, left=a, right=b):
                 ka, kb = self.expr(a), self.expr(b)
                 if e.inplace and (isinstance(ka, TensorK) or has_shared(ka)):
-                    raise self.error(e, f"`{op}=` updates a tensor in place (in PyTorch every tensor sharing its "
-                                        "memory changes too, a model parameter included): acrobat does not batch "
-                                        f"in-place updates; write `x = x {op} y`")
+                    k = self.op_kind(e, [a, b], [ka, kb], host_result=True)
+                    self.augmented_tensor(e, a, ka, k)
+                    return k
                 if e.inplace and isinstance(ka, ListK) and op == "+":  # extends the list in place
                     self.mutate(e, a, kb.elem if isinstance(kb, ListK) else BOTTOM)
                     if isinstance(kb, ListK) and contains(kb.elem, ListK):
@@ -1136,6 +1136,26 @@ class _Analyzer:
                 return self.ragged_node(e, "rows", None, RAGGED)
             raise self.error(e, f"`{getattr(what, '__name__', 'this operator')}` of a stacked list: {_RAGGED_HINT}")
         return None
+
+    def augmented_tensor(self, e: ir.BinOp, a: ir.Expr, ka: Kind, k: Kind) -> None:
+        """Check ``a op= b`` of a tensor ``a`` (``k``: the kind of ``a op b``): taken as ``a = a op b`` where the
+        variable ``a`` alone holds a fresh per-call value (``acrobat.analysis.inplace.sole_holder``: an
+        operator's result, or a factory's such as ``torch.zeros(())``, which plain calls make anew and the static
+        tier shares but never changes) and the result is a per-instance tensor; lowering computes it out of place
+        with the shape and dtype PyTorch's in-place update keeps (``inplace.inplace_result``). Issue 18 §2.
+
+        Raises:
+            CompileError: any other in-place update of a tensor, with the fix ``x = x op y``.
+        """
+        if k is BOTTOM or isinstance(k, TensorK) and e.op in inplace.OPS and isinstance(a, ir.Name) and (
+                isinstance(ka, TensorK) or isinstance(ka, SharedK) and not ka.host) and \
+                inplace.sole_holder(self.spec.fn, a.id):
+            return
+        raise self.error(e, f"`{e.op}=` updates a tensor in place (in PyTorch every tensor sharing its memory "
+                            "changes too, a model parameter included): acrobat batches it only where the variable "
+                            "alone holds a fresh per-instance result (not a parameter, a view, or a value also "
+                            "stored, passed or bound elsewhere: acrobat.analysis.inplace); write "
+                            f"`x = x {e.op} y`")
 
     def ragged_binop(self, e: ir.BinOp, ka: Kind, kb: Kind) -> Kind:
         """``a op b`` with a ragged operand: row by row, or (``a @ S`` of two) a weighted sum over the list."""
