@@ -79,7 +79,8 @@ def test_the_programs_use_the_constructs():
                     "torch.cat of unsqueezed items", "dim=-1 of stacked scalars", "softmax over dim=-1 of a stack",
                     "topk/sort of a stack", "loop over a tensor's rows", "enumerate over a tensor's rows",
                     "zip over a tensor's rows", "reversed over a tensor's rows", "list of a tensor's rows",
-                    "loop over a tensor's 0-d rows"):
+                    "loop over a tensor's 0-d rows", "full reduction of a stack", "torch.cat of a list variable",
+                    "augmented assignment of a fresh tensor"):
         assert feature in seen, feature
 
 
