@@ -126,14 +126,6 @@ def aug_param(tok, p):
 
 
 @ab.program
-def aug_local(tok, p):
-    """`h += x` on a fresh per-instance tensor."""
-    h = p.emb[tok] @ p.W
-    h += p.b  # M:aug_local
-    return h
-
-
-@ab.program
 def aug_host(toks, p):
     """`n += 1` on host numbers is plain Python."""
     n = 0

@@ -173,6 +173,36 @@ def cat_unsqueezed(toks, p):
 
 
 @ab.program
+def full_reductions(toks, p):
+    """Reductions without dim of stacked lists of 0-D, 1-D and 2-D items: over every element of the list."""
+    L = torch.stack([torch.dot(p.emb[t], p.h0) for t in toks])
+    V = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks])
+    M = torch.stack([torch.outer(p.emb[t], p.h0) for t in toks])
+    return (L.mean(), L.sum(), torch.max(L), V.sum(), V.mean(), torch.mean(V), V.max(), V.amax(), torch.sum(M),
+            M.mean(), torch.min(M), M.amin(), torch.amax(M), (V * 2.0).min())
+
+
+@ab.program
+def cat_of_a_list_variable(toks, p):
+    """torch.cat of unit-axis items held in a variable that only the cat (and len) reads: a comprehension's list,
+    or a list filled by appends."""
+    hs = [(p.emb[t] @ p.W).view(1, -1) for t in toks]
+    gs = []
+    for t in toks:
+        gs.append(torch.tanh(p.emb[t]).reshape(1, 4))
+        gs.append(p.emb[t][None])
+    H = torch.cat(hs, 0)
+    return H.mean(0).squeeze(), torch.cat(gs, dim=0).amax(0) * len(gs), torch.softmax(H @ p.h0, dim=0)
+
+
+@ab.program
+def cat_of_a_list_read_twice(toks, p):
+    """The list is read elsewhere too (its first item, with the unit axis): no rewrite, rejected as before."""
+    hs = [p.emb[t][None] for t in toks]
+    return torch.cat(hs).sum(0), hs[0]  # M:cat_read_twice
+
+
+@ab.program
 def neg_dim_unknown_rank(toks, p):
     """dim=-1 of a reduction whose items' rank the text does not fix: rejected (it may be an axis of each item)."""
     V = torch.stack([torch.tanh(p.emb[t]) for t in toks])

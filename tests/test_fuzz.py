@@ -80,12 +80,14 @@ def test_the_programs_use_the_constructs():
                     "torch.cat of unsqueezed items", "dim=-1 of stacked scalars", "softmax over dim=-1 of a stack",
                     "topk/sort of a stack", "loop over a tensor's rows", "enumerate over a tensor's rows",
                     "zip over a tensor's rows", "reversed over a tensor's rows", "list of a tensor's rows",
-                    "loop over a tensor's 0-d rows", "module-level data", "int rebound to a tensor", "host int list", "instance's own int list", "host int list read",
+                    "loop over a tensor's 0-d rows", "module-level data", "int rebound to a tensor", "host int list",
+                    "instance's own int list", "host int list read",
                     "tensor of a host int list", "nn.Embedding by ids", "host int list changed",
                     "host int list changed after a use", "loop over a host int list", "zip of a host int list",
                     "instance tensor", "instance tensor written in place", "elif", "while True", "annotated assignment",
                     "with inference_mode", "with enable_grad", "module method call", "nn.Sequential",
-                    "parameter list by data"):
+                    "parameter list by data", "full reduction of a stack",
+                    "torch.cat of a list variable", "augmented assignment of a fresh tensor"):
         assert feature in seen, feature
 
 

@@ -21,7 +21,8 @@ from tests.test_tdc import P
 
 STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-5, "atol": 1e-6}
-PROGRAMS = [rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.cat_returned]
+PROGRAMS = [rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.cat_returned, rp.full_reductions,
+            rp.cat_of_a_list_variable]
 
 
 def _params() -> P:
@@ -62,7 +63,7 @@ def test_new_forms_on_random_lengths(batch, prog, backend):
 def test_gradients_through_negative_dims_equal_plain_pytorch():
     """softmax over a row axis runs over all rows at once; its gradients are those of the per-instance program."""
     batch = [[1, 2, 3], [4], [5, 6]]
-    for prog in (rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed):
+    for prog in (rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.full_reductions):
         want_p, got_p = _params(), _params()
         sum(sum(o.float().sum() for o in prog(x, want_p)) for x in batch).backward()
         outs = prog.run(batch, got_p, backend="eager", options=STRICT)
@@ -77,7 +78,8 @@ def test_gradients_through_negative_dims_equal_plain_pytorch():
     (rp.neg_dim_of_each_item, "each_item", "reduces each item"),
     (rp.neg_dim_out_of_range, "out_of_range", "out of range"),
     (rp.cat_along_rows, "cat_rows", "torch.stack(xs)"),
-], ids=["unknown-rank", "each-item", "out-of-range", "cat-dim-1"])
+    (rp.cat_of_a_list_read_twice, "cat_read_twice", "torch.stack(xs)"),
+], ids=["unknown-rank", "each-item", "out-of-range", "cat-dim-1", "cat-of-a-list-read-twice"])
 def test_forms_still_rejected_name_the_line_and_why(prog, key, words):
     with pytest.raises(CompileError) as err:
         prog.compile(1, STRICT)

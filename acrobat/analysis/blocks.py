@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from acrobat.analysis import rankings
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST
+from acrobat.analysis.inplace import inplace_result
 from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, contains, has_shared,
                                     has_tensor, sdepth_of)
 from acrobat.analysis.ragged import SEGMENT_OPS, row_matmul, row_operands, row_scale, row_squeeze, segment_reference
@@ -119,6 +120,8 @@ class _Lowerer:
 
     def extract(self, e: ir.Expr, pre: list[ir.Stmt], in_op: bool) -> ir.Expr:
         """Rewrite ``e`` so that it holds no program call, and no tensor op unless ``in_op``."""
+        if isinstance(e, ir.BinOp) and e.inplace and isinstance(self.kind(e), TensorK):
+            e = self.out_of_place(e)
         if isinstance(e, ir.Call) and e.kind is ir.CallKind.PROGRAM:
             self.infer_concurrency(e.args, pre)  # the list itself: an argument that is a call becomes its item
         elif not isinstance(e, ir.Concurrent):
@@ -162,6 +165,19 @@ class _Lowerer:
             pre.extend(self.tuple_items(ir.Assign(e.loc, ir.Target(name=name.id), op)))
             return name
         return self.rebuild(e, pre, in_op or self.is_op(e))
+
+    def out_of_place(self, e: ir.BinOp) -> ir.Call:
+        """``x op= y`` of a tensor ``x`` that alone holds its value (the kind analysis took it:
+        ``acrobat.analysis.inplace``) as ``inplace_result(x, x op y)``: computed out of place, with the shape and
+        dtype PyTorch's in-place update keeps. The call keeps ``e``'s node id and kind."""
+        value = ir.BinOp(e.loc, e.op, e.left, e.right)
+        left = ir.Name(e.left.loc, e.left.id) if isinstance(e.left, ir.Name) else e.left
+        self.spec.kinds[left.nid] = self.kind(e.left)
+        self.spec.kinds[value.nid] = self.kind(e)
+        self.spec.ops.add(value.nid)
+        call = ir.Call(e.loc, ir.CallKind.TORCH, inplace_result, [left, value], {})
+        call.nid = e.nid
+        return call
 
     def reads_value(self, e: ir.Expr) -> bool:
         """True when evaluating ``e`` reads a per-instance tensor's value or shape (§4.2)."""

@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import ragged, rankings, ranks, rows
+from acrobat.analysis import inplace, ragged, rankings, ranks, rows
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -1014,9 +1014,9 @@ class _Analyzer:
             case ir.BinOp(op=op, left=a, right=b):
                 ka, kb = self.expr(a), self.expr(b)
                 if e.inplace and (isinstance(ka, TensorK) or has_shared(ka)):
-                    raise self.error(e, f"`{op}=` updates a tensor in place (in PyTorch every tensor sharing its "
-                                        "memory changes too, a model parameter included): acrobat does not batch "
-                                        f"in-place updates; write `x = x {op} y`")
+                    k = self.op_kind(e, [a, b], [ka, kb], host_result=True)
+                    self.augmented_tensor(e, a, ka, k)
+                    return k
                 if e.inplace and isinstance(ka, ListK) and op == "+":  # extends the list in place
                     self.mutate(e, a, kb.elem if isinstance(kb, ListK) else BOTTOM)
                     if isinstance(kb, ListK) and contains(kb.elem, ListK):
@@ -1129,6 +1129,26 @@ class _Analyzer:
             raise self.error(e, f"`{getattr(what, '__name__', 'this operator')}` of a stacked list: {_RAGGED_HINT}")
         return None
 
+    def augmented_tensor(self, e: ir.BinOp, a: ir.Expr, ka: Kind, k: Kind) -> None:
+        """Check ``a op= b`` of a tensor ``a`` (``k``: the kind of ``a op b``): taken as ``a = a op b`` where the
+        variable ``a`` alone holds a fresh per-call value (``acrobat.analysis.inplace.sole_holder``: an
+        operator's result, or a factory's such as ``torch.zeros(())``, which plain calls make anew and the static
+        tier shares but never changes) and the result is a per-instance tensor; lowering computes it out of place
+        with the shape and dtype PyTorch's in-place update keeps (``inplace.inplace_result``). Issue 18 §2.
+
+        Raises:
+            CompileError: any other in-place update of a tensor, with the fix ``x = x op y``.
+        """
+        if k is BOTTOM or isinstance(k, TensorK) and e.op in inplace.OPS and isinstance(a, ir.Name) and (
+                isinstance(ka, TensorK) or isinstance(ka, SharedK) and not ka.host) and \
+                inplace.sole_holder(self.spec.fn, a.id):
+            return
+        raise self.error(e, f"`{e.op}=` updates a tensor in place (in PyTorch every tensor sharing its memory "
+                            "changes too, a model parameter included): acrobat batches it only where the variable "
+                            "alone holds a fresh per-instance result (not a parameter, a view, or a value also "
+                            "stored, passed or bound elsewhere: acrobat.analysis.inplace); write "
+                            f"`x = x {e.op} y`")
+
     def ragged_binop(self, e: ir.BinOp, ka: Kind, kb: Kind) -> Kind:
         """``a op b`` with a ragged operand: row by row, or (``a @ S`` of two) a weighted sum over the list."""
         if BOTTOM in (ka, kb):
@@ -1171,7 +1191,9 @@ class _Analyzer:
         list axis of rows whose rank the program text fixes (``acrobat.analysis.ranks``: ``dim=-(r+1)`` for
         r-D rows); a normalization's (softmax, log_softmax) is kept and read against the rows' rank at run time
         (the list axis, or an axis of every row: ``acrobat.runtime.segments``). Reductions take ``keepdim``;
-        argmax/argmin may leave out ``dim`` (``flat``). Issue 18 §2, beyond the paper's §3 language.
+        without ``dim``, sum/mean/amax/amin/max/min reduce every element of the list (``torch.stack(losses).mean()``:
+        ``flat``, one segment of all the elements of each instance's rows) and argmax/argmin are the 1-D case's
+        ``dim=0``. Issue 18 §2, beyond the paper's §3 language.
 
         Raises:
             CompileError: other options; a dim that is not the list axis, or that is not known to be.
@@ -1187,8 +1209,9 @@ class _Analyzer:
             raise self.error(e, f"{what} of a list whose length differs per instance must work along the list axis: "
                                 "write dim=0 (or the negative dim that is the list axis), with no other options "
                                 f"than a reduction's keepdim; {_RAGGED_HINT}")
-        if dim is None:
-            return dataclasses.replace(op, flat=True)
+        if dim is None:  # a full reduction; max()/min() without dim give the values alone, as amax()/amin()
+            full = ragged.SEGMENT_OPS[{"max": "amax", "min": "amin"}.get(op.op, op.op)]
+            return dataclasses.replace(full, flat=True)
         if d == 0 or op.ragged_out:
             return dataclasses.replace(op, dim=d, keepdim=keepdim)
         r = ranks.row_rank(operand, self.spec.fn)
@@ -1598,7 +1621,8 @@ _ATTR_FIXES = {
 _ATTR_FIX = ("read shapes with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute other tensor "
              "properties with torch operators")
 _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0 (sum, mean, max, min, amax, amin, "
-                "logsumexp, softmax, log_softmax; or sum(xs)), by ranking it over the list axis (sort, argsort, "
+                "logsumexp, softmax, log_softmax; or sum(xs)) or over all of it without dim (sum, mean, max, min, "
+                "amax, amin), by ranking it over the list axis (sort, argsort, "
                 "topk with a host k), by `alpha @ torch.stack(xs)` with a stacked 1-D `alpha`, by reading it with "
                 "`.tolist()`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
                 "operands row by row; for anything else, loop over the list")

@@ -170,12 +170,14 @@ def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 def segment_reference(op: SegmentOp) -> Callable[[list[torch.Tensor]], Any]:
     """What segment operator ``op`` computes for one instance's list of rows (plain PyTorch): ``op`` of their
-    stack over ``op.dim``, with ``keepdim`` where it is set; for a ranking, their stable sort (``topk``: all of
+    stack over ``op.dim``, with ``keepdim`` where it is set (``flat``: over all of it); for a ranking, their stable sort (``topk``: all of
     it, values and indices)."""
     def run(rows: list[torch.Tensor]) -> Any:
         if op.op in RANKINGS:  # a topk node sorts the whole list; host code keeps its first k rows
             ranked = torch.sort(torch.stack(rows), dim=op.dim, descending=op.descending, stable=True)
             return ranked.indices if op.op == "argsort" else ranked
+        if op.flat:
+            return getattr(torch, op.op)(torch.stack(rows))
         keep = {"keepdim": True} if op.keepdim else {}
         return getattr(torch, op.op)(torch.stack(rows), op.dim, **keep)
     run.__name__ = f"segment_{op.op}"

@@ -42,6 +42,47 @@ def comprehension_puts(fn: ir.Function, name: str) -> list[ir.Call]:
             and isinstance(e.receiver, ir.Name) and e.receiver.id == name]
 
 
+def sole_reader_puts(fn: ir.Function, name: str, reader: ir.Call) -> list[ir.Call]:
+    """The ``append`` calls that fill the list ``name`` of ``fn`` when the call ``reader`` (whose first argument
+    is ``name``) is the only expression that reads its items, so that rewriting what the appends put changes
+    nothing else: a comprehension's list, or a variable bound once, to ``[]`` or to a comprehension's list, and
+    read elsewhere only by its own ``append`` calls and ``len(name)``. Empty in any other case (a parameter, a
+    loop variable, a second binding, the list passed, indexed, iterated or returned)."""
+    if is_comprehension_list(name):
+        return comprehension_puts(fn, name)
+    if name in fn.params:
+        return []
+    values = []
+    allowed = {id(reader.args[0])}
+    reads = []
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.For) and name in s.target.names():
+            return []
+        if isinstance(s, ir.Assign) and name in s.target.names():
+            if s.target.name != name:
+                return []
+            values.append(s.value)
+        for e in (e for root in ir.stmt_exprs(s) for e in ir.walk(root)):
+            if isinstance(e, ir.Name) and e.id == name:
+                reads.append(e)
+            elif isinstance(e, ir.Call) and (
+                    e.kind is CallKind.METHOD and e.target == "append" and len(e.args) == 1 and not e.kwargs
+                    and isinstance(e.receiver, ir.Name) and e.receiver.id == name
+                    or e.kind is CallKind.BUILTIN and e.target == "len" and len(e.args) == 1
+                    and isinstance(e.args[0], ir.Name) and e.args[0].id == name):
+                allowed.add(id(e.receiver if e.kind is CallKind.METHOD else e.args[0]))
+    if len(values) != 1 or any(id(x) not in allowed for x in reads):
+        return []
+    match values[0]:
+        case ir.ListExpr(items=[]):
+            return [e for s in ir.walk_stmts(fn.body) for root in ir.stmt_exprs(s) for e in ir.walk(root)
+                    if isinstance(e, ir.Call) and e.kind is CallKind.METHOD and e.target == "append"
+                    and isinstance(e.receiver, ir.Name) and e.receiver.id == name]
+        case ir.Name(id=comp) if is_comprehension_list(comp):
+            return comprehension_puts(fn, comp)
+    return []
+
+
 def rank(e: ir.Expr, fn: ir.Function) -> int | None:
     """The number of dimensions of the tensor ``e`` (an expression of ``fn``), or None where the text does not
     fix it."""

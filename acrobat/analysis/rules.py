@@ -497,19 +497,21 @@ def _module_choice(a: _Analyzer, s: Site) -> Kind | None:
 
 @defcall(CallKind.TORCH, torch.cat, torch.concat, torch.concatenate)
 def _cat_of_unit_items(a: _Analyzer, s: Site) -> Kind | None:
-    """``torch.cat([h[v].unsqueeze(0) for v in vs])``: a comprehension's list whose items each get a new leading
-    axis of length 1 (``e.unsqueeze(0)``, ``e[None]``, ``e.view(1, ...)``, ``e.reshape(1, ...)``), concatenated
-    along dim 0, is ``torch.stack`` of the items without that axis. The call and the comprehension's appends are
-    rewritten so, for every specialization (it holds for any tensors), and the stack is a stacked list whose
-    length differs per instance (``acrobat.analysis.ragged``, issue 18 §2). Other ``torch.cat`` calls are left
-    to the other rules; a list of other items, or one held in a variable of the model, stays an operand the
-    static tier rejects (``blocks``: stack it)."""
+    """``torch.cat([h[v].unsqueeze(0) for v in vs])``: a list whose items each get a new leading axis of length 1
+    (``e.unsqueeze(0)``, ``e[None]``, ``e.view(1, ...)``, ``e.reshape(1, ...)``), concatenated along dim 0, is
+    ``torch.stack`` of the items without that axis. The list is a comprehension's, or a variable that this call
+    alone reads (``hs = [... for t in toks]`` or ``hs = []`` and ``hs.append(...)``, then ``torch.cat(hs, 0)``;
+    ``len(hs)`` aside: ``ranks.sole_reader_puts``), so its items are seen nowhere else. The call and the
+    list's appends are rewritten so, for every specialization (it holds for any tensors), and the stack is a
+    stacked list whose length differs per instance (``acrobat.analysis.ragged``, issue 18 §2). Other
+    ``torch.cat`` calls are left to the other rules; a list of other items, or one read elsewhere too, stays an
+    operand the static tier rejects (``blocks``: stack it)."""
     e = s.e
     dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim")
     if not (s.args and isinstance(s.args[0], ListK) and isinstance(e.args[0], ir.Name)) or len(e.args) > 2 or \
             any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or dim is not None and not _zero(dim):
         return None
-    puts = ranks.comprehension_puts(a.spec.fn, e.args[0].id)
+    puts = ranks.sole_reader_puts(a.spec.fn, e.args[0].id, e)
     items = [_without_unit_axis(put.args[0]) for put in puts]
     if not puts or any(item is None for item in items):
         return None

@@ -55,8 +55,12 @@ class SegmentOp:
 
     ``n_outputs`` is 2 for ``max``/``min`` (values, indices); ``ragged_out``
     when the result has one row per input row (softmax, log_softmax);
-    ``flat`` for ``argmax``/``argmin`` without ``dim`` (checked at run time
-    to be the 1-D case, where they equal ``dim=0``). ``dim`` is 0 (the list
+    ``flat`` for an operator written without ``dim``: ``sum``, ``mean``,
+    ``amax``, ``amin`` (``max``/``min`` without dim are these) reduce every
+    element of the instance's list, its rows flattened into one segment
+    (a ``(B,)`` result: each instance's 0-D value); ``argmax``/``argmin``
+    are checked at run time to be the 1-D case, where they equal ``dim=0``.
+    ``dim`` is 0 (the list
     axis), or for ``softmax``/``log_softmax`` a negative dim as written,
     which the kernel reads against the rows' rank at run time (the list
     axis, or an axis of every row); ``keepdim`` keeps the list axis of a
@@ -69,7 +73,7 @@ class SegmentOp:
     op: str
     n_outputs: int = 1
     ragged_out: bool = False
-    flat: bool = False  # argmax/argmin written without dim: the same as dim=0 only for a 1-D stacked list
+    flat: bool = False  # written without dim: a full reduction of the list (argmax/argmin: only of a 1-D list)
     dim: int = 0
     keepdim: bool = False
     descending: bool = False

@@ -49,10 +49,14 @@ class SegmentKernel:
         except RuntimeError as exc:
             raise self._shape_error(g, rt) from exc
         lengths = torch.tensor([n for (n,) in g.hosts], device=rt.device)
-        if self.op.flat and x.dim() > 1:
+        if self.op.flat and self.op.op in _INDEX_OPS and x.dim() > 1:
             raise mark_limit(ShapeError(f"instance {g.insts[0]}: {self.op.op} without dim= of a stacked list of "
                                         f"{x.dim() - 1}-D rows flattens it: write dim=0 (per column) or flatten the "
                                         f"rows first\n{self.block.where()}", instance=g.insts[0]))
+        if self.op.flat and self.op.op in ("amax", "amin") and x.numel() == 0:
+            raise ShapeError(f"instance {g.insts[0]}: {self.op.op} without dim= of a stacked list of empty rows: "
+                             f"PyTorch raises (no identity for the reduction)\n{self.block.where()}",
+                             instance=g.insts[0])
         if self.op.dim < -x.dim():
             raise ShapeError(f"instance {g.insts[0]}: {self.op.op}(dim={self.op.dim}) of a stacked list of "
                              f"{x.dim() - 1}-D rows: dimension out of range (PyTorch raises IndexError)\n"
@@ -70,6 +74,8 @@ class SegmentKernel:
         for a normalization or a sort whose negative dim is an axis of every row (the rows are not 0-D), that
         operator along it over all rows at once, ``(N, ...)``, as each instance's stacked list gives it."""
         op = self.op
+        if op.flat and op.op not in _INDEX_OPS:  # every element of an instance's list is a row of its segment
+            return segment_op(op, x.reshape(-1), lengths * (x[0].numel() if x.shape[0] else 1))
         if op.dim < 0 and op.dim != -x.dim():
             assert op.ragged_out, "reductions over a negative dim are made dim=0 at compile time"
             if op.op in RANKINGS:  # sort / argsort within each row (topk was refused in __call__)
@@ -100,8 +106,12 @@ Kernel = Callable[[SegmentOp, torch.Tensor, torch.Tensor, torch.Tensor], tuple[t
 SEGMENT_OPS: dict[str, SegmentOp] = {}
 #: The torch functions of the segment operators (``torch.sum`` -> ``"sum"``).
 SEGMENT_FUNCTIONS: dict[Callable, str] = {}
-#: Segment operators that may also be written without ``dim`` (of a 1-D stacked list, they are the same).
+#: Segment operators that may also be written without ``dim``: the full reductions (over every element of the
+#: list; ``max``/``min`` without dim give the values alone, ``amax``/``amin``'s), and ``argmax``/``argmin``
+#: (of a 1-D stacked list, the same as ``dim=0``; a flat index of wider rows is refused at run time).
 FLAT_OK: set[str] = set()
+#: The flat segment operators that give an index: the same as ``dim=0`` only for a 1-D stacked list.
+_INDEX_OPS = frozenset({"argmax", "argmin"})
 _KERNELS: dict[str, Kernel] = {}
 
 
@@ -130,17 +140,17 @@ def segment_op(op: SegmentOp, x: torch.Tensor, lengths: torch.Tensor) -> tuple[t
     return _KERNELS[op.op](op, x, seg, lengths)
 
 
-@defsegment("sum", torch.sum)
-@defsegment("mean", torch.mean)
+@defsegment("sum", torch.sum, flat_ok=True)
+@defsegment("mean", torch.mean, flat_ok=True)
 def _sums(op: SegmentOp, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
     total = _segment_sum(x, seg, lengths.shape[0])
     return (total if op.op == "sum" else total / _per_row(lengths.to(x.dtype), x),)
 
 
-@defsegment("amax", torch.amax)
-@defsegment("amin", torch.amin)
-@defsegment("max", torch.max, n_outputs=2)
-@defsegment("min", torch.min, n_outputs=2)
+@defsegment("amax", torch.amax, flat_ok=True)
+@defsegment("amin", torch.amin, flat_ok=True)
+@defsegment("max", torch.max, n_outputs=2, flat_ok=True)
+@defsegment("min", torch.min, n_outputs=2, flat_ok=True)
 @defsegment("argmax", torch.argmax, flat_ok=True)
 @defsegment("argmin", torch.argmin, flat_ok=True)
 def _extremes(op: SegmentOp, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:

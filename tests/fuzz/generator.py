@@ -387,7 +387,7 @@ class Gen:
         if nested:
             options += ["zip_loop", "reversed_loop", "no_grad", "stacked_loop", "list_truth", "tensor_rows"]
         options += ["chained", "reverse", "chunk_tuple", "max_pair", "keyed", "returned_list", "expert", "starred_call",
-                    "dense_list", "module_data", "int_list", "il_mutate", "il_use_mutate"]
+                    "dense_list", "module_data", "int_list", "il_mutate", "il_use_mutate", "idioms"]
         if nested:
             options += ["il_loop", "while_true"]
         if self.kind == "doc" and self.entry:
@@ -560,6 +560,8 @@ class Gen:
             return self.module_data(sc, top=depth == 1)
         if k == "dense_list" and sc.of("L"):
             return self.dense_list(sc)
+        if k == "idioms":
+            return self.idioms(sc)
         if k == "max_pair":
             name = self.fresh("t")
             if sc.of("L") and self.ch.coin(50):
@@ -773,6 +775,35 @@ class Gen:
                                   f"{lst}[{scores}.argsort(descending=True, stable=True).tolist()[0]]"])
         sc.vars[name] = "T"
         return [f"{name} = {value}"]
+
+    def idioms(self, sc: Scope) -> list[str]:
+        """A T by training code's idioms (issue 18 §2): a full reduction without dim of a stack of a list L
+        (``torch.stack(xs).mean()``), ``torch.cat`` of a list variable of unit-axis items that only the cat reads,
+        and augmented assignments of a fresh tensor that only its own updates and one read see (``acc += x``)."""
+        name, v, form = self.fresh("t"), self.fresh("v"), self.ch.int(0, 2)
+        lines: list[str] = []
+        if form == 0 and sc.of("L"):
+            self.feat("full reduction of a stack")
+            stack = self.ch.pick([f"torch.stack({self.ch.pick(sc.of('L'))})",
+                                  f"torch.stack([({v} * {self.tensor(sc)}).sum() for {v} in {self.ch.pick(sc.of('L'))}])"])
+            reduce = self.ch.pick([".mean()", ".sum()", ".max()", ".amin()", "torch.sum({})"])
+            value = f"{self.tensor(sc)} * " + (reduce.format(stack) if "{" in reduce else stack + reduce)
+        elif form == 1 and sc.of("L"):
+            self.feat("torch.cat of a list variable")
+            hs = self.fresh("hs")
+            unit = self.ch.pick([f"{v}.view(1, -1)", f"{v}[None]", f"{v}.reshape(1, -1)"])
+            lines.append(f"{hs} = [{unit} for {v} in {self.ch.pick(sc.of('L'))}]")
+            value = f"torch.cat({hs}, 0){self.ch.pick(['.sum(0)', '.amax(0)', '.mean(0)'])}"
+        else:
+            self.feat("augmented assignment of a fresh tensor")
+            acc = self.fresh("acc")
+            lines.append(f"{acc} = {self.ch.pick(['torch.tanh', 'torch.sigmoid'])}({self.tensor(sc)})")
+            for _ in range(self.ch.int(1, 3)):
+                op = self.ch.pick(["+=", "-=", "*=", "/="])
+                lines.append(f"{acc} {op} {self.tensor(sc) if op != '/=' else '2.0'}")
+            value = f"{acc} * 1.0"
+        sc.vars[name] = "T"
+        return [*lines, f"{name} = {value}"]
 
     def tensor_rows(self, sc: Scope, depth: int) -> list[str]:
         """Python over a tensor's rows (issue 18 §2) of an (H, H) tensor ``M`` (per-instance, shared or a weight):
