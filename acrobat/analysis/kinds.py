@@ -1135,6 +1135,12 @@ class _Analyzer:
             if what in ("squeeze", "unsqueeze") and len(e.args) == 1 and not e.kwargs and isinstance(
                     _const(e.args[0]), int) and _const(e.args[0]) < 0:  # a trailing axis: row by row
                 return self.ragged_node(e, "rows", None, RAGGED)
+            if what in ("squeeze", "unsqueeze") and e.args and _const(e.args[0]) == 0:
+                raise self.error(e, f"`.{what}(0)` of a stacked list acts on its list axis, whose length differs per "
+                                    "instance: acrobat does not batch it. A batch_first nn.LSTM/nn.GRU/nn.RNN takes "
+                                    "the stack itself, torch.stack(xs) of shape (T, E) (PyTorch's unbatched call, "
+                                    "whose output has one row per item); other modules take torch.stack(xs)"
+                                    f".unsqueeze(1); {_RAGGED_HINT}")
             raise self.error(e, f"`.{what}()` of a stacked list: {_RAGGED_HINT}")
         if kind in (CallKind.METHOD, CallKind.VALUE) and isinstance(recv, SharedK) and any(
                 isinstance(k, RaggedK) for k in args + kws):  # p.lin(S): a module, checked at run time to act row-wise

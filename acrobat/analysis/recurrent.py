@@ -94,7 +94,8 @@ def recurrent_call(a: _Analyzer, s: Site, name: str, ref: tuple) -> Kind:
         return BOTTOM  # an operand is not known yet: the fixpoint comes back
     if not isinstance(kinds[0], RaggedK) or kinds[0].depth != 1:
         raise a.error(e.args[0], f"{what}, which acrobat batches over a sequence whose length differs per "
-                                 f"instance, but its input is a {kinds[0]}: {_HINT}")
+                                 f"instance, but its input is not a stacked list of the sequence's rows (it is "
+                                 f"{kinds[0]} data): {_HINT}")
     lstm = name == "LSTM"
     states = 0 if len(kinds) == 1 or kinds[1] == NONE else _states(a, e, kinds[1], lstm, what)
     op = RecurrentOp(name, 3 if lstm else 2, ragged_out=True, states=states)
@@ -120,14 +121,16 @@ def _states(a: _Analyzer, e: ir.Call, k: Kind, lstm: bool, what: str) -> int:
 
 def embeds_sequence(a: _Analyzer, s: Site) -> bool:
     """Whether the embedding call ``s`` looks up a sequence of host tokens: ``emb(x)`` of a per-instance host
-    value (an int tensor of the instance), or of ``torch.tensor(tokens)`` of one."""
+    value (an int tensor of the instance), or ``emb(torch.tensor(tokens))`` of one, each read from a variable or
+    its attributes (``sentence``, ``pair.src``; an item ``tokens[0]`` is taken for a token, not a sequence)."""
     e = s.e
     if len(e.args) != 1 or e.kwargs or not _chain(e.receiver):
         return False
     x = e.args[0]
     if isinstance(x, ir.Call) and x.kind is CallKind.TORCH and ir.known(_FROM_TOKENS, x.target):
-        return len(x.args) == 1 and not x.kwargs and type(a.spec.kinds.get(x.args[0].nid)) is HostK
-    return type(s.args[0]) is HostK and not isinstance(x, ir.Const)
+        return len(x.args) == 1 and not x.kwargs and _chain(x.args[0]) and \
+            type(a.spec.kinds.get(x.args[0].nid)) is HostK
+    return type(s.args[0]) is HostK and _chain(x)
 
 
 def feeds_recurrent(a: _Analyzer, emb: ir.Call) -> bool:
@@ -161,7 +164,7 @@ def _source(fn: ir.Function, x: ir.Expr, seen: frozenset[str] = frozenset()) -> 
 
 
 def _chain(e: ir.Expr | None) -> bool:
-    """Whether ``e`` is a variable's attributes (``self.lstm``, ``p``): read again, it is the same value."""
+    """Whether ``e`` is a variable or its attributes (``self.lstm``, ``p``): read again, it is the same value."""
     while isinstance(e, ir.Attr):
         e = e.obj
     return isinstance(e, ir.Name)
