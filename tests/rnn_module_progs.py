@@ -90,8 +90,8 @@ def lstm_with_state(tokens, p):
 @ab.program
 def fixed_shape_input(tokens, p):
     """An LSTM given a tensor of one shape across the batch (not a stacked list): a CompileError."""
-    x = torch.stack([p.emb(torch.tensor(tokens[0])), p.emb(torch.tensor(tokens[-1]))])  # M:fixed
-    out, _ = p.lstm(x)
+    x = torch.stack([p.emb(torch.tensor(tokens[0])), p.emb(torch.tensor(tokens[-1]))])
+    out, _ = p.lstm(x)  # M:fixed
     return out
 
 

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from acrobat.analysis.kinds import (BOTTOM, DYNAMIC, NONE, RAGGED, HostK, Kind, RaggedK, SharedK, TensorK, TupleK,
-                                    describe_ref)
+from acrobat.analysis.kinds import BOTTOM, DYNAMIC, NONE, RAGGED, HostK, Kind, RaggedK, SharedK, TensorK, TupleK
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
 from acrobat.runtime.plan import RecurrentOp
@@ -72,21 +71,21 @@ def call_kind(a: _Analyzer, s: Site) -> Kind | None:
     ref = module_ref(s.e, s.recv)
     fact = module_fact(a, ref)
     if fact.startswith(RECURRENT_FACT):
-        return recurrent_call(a, s, fact[len(RECURRENT_FACT):], ref)  # type: ignore[arg-type]
+        return recurrent_call(a, s, fact[len(RECURRENT_FACT):])
     if fact == EMBEDDING_FACT and embeds_sequence(a, s) and feeds_recurrent(a, s.e):
         a.spec.embeds.add(s.e.nid)
         return a.rows_of(s.e)
     return None
 
 
-def recurrent_call(a: _Analyzer, s: Site, name: str, ref: tuple) -> Kind:
+def recurrent_call(a: _Analyzer, s: Site, name: str) -> Kind:
     """``p.lstm(S[, hx])`` of a stacked list ``S``: a recurrent segment node (module docstring).
 
     Raises:
         CompileError: another input (``_HINT``), other arguments, or a state of the wrong form.
     """
     e = s.e
-    what = f"`{describe_ref(ref)}` is nn.{name}"
+    what = f"`{_text(e.receiver) + ('.' + e.target if e.kind is CallKind.METHOD else '')}` is nn.{name}"
     if len(e.args) not in (1, 2) or any(k != "hx" for k in e.kwargs) or len(e.args) + len(e.kwargs) > 2:
         raise a.error(e, f"{what}: call it with the input and, optionally, the initial state (`hx`)")
     kinds = s.args + s.kws
@@ -168,3 +167,8 @@ def _chain(e: ir.Expr | None) -> bool:
     while isinstance(e, ir.Attr):
         e = e.obj
     return isinstance(e, ir.Name)
+
+
+def _text(e: ir.Expr | None) -> str:
+    """The source text of a chain of attributes (``self.lstm``), as messages name the module."""
+    return f"{_text(e.obj)}.{e.attr}" if isinstance(e, ir.Attr) else e.id if isinstance(e, ir.Name) else "module"
