@@ -134,7 +134,7 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
                 continue
             pre += _into_variable(parent, before, fresh)
     loc = x.loc
-    tensor = x.obj if form == "cut" else _tokens(x) if form == "embed" else x  # type: ignore[attr-defined]
+    tensor = x.obj if form == "cut" else _tokens(x) if form == "embed" else x  # type: ignore[attr-defined, arg-type]
     src = tensor.id if isinstance(tensor, ir.Name) else fresh(_ROWS)  # the tensor, read once per row
     if not isinstance(tensor, ir.Name):
         pre.append(ir.Assign(loc, ir.Target(src), tensor))

@@ -102,8 +102,8 @@ class RecurrentKernel:
                 values = [rt.table.tensor(int(h)) for h in handles[a:a + n + self.op.states]]
                 check_rows(module, values[:n])
                 run(values[:n], *values[n:], module)
-            except Exception as e:  # noqa: BLE001 - reported with its location
-                found = (inst, e)
+            except Exception as failed:  # noqa: BLE001 - reported with its location
+                found = (inst, failed)
                 break
         inst, e = found
         err = ShapeError(f"instance {inst}: nn.{self.op.op} over a stacked list: {type(e).__name__}: {e}\n"
