@@ -40,7 +40,8 @@ from acrobat.runtime.backend import check_trains, choose_backend, get_backend, r
 from acrobat.runtime.dynamic import tensors_of
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.lookup import sparse_grads as lookup_grads
-from acrobat.runtime.plan import DynamicLayout, Plan, Site
+from acrobat.runtime.plan import DynamicLayout, Plan, RecurrentOp, Site
+from acrobat.runtime.recurrent import RecurrentKernel
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
 from acrobat.runtime.tier import DYNAMIC, PLAIN, TierChoice
@@ -615,7 +616,8 @@ def check_batch(instances: Any, name: str) -> None:
 def block_kernels(be: Backend, plan: Plan) -> dict[int, BlockKernel]:
     """Each block's batched launch on backend ``be``, which is handed the kernel JIT (``trace_block``);
     segment operators run the same on every backend."""
-    return {bid: be.kernel(b, trace_block) if b.segment is None else SegmentKernel(b)
+    return {bid: be.kernel(b, trace_block) if b.segment is None else
+            RecurrentKernel(b) if isinstance(b.segment, RecurrentOp) else SegmentKernel(b)
             for bid, b in plan.blocks.items()}
 
 

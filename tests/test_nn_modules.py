@@ -146,8 +146,8 @@ def test_users_module_is_not_modified():
 
 
 @pytest.mark.parametrize("prog, key, phrase", [
-    (P.bad_lstm, "bad_lstm", "`p.rnn` is nn.LSTM, which has no batchable form in acrobat: loop over the tokens "
-                             "with nn.LSTMCell"),
+    (P.bad_lstm, "bad_lstm", "`p.rnn` is nn.LSTM, which acrobat batches over a sequence whose length differs per "
+                             "instance, but its input is not a stacked list of the sequence's rows"),
     (P.bad_batchnorm, "bad_batchnorm", "`p.bn` is nn.BatchNorm1d, which has no batchable form in acrobat: write its "
                                        "computation with torch.nn.functional operators over its tensors (p.bn.weight"),
 ])

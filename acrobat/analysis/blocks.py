@@ -23,20 +23,23 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from acrobat.analysis import rankings
+from acrobat.analysis import ragged, rankings
+from acrobat.analysis.recurrent import module_ref
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST
 from acrobat.analysis.inplace import inplace_result
 from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, contains, has_shared,
                                     has_tensor, sdepth_of)
-from acrobat.analysis.ragged import SEGMENT_OPS, row_matmul, row_operands, row_scale, row_squeeze, segment_reference
+from acrobat.analysis.ragged import (SEGMENT_OPS, row_count, row_matmul, row_operands, row_scale, row_squeeze,
+                                     segment_reference)
 from acrobat.analysis.rules import SHAPE_ATTRS, SHAPE_METHODS
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.runtime.lookup import lookup
-from acrobat.runtime.plan import SegmentOp
+from acrobat.runtime.plan import RecurrentOp, SegmentOp
+from acrobat.runtime.recurrent import recurrent_reference
 
 
 class _Lowerer:
@@ -206,8 +209,16 @@ class _Lowerer:
         if how == "tolist":
             assert isinstance(e, ir.Call) and e.receiver is not None
             return self.lower_tolist(e, self.extract(e.receiver, pre, False), pre)
+        if how == "recurrent":
+            assert isinstance(e, ir.Call) and isinstance(op, RecurrentOp)
+            return self.recurrent_call(e, op, pre)
         operands = _operands(e)
         lowered = [self.extract(x, pre, False) for x in operands]
+        if how == "view":  # host code checks the first size against the list's length first
+            infers = any(isinstance(x, ir.Const) and x.value == -1 for x in operands[2:])
+            lowered[0] = ir.Call(e.loc, ir.CallKind.HOST, row_count,
+                                 [lowered[0], lowered[1], ir.Const(e.loc, infers)], {})
+            self.spec.kinds[lowered[0].nid] = RAGGED
         rows = self.map_rows(e, operands, lowered, pre)
         if how == "contract":  # a @ S: sum over the list of a_j * S_j
             return self.segment_call(e, SEGMENT_SUM, rows, pre)
@@ -223,6 +234,31 @@ class _Lowerer:
         block = Block(next(self.block_ids), name, self.spec, [stmt], [param], [target.id], None, e.loc, segment=op)
         pre.append(BlockCall(e.loc, block))
         return target  # the temp itself: it carries a value read of ``e`` (§4.2)
+
+    def recurrent_call(self, e: ir.Call, op: RecurrentOp, pre: list[ir.Stmt]) -> ir.Name:
+        """``p.lstm(S, hx)`` as a recurrent segment node (``acrobat.analysis.recurrent``): the list's rows, then the
+        initial state's tensors, one node per instance; the module itself a shared parameter (§5.1)."""
+        loc = e.loc
+        rows = self.extract(e.args[0], pre, False)
+        hx = e.args[1] if len(e.args) > 1 else e.kwargs.get("hx")
+        states: list[ir.Expr] = []
+        if op.states and hx is not None:
+            state = self.extract(hx, pre, False)
+            states = list(state.items) if isinstance(state, ir.TupleExpr) else [state] if op.states == 1 else [
+                self.item_of(state, j) for j in range(op.states)]  # type: ignore[arg-type]
+        ref = module_ref(e, self.kind(e.receiver))  # type: ignore[arg-type]
+        assert ref is not None
+        slot = self.slots.slot(ref, self.spec)
+        params = [BlockParam("_rows", "list", expr=rows), *(BlockParam(f"_v{j}", "tensor", expr=x)
+                                                            for j, x in enumerate(states)),
+                  BlockParam("_s", "shared", slot=slot)]
+        target = self.temp(loc, e, self.kind(e))
+        value = ir.Call(loc, ir.CallKind.TORCH, recurrent_reference(op), [ir.Name(loc, p.name) for p in params], {})
+        name = f"{self.spec.name}:{loc.line} (nn.{op.op} over a list)"
+        block = Block(next(self.block_ids), name, self.spec, [ir.Assign(loc, ir.Target(name=target.id), value)],
+                      params, [target.id], None, loc, segment=op)
+        pre.append(BlockCall(loc, block))
+        return target
 
     def lower_topk(self, e: ir.Call, op: SegmentOp, pre: list[ir.Stmt]) -> ir.Name:
         """``torch.topk(S, k)``: a segment node that sorts each instance's list, then host code that keeps its first
@@ -285,6 +321,12 @@ class _Lowerer:
         elif isinstance(e, ir.BinOp) and e.op == "@" or isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH \
                 and e.target is torch.matmul:
             value = ir.Call(loc, ir.CallKind.TORCH, row_matmul, args, {})
+        elif how == "view":  # `S.view(n, *shape)`: `row.view(*shape)` (n checked by host code)
+            assert isinstance(e, ir.Call)
+            value = ir.Call(loc, ir.CallKind.METHOD, e.target, args[2:], {}, receiver=args[0])
+        elif isinstance(e, ir.Call) and ragged.row_axis(e) is not None:  # a dim past the list axis: a row's axis
+            at = [id(x) for x in _operands(e)].index(id(ragged.dim_operand(e)))
+            value = _on_row(e, [*args[:at], ir.Const(loc, ragged.row_axis(e) - 1), *args[at + 1:]])  # type: ignore[operator]
         elif isinstance(e, ir.Call) and e.kind is ir.CallKind.METHOD and e.target == "squeeze":
             value = ir.Call(loc, ir.CallKind.TORCH, row_squeeze, [args[0], e.args[0]], {})
         elif isinstance(e, ir.Call) and (e.kind is ir.CallKind.TORCH and e.target is F.linear

@@ -53,6 +53,7 @@ from acrobat.frontend.globals import is_host_data
 from acrobat.frontend.parser import bind_arguments, is_comprehension_list, shown_name
 from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.plan import SegmentOp
+from acrobat.runtime.recurrent import recurrent_kind
 
 #: Static depths above this are treated as dynamic, so specialization terminates.
 MAX_STATIC_DEPTH = 8
@@ -363,6 +364,7 @@ class Spec:
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
     cuts: set[int] = field(default_factory=set)  # nids in ``rows`` that are cuts ``W[a:b]`` by host bounds
+    embeds: set[int] = field(default_factory=set)  # nids in ``rows`` that are embeddings of a sequence (recurrent)
 
     def find_expr(self, nid: int) -> ir.Expr:
         """The expression with node id ``nid``: in the function's body, or in a per-module call of ``choices``.
@@ -406,13 +408,19 @@ MAX_CHOICES = 16
 
 def shared_fact(v: Any) -> str:
     """What the kind analysis needs to know of a value a shared path holds in a run: ``"host"`` (plain data,
-    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), ``"modules K"`` (a
-    container of modules, ``nn.ModuleList``, ``nn.ModuleDict``, a list of modules, with ``K`` its keys as
-    ``module_keys`` gives them: a run with other keys compiles again), else ``"shared"``."""
+    ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), ``"recurrent C"``
+    (``nn.LSTM``/``nn.GRU``/``nn.RNN``, ``C`` its class name: ``acrobat.analysis.recurrent``), ``"embedding"`` (an
+    ``nn.Embedding``), ``"modules K"`` (a container of modules, ``nn.ModuleList``, ``nn.ModuleDict``, a list of
+    modules, with ``K`` its keys as ``module_keys`` gives them: a run with other keys compiles again), else
+    ``"shared"``."""
     if is_host_data(v):
         return "host"
     if isinstance(v, torch.nn.LSTMCell):
         return "pair"
+    if recurrent_kind(v) is not None:
+        return f"recurrent {recurrent_kind(v)}"
+    if type(v) is torch.nn.Embedding:
+        return "embedding"
     if isinstance(v, torch.nn.Module) and program_methods(type(v)):  # its methods are analysed as written
         hooked = " hooked" if forward_hooks(v) else ""  # then calling it is not its `forward` alone
         return f"module {type(v).__module__}.{type(v).__qualname__} {id(type(v)):x}{hooked}"
@@ -894,8 +902,9 @@ class _Analyzer:
         if not spec.rows:
             return
         copies = {x.nid for _, calls in spec.choices.values() for call in calls for x in ir.walk(call)}
-        spec.fn = rows.rewritten(spec.fn, {nid: x for nid, x in spec.rows.items() if nid not in copies}, spec.cuts)
-        spec.rows, spec.cuts, spec.choices, spec.unpacked = {}, set(), {}, {}
+        spec.fn = rows.rewritten(spec.fn, {nid: x for nid, x in spec.rows.items() if nid not in copies}, spec.cuts,
+                                 spec.embeds)
+        spec.rows, spec.cuts, spec.embeds, spec.choices, spec.unpacked = {}, set(), set(), {}, {}
         self.changed = True
 
     # -- expressions ---------------------------------------------------
@@ -1104,6 +1113,10 @@ class _Analyzer:
             if len(e.args) != 1 or e.kwargs:
                 raise self.error(e, "sum() of a list of tensors takes the list only: add a start value after it")
             return self.ragged_node(e, "segment", ragged.SEGMENT_OPS["sum"], DYNAMIC)
+        if self.row_axis(e, recv if kind is CallKind.METHOD else args[0] if args else None):
+            return self.ragged_node(e, "rows", None, RAGGED)
+        if kind is CallKind.METHOD and isinstance(recv, RaggedK) and what in ragged.RESHAPE_METHODS:
+            return self.ragged_reshape(e)
         if kind is CallKind.METHOD and isinstance(recv, RaggedK):
             assert e.receiver is not None
             if what in ragged.SEGMENT_OPS:
@@ -1114,6 +1127,12 @@ class _Analyzer:
             if what in ("squeeze", "unsqueeze") and len(e.args) == 1 and not e.kwargs and isinstance(
                     _const(e.args[0]), int) and _const(e.args[0]) < 0:  # a trailing axis: row by row
                 return self.ragged_node(e, "rows", None, RAGGED)
+            if what in ("squeeze", "unsqueeze") and e.args and _const(e.args[0]) == 0:
+                raise self.error(e, f"`.{what}(0)` of a stacked list acts on its list axis, whose length differs per "
+                                    "instance: acrobat does not batch it. A batch_first nn.LSTM/nn.GRU/nn.RNN takes "
+                                    "the stack itself, torch.stack(xs) of shape (T, E) (PyTorch's unbatched call, "
+                                    "whose output has one row per item); other modules take torch.stack(xs)"
+                                    f".unsqueeze(1); {_RAGGED_HINT}")
             raise self.error(e, f"`.{what}()` of a stacked list: {_RAGGED_HINT}")
         if kind in (CallKind.METHOD, CallKind.VALUE) and isinstance(recv, SharedK) and any(
                 isinstance(k, RaggedK) for k in args + kws):  # p.lin(S): a module, checked at run time to act row-wise
@@ -1148,6 +1167,26 @@ class _Analyzer:
                             "alone holds a fresh per-instance result (not a parameter, a view, or a value also "
                             "stored, passed or bound elsewhere: acrobat.analysis.inplace); write "
                             f"`x = x {e.op} y`")
+
+    def row_axis(self, e: ir.Call, operand: Kind | None) -> bool:
+        """Whether ``e`` applies ``squeeze``/``unsqueeze``/``softmax``/``log_softmax`` to the stacked list
+        ``operand`` along a constant positive ``dim``: past the list axis, axis ``dim - 1`` of every row, so row by
+        row (``acrobat.analysis.ragged.row_axis``)."""
+        return isinstance(operand, RaggedK) and operand.depth == 1 and ragged.row_axis(e) is not None
+
+    def ragged_reshape(self, e: ir.Call) -> Kind:
+        """``S.view(n, *shape)`` (``.reshape``) of a stacked list: ``row.view(*shape)`` of every row, once host code
+        has checked that ``n`` is the list's length (``ragged.row_count``; issue 18 §2).
+
+        Raises:
+            CompileError: sizes that are not ints given one by one, or a first size that is a tensor.
+        """
+        if len(e.args) < 1 or e.kwargs or any(type(_const(x)) is not int for x in e.args[1:]) or \
+                has_tensor(self.spec.kinds.get(e.args[0].nid, HOST)) or isinstance(e.args[0], ir.TupleExpr):
+            raise self.error(e, f"`.{e.target}()` of a stacked list (its length differs per instance) is batched row "
+                                f"by row: write `.{e.target}(len(xs), ...)` with the list's length first, then the "
+                                f"rows' new shape as constant ints; {_RAGGED_HINT}")
+        return self.ragged_node(e, "view", None, RAGGED)
 
     def ragged_binop(self, e: ir.BinOp, ka: Kind, kb: Kind) -> Kind:
         """``a op b`` with a ragged operand: row by row, or (``a @ S`` of two) a weighted sum over the list."""
@@ -1315,7 +1354,9 @@ class _Analyzer:
             return self.program_call(e)
         site = rules.Site(e, self.expr(e.receiver) if e.receiver is not None else None,
                           [self.expr(a) for a in e.args], [self.expr(v) for v in e.kwargs.values()])
-        found = self.ragged_call(e, site.recv, site.args, site.kws)
+        found = recurrent.call_kind(self, site)
+        if found is None:
+            found = self.ragged_call(e, site.recv, site.args, site.kws)
         if found is not None:
             return found
         for rule in rules.rules_for(site):
@@ -1808,7 +1849,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
 
 # The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import
 # it (until the analyzer has a module of its own, ``kinds`` holds both).
-from acrobat.analysis import rules, unpacking, versions  # noqa: E402
+from acrobat.analysis import recurrent, rules, unpacking, versions  # noqa: E402
 
 
 def forward_hooks(module: torch.nn.Module) -> str | None:

@@ -37,12 +37,14 @@ kernels must equal them).
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
 from acrobat.errors import LimitError
+from acrobat.frontend import ir
 from acrobat.frontend.ir import known
 from acrobat.runtime.plan import SegmentOp
 from acrobat.runtime.segments import FLAT_OK, RANKINGS, SEGMENT_FUNCTIONS, SEGMENT_OPS
@@ -166,6 +168,50 @@ def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         raise LimitError(f"`a @ torch.stack(xs)` is batched for a 1-D `a` (one weight per list item) and a 1-D or "
                          f"2-D stack; their rows have shapes {tuple(a.shape)} and {tuple(s.shape)}")
     return a * s
+
+
+#: Methods and functions whose ``dim`` is an axis of a stacked list: a positive one (past the list axis) is the
+#: axis ``dim - 1`` of every row, so they act row by row (``torch.stack(xs).unsqueeze(1)``, ``F.log_softmax(S,
+#: dim=1)``; issue 18 §2).
+ROW_AXIS_METHODS = frozenset({"squeeze", "unsqueeze", "softmax", "log_softmax"})
+ROW_AXIS_FUNCTIONS = dict.fromkeys((torch.softmax, torch.log_softmax, F.softmax, F.log_softmax), True)
+#: Methods that give a stacked list new row shapes: ``S.view(len(xs), 1, -1)`` is ``row.view(1, -1)`` of each row.
+RESHAPE_METHODS = frozenset({"view", "reshape"})
+
+
+def dim_operand(e: ir.Call) -> ir.Expr | None:
+    """The ``dim`` argument of a call of ``ROW_AXIS_METHODS``/``ROW_AXIS_FUNCTIONS`` (positional or keyword), or
+    None where it has none."""
+    at = 0 if e.kind is ir.CallKind.METHOD else 1
+    return e.args[at] if len(e.args) > at else e.kwargs.get("dim")
+
+
+def row_axis(e: ir.Call) -> int | None:
+    """The constant positive ``dim`` of a call of ``ROW_AXIS_METHODS``/``ROW_AXIS_FUNCTIONS`` given its operand
+    and ``dim`` only (applied to a stacked list, the same call along ``dim - 1`` of every row), else None."""
+    if not (e.kind is ir.CallKind.METHOD and e.target in ROW_AXIS_METHODS or
+            e.kind is ir.CallKind.TORCH and known(ROW_AXIS_FUNCTIONS, e.target)):
+        return None
+    dim = dim_operand(e)
+    extra = len(e.args) + len(e.kwargs) - (1 if e.kind is ir.CallKind.METHOD else 2)
+    ok = extra == 0 and isinstance(dim, ir.Const) and type(dim.value) is int and dim.value > 0
+    return dim.value if ok else None  # type: ignore[union-attr]
+
+
+def row_count(rows: list, n: Any, infers: bool) -> list:
+    """``rows`` (the row handles of a stacked list ``S``), once checked against ``n``, the first size given to
+    ``S.view(n, ...)``/``S.reshape(n, ...)`` (host code before its row-by-row form; ``infers``: a later size is
+    -1). The first size must be the list's length, or -1 where no later size is.
+
+    Raises:
+        RuntimeError: ``n`` is neither (PyTorch's view would make other rows, or raise).
+        TypeError: ``n`` is not an int.
+    """
+    n = operator.index(n)
+    if n != len(rows) and not (n == -1 and not infers):
+        raise RuntimeError(f"`.view({n}, ...)` of a stacked list of {len(rows)} rows: acrobat reshapes it row by "
+                           f"row, which needs the list's length ({len(rows)}) as its first size")
+    return rows
 
 
 def segment_reference(op: SegmentOp) -> Callable[[list[torch.Tensor]], Any]:

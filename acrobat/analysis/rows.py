@@ -58,11 +58,14 @@ _ROWS = "rows"  # hint of the variable a tensor that is not a variable is put in
 _ROW = "c_row_"  # hint of the comprehension's position variable (a comprehension's variable, as messages show it)
 
 
-def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], cuts: Collection[int] = ()) -> ir.Function:
+def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], cuts: Collection[int] = (),
+              embeds: Collection[int] = ()) -> ir.Function:
     """A copy of ``fn`` (node ids kept) in which each expression of ``sites`` (by node id: the tensors it
     iterates, ``x`` of ``for v in x`` and of ``zip(x, ys)``) is the list of its rows, built just before its
     statement (see the module docstring); each site whose node id is in ``cuts`` (a cut ``W[a:b]`` by
-    per-instance bounds) is instead the stack of the rows it keeps; ``fn`` itself when ``sites`` is empty.
+    per-instance bounds) is instead the stack of the rows it keeps, and each in ``embeds`` (``emb(tokens)`` feeding
+    a recurrent module, ``acrobat.analysis.recurrent``) the stack of one lookup per token; ``fn`` itself when
+    ``sites`` is empty.
 
     Raises:
         CompileError: at a site evaluated only sometimes (a branch of ``a if c else b``, a later operand of
@@ -73,27 +76,28 @@ def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], cuts: Collection[in
     out = copy.deepcopy(fn, {id(fn.source_lines): fn.source_lines})
     fresh = _Fresh(out)
     left = set(sites)
-    out.body = _body(out.body, left, fresh, frozenset(cuts))
+    out.body = _body(out.body, left, fresh, {**dict.fromkeys(cuts, "cut"), **dict.fromkeys(embeds, "embed")})
     if left:  # in no statement's expressions: none the analysis should have found
         raise _error(sites[min(left)], "iterating a tensor's rows here is not analysed statically")
     return out
 
 
-def _body(stmts: list[ir.Stmt], left: set[int], fresh: _Fresh, cuts: frozenset[int]) -> list[ir.Stmt]:
+def _body(stmts: list[ir.Stmt], left: set[int], fresh: _Fresh, forms: Mapping[int, str]) -> list[ir.Stmt]:
     """``stmts`` with the sites in ``left`` rewritten (each one removed from ``left``), nested bodies too."""
     out: list[ir.Stmt] = []
     for s in stmts:
         match s:
             case ir.If():
-                s.body, s.orelse = _body(s.body, left, fresh, cuts), _body(s.orelse, left, fresh, cuts)
+                s.body, s.orelse = _body(s.body, left, fresh, forms), _body(s.orelse, left, fresh, forms)
             case ir.For() | ir.While():
-                s.body = _body(s.body, left, fresh, cuts)
-        out += _statement(s, left, fresh, cuts)
+                s.body = _body(s.body, left, fresh, forms)
+        out += _statement(s, left, fresh, forms)
     return out
 
 
-def _statement(s: ir.Stmt, left: set[int], fresh: _Fresh, cuts: frozenset[int]) -> list[ir.Stmt]:
-    """``s`` preceded by the statements that build the rows of its sites, innermost (first evaluated) first."""
+def _statement(s: ir.Stmt, left: set[int], fresh: _Fresh, forms: Mapping[int, str]) -> list[ir.Stmt]:
+    """``s`` preceded by the statements that build the rows of its sites, innermost (first evaluated) first
+    (``forms``: the sites that are a cut or an embedding, by node id; the rest are iterated)."""
     for root in ir.stmt_exprs(s):
         x = next((e for e in _post_order(root) if e.nid in left), None)
         if x is None:
@@ -101,16 +105,18 @@ def _statement(s: ir.Stmt, left: set[int], fresh: _Fresh, cuts: frozenset[int]) 
         if isinstance(s, ir.While):
             raise _error(x, "a `while` test iterates a tensor's rows, once per test")
         left.discard(x.nid)
-        pre = _hoisted(s, root, x, fresh, x.nid in cuts)
-        return [t for p in pre for t in _statement(p, left, fresh, cuts)] + _statement(s, left, fresh, cuts)
+        pre = _hoisted(s, root, x, fresh, forms.get(x.nid, "rows"))
+        return [t for p in pre for t in _statement(p, left, fresh, forms)] + _statement(s, left, fresh, forms)
     return [s]
 
 
-def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, cut: bool) -> list[ir.Stmt]:
+def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) -> list[ir.Stmt]:
     """The statements that build the rows of ``x`` (in ``root``, an expression of ``s``) into a fresh list, which
-    ``x``'s place then reads (``cut``: ``x`` is ``W[a:b]``, built from the rows of ``W`` it keeps, and its place
-    reads their ``torch.stack``); before them, what ``root`` evaluates before ``x`` (and is no variable or
-    constant) put in fresh variables."""
+    ``x``'s place then reads (``form`` ``"cut"``: ``x`` is ``W[a:b]``, built from the rows of ``W`` it keeps, and
+    its place reads their ``torch.stack``; ``"embed"``: ``x`` is ``emb(tokens)``, built from one lookup per token,
+    ``emb(tokens[i])`` or ``emb(torch.tensor(tokens[i]))`` for ``emb(torch.tensor(tokens))``, and its place reads
+    their ``torch.stack``); before them, what ``root`` evaluates before ``x`` (and is no variable or constant) put
+    in fresh variables."""
     pre: list[ir.Stmt] = []
     path = _path(root, x)
     for parent, child in zip(path, path[1:]):
@@ -128,24 +134,42 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, cut: bool) ->
                 continue
             pre += _into_variable(parent, before, fresh)
     loc = x.loc
-    tensor = x.obj if cut else x  # type: ignore[attr-defined]
+    tensor = x.obj if form == "cut" else _tokens(x) if form == "embed" else x  # type: ignore[attr-defined, arg-type]
     src = tensor.id if isinstance(tensor, ir.Name) else fresh(_ROWS)  # the tensor, read once per row
     if not isinstance(tensor, ir.Name):
         pre.append(ir.Assign(loc, ir.Target(src), tensor))
     rows, i = fresh(COMPREHENSION), fresh(_ROW)
     positions: ir.Expr = ir.Call(loc, ir.CallKind.BUILTIN, "range", [ir.Call(loc, ir.CallKind.BUILTIN, "len",
                                                                               [ir.Name(loc, src)], {})], {})
-    if cut:  # the positions the cut keeps: `range(len(W))[a:b:c]`, Python's slice meaning for any bounds
+    if form == "cut":  # the positions the cut keeps: `range(len(W))[a:b:c]`, Python's slice meaning for any bounds
         positions = ir.Subscript(loc, positions, x.index)  # type: ignore[attr-defined]
-    append = ir.Call(loc, ir.CallKind.METHOD, "append", [ir.Subscript(loc, ir.Name(loc, src), ir.Name(loc, i))],
-                     {}, receiver=ir.Name(loc, rows))
+    item: ir.Expr = ir.Subscript(loc, ir.Name(loc, src), ir.Name(loc, i))
+    if form == "embed":
+        item = _lookup(x, item)  # type: ignore[arg-type]
+    append = ir.Call(loc, ir.CallKind.METHOD, "append", [item], {}, receiver=ir.Name(loc, rows))
     pre += [ir.Assign(loc, ir.Target(rows), ir.ListExpr(loc, [])),
             ir.For(loc, ir.Target(i), positions, [ir.ExprStmt(loc, append)])]
     value: ir.Expr = ir.Name(loc, rows)
-    if cut:
+    if form != "rows":
         value = ir.Call(loc, ir.CallKind.TORCH, torch.stack, [value], {})
     _replace(path[-2] if path[:-1] else s, x, value)
     return pre
+
+
+def _tokens(emb: ir.Call) -> ir.Expr:
+    """What the embedding call ``emb`` looks up, token by token: ``tokens`` of ``emb(torch.tensor(tokens))``, else
+    its argument (a per-instance int tensor)."""
+    x = emb.args[0]
+    return x.args[0] if isinstance(x, ir.Call) and x.kind is ir.CallKind.TORCH else x  # type: ignore[union-attr]
+
+
+def _lookup(emb: ir.Call, token: ir.Expr) -> ir.Call:
+    """``emb`` applied to one ``token`` (``torch.tensor(token)`` where ``emb`` is of ``torch.tensor(tokens)``): a
+    copy of the call (its module read again, a chain of attributes)."""
+    x = emb.args[0]
+    if isinstance(x, ir.Call) and x.kind is ir.CallKind.TORCH:
+        token = ir.Call(token.loc, ir.CallKind.TORCH, torch.tensor, [token], {})
+    return ir.Call(emb.loc, emb.kind, emb.target, [token], {}, receiver=copy.deepcopy(emb.receiver))
 
 
 def _into_variable(parent: ir.Expr, e: ir.Expr, fresh: _Fresh) -> list[ir.Assign]:

@@ -110,8 +110,8 @@ class Interpreter(LoweredVisitor[_Frame]):
 
     # -- statements -----------------------------------------------------------
     def segment_call(self, b: Block, at: _Frame) -> None:
-        rows = self.expr(at, b.params[0].expr)  # type: ignore[arg-type]
-        at.env[b.stmts[0].target.name] = self.rt.segment(self.rt.plan.blocks[b.id], at.d, rows)  # type: ignore[union-attr]
+        rows = [self.expr(at, p.expr) for p in b.batched_params]  # type: ignore[arg-type]  (the list, then states)
+        at.env[b.stmts[0].target.name] = self.rt.segment(self.rt.plan.blocks[b.id], at.d, *rows)  # type: ignore[union-attr]
         at.d += 1
 
     def block_call(self, b: Block, at: _Frame) -> None:

@@ -143,8 +143,8 @@ class SkeletonWriter(LoweredVisitor[int]):
         super().stmt(s, at)
 
     def segment_call(self, b: Block, at: int) -> None:
-        rows = self.expr(b.params[0].expr)  # type: ignore[arg-type]
-        self.emit(at, f"{b.stmts[0].target.name} = _rt.segment(_B[{b.id}], _d, {rows})"
+        rows = "".join(f", {self.expr(p.expr)}" for p in b.batched_params)  # type: ignore[arg-type]
+        self.emit(at, f"{b.stmts[0].target.name} = _rt.segment(_B[{b.id}], _d{rows})"
                       f"  # DFG node of {b.segment.op} over a list (inline depth)")  # type: ignore[union-attr]
         self.emit(at, "_d += 1")
 

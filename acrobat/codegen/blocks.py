@@ -17,7 +17,8 @@ from acrobat.analysis.lowered import Block
 from acrobat.analysis.ragged import segment_reference
 from acrobat.codegen.printer import BINOPS, CMPOPS, Globals, expr_source, target_source
 from acrobat.frontend import ir
-from acrobat.runtime.plan import BatchedParam, BlockCode, Site
+from acrobat.runtime.plan import BatchedParam, BlockCode, RecurrentOp, Site
+from acrobat.runtime.recurrent import recurrent_reference
 
 
 BINARY = {op: f for op, f in {**BINOPS, **CMPOPS}.items() if op in ("+", "-", "*", "/", "//", "%", "**", "<", "<=",
@@ -71,7 +72,9 @@ def block_code(block: Block, g: Globals) -> BlockCode:
                    for p in block.batched_params)
     filename = f"<acrobat block {block.id} {block.name}>"
     source, line_map = "", {}
-    if block.segment is not None:
+    if isinstance(block.segment, RecurrentOp):
+        fn = recurrent_reference(block.segment)
+    elif block.segment is not None:
         fn = segment_reference(block.segment)
     else:
         source, locs = block_source(block, g)

@@ -114,8 +114,9 @@ AS_WRITTEN: tuple[type, ...] = (
 
 #: What to write instead, for torch.nn modules with no batchable form.
 _INSTEAD: dict[type, str] = {
-    nn.LSTM: "loop over the tokens with nn.LSTMCell", nn.GRU: "loop over the tokens with nn.GRUCell",
-    nn.RNN: "loop over the tokens with nn.RNNCell",
+    cls: f"call it on a stacked list of the sequence's rows (torch.stack(xs), its .unsqueeze(1), or emb(tokens) of "
+         f"an nn.Embedding), which acrobat runs as one packed call per batch, or loop over the tokens with "
+         f"nn.{cls.__name__}Cell" for cls in (nn.LSTM, nn.GRU, nn.RNN)
 }
 
 

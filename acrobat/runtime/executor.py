@@ -38,7 +38,8 @@ from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.lazy import Lazy
 from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, Layout, ListLayout, NoRows,
-                                  OptionalLayout, Plan, RaggedLayout, RowSpec, Site, TensorLayout, Tracer, TupleLayout)
+                                  OptionalLayout, Plan, RaggedLayout, RecurrentOp, RowSpec, Site, TensorLayout, Tracer,
+                                  TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
 from acrobat.runtime.tier import TierChoice
@@ -142,7 +143,7 @@ class Runtime:
         self.objects: dict[int, tuple[Any, int, dict[str, tuple[Any, int, int]]]] = {}
 
     # -- called by the generated skeleton ----------------------------------
-    def segment(self, block: BlockCode, depth: int, rows: list[Handle]) -> Any:
+    def segment(self, block: BlockCode, depth: int, rows: list[Handle], *state: Handle) -> Any:
         """Add a segment node of ``block`` (an operator over the list ``rows``) at ``depth``; its lazy result.
 
         The group keeps all its nodes' rows in one handle array and each
@@ -150,6 +151,9 @@ class Runtime:
         one handle, a ``torch.return_types`` pair for ``max``/``min``, a
         list of one handle per row for ``softmax``/``log_softmax``/``argsort``,
         or a ``torch.return_types.sort`` pair of such lists for ``sort``/``topk``.
+        A recurrent module's node (``RecurrentOp``) also holds the instance's initial ``state`` handles, after
+        its rows; its result is ``(rows, h_n)`` (``(rows, (h_n, c_n))`` of an LSTM), the output sequence a list of
+        one handle per row (``acrobat.runtime.recurrent`` runs it).
 
         Raises:
             InstanceError: the list is empty (PyTorch cannot stack it either).
@@ -162,7 +166,12 @@ class Runtime:
                                            f"acrobat cannot batch with tensors)\n{block.where()}", self.dfg.inst))
         g = self.dfg.group(depth, block.id)
         first = len(g.tensor_buf) // 8
-        row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows) - g.base
+        row = self.dfg.node_hosts(depth, block.id, (len(rows),), *rows, *state) - g.base
+        if isinstance(op, RecurrentOp):  # the output rows are numbered without the nodes' state handles
+            first -= row * op.states
+            out = [g.base + first + j for j in range(len(rows))]
+            finals = [g.base + k * OUTPUT_STEP + row for k in range(1, op.n_outputs)]
+            return out, finals[0] if len(finals) == 1 else tuple(finals)
         if op.ragged_out and op.n_outputs == 2:  # sort, topk: (values, indices), one handle per row each
             return torch.return_types.sort(([g.base + first + j for j in range(len(rows))],  # type: ignore[arg-type]
                                             [g.base + OUTPUT_STEP + first + j for j in range(len(rows))]))

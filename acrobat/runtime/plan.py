@@ -79,6 +79,19 @@ class SegmentOp:
     descending: bool = False
 
 
+@dataclass(frozen=True)
+class RecurrentOp(SegmentOp):
+    """A recurrent module (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) over each instance's stacked list of rows: a
+    segment node per instance, one module call over a packed sequence per launch (``acrobat.runtime.recurrent``;
+    issue 18 §2, beyond the paper's §3 language).
+
+    ``op`` is the module's class name (``"LSTM"``); a node holds the instance's rows, then ``states`` handles of
+    its initial state (0: none given; 1: ``h0``; 2: ``(h0, c0)`` of an LSTM). Its outputs: one handle per row
+    (the output sequence), then ``h_n`` (and ``c_n``) of the instance; ``n_outputs`` counts them."""
+
+    states: int = 0
+
+
 @dataclass(frozen=True, eq=False)
 class BlockCode:
     """A static block as the runtime runs it: a DFG node's arguments, its per-instance code, its errors' sites.
