@@ -546,10 +546,10 @@ def test_write_through_a_view(name):
 
 
 # Found by the fuzzer's `Doc` instances (seeds 148, 5023, 5289 of session hunt3): the dtype of the instance's own
-# tensor given to a tensor operator (`torch.zeros(n, dtype=t.dtype)`, `t = inst.x`) is a per-instance host value,
-# which the static block takes as a batched host operand and turns into a tensor: `Could not infer dtype of
-# torch.dtype` (an InternalError; the batch runs again in the dynamic tier, right, with a DynamicFallbackWarning).
-@pytest.mark.xfail(strict=True, reason="a per-instance `.dtype` becomes a batched host operand of a static block")
+# tensor given to a tensor operator (`torch.zeros(n, dtype=t.dtype)`, `t = inst.x`) was a per-instance host value,
+# which the static block took as a batched host operand and turned into a tensor: `Could not infer dtype of
+# torch.dtype` (an InternalError; the batch ran again in the dynamic tier). Now the tensor is the block's operand
+# and its `.dtype` is read inside the block.
 def test_dtype_of_an_instance_tensor_in_a_block():
     body = '''
 @ab.program

@@ -671,6 +671,12 @@ class _Lowerer:
                 for c in ir.children(e):
                     visit(c)
                 return
+            read = _metadata_read(e)
+            if read is not None and k is HOST and self.kind(read) is HOST:
+                # `inst.x.dtype`, `t.shape[0]` of the instance's own tensor `t`: the tensor is the operand (a host
+                # column of tensors, one per row) and the block reads its metadata, the same per row as per instance
+                visit(read)
+                return
             if not self.is_op(e) and not isinstance(e, (ir.TupleExpr, ir.ListExpr, ir.Slice)) and not (
                     isinstance(e, (ir.Subscript, ir.Attr)) and self.is_op(e.obj)):  # `chunk(x, 2)[0]`: in the block
                 if isinstance(k, TensorK):  # a per-instance value the skeleton holds, e.g. `states[t]`
@@ -888,6 +894,20 @@ def _continues(body: list[ir.Stmt]) -> bool:
     """True when ``body`` holds a ``continue`` of its own loop (not of a nested loop)."""
     return any(isinstance(s, ir.Continue) or isinstance(s, ir.If) and (_continues(s.body) or _continues(s.orelse))
                for s in body)
+
+
+def _metadata_read(e: ir.Expr) -> ir.Expr | None:
+    """The object ``e`` reads the metadata of (``o.dtype``, ``o.device``, ``o.ndim``, ``o.shape``, ``o.shape[i]``,
+    ``o.size(i)``, ``o.dim()``, ``o.numel()`` with constant arguments), or None."""
+    match e:
+        case ir.Attr(obj=o, attr=a) if a in SHAPE_ATTRS:
+            return o
+        case ir.Subscript(obj=ir.Attr(obj=o, attr="shape"), index=ir.Const()):
+            return o
+        case ir.Call(kind=ir.CallKind.METHOD, target=t, receiver=o, kwargs={}) if t in SHAPE_METHODS and \
+                o is not None and all(isinstance(a, ir.Const) for a in e.args):
+            return o
+    return None
 
 
 def _substitute(e: ir.Expr, items: dict[int, ir.Expr]) -> None:

@@ -24,6 +24,9 @@ with what they hold after the plain runs. The outcome is one category:
   different shapes (``torch.tensor(tokens)`` of per-instance lengths), the static tier's limit, in a program
   whose calls change host state, so it does not run again in the dynamic tier (``Program._run_dynamic``);
   where it does run again there, its results are compared as any other run's;
+- ``limit``: a run-time error acrobat flags as a documented limit of its own (``acrobat.diagnosis.mark_limit``:
+  an in-place write into a value the dynamic tier computes once per run from parameters alone, which README
+  names), counted apart and listed in the long run's report, not a failure;
 - ``invalid``: plain Python itself fails (a generator bug; the program is skipped);
 - ``numeric flip``: float32 differs but the same program in float64 agrees
   (a tensor-dependent branch decided by rounding, not a bug).
@@ -126,6 +129,8 @@ def classify(exc: BaseException) -> str:
         return "rejected"
     if getattr(exc, "per_instance_shapes", False):
         return "shape limit"
+    if getattr(exc, "user_limit", False):
+        return "limit"
     if isinstance(exc, ab.InternalError) or not isinstance(exc, ab.AcrobatError):
         return "internal"
     return "error on valid"
