@@ -1379,12 +1379,14 @@ class _Analyzer:
         recv = self.expr(e.receiver)
         name = str(e.target) if e.kind is CallKind.METHOD else "forward"
         receiver, called = e.receiver, e.kind is CallKind.VALUE
-        if not called and self.submodule(recv, name):  # `self.tree_lstm(tree, xs)`: the submodule is called
-            receiver, name, called = ir.Attr(e.receiver.loc, e.receiver, name), "forward", True
-            recv = self.expr(receiver)
+        sub = isinstance(recv, SharedK) and recv.ref[0] == "arg" and not called and self.submodule(recv, name)
+        if sub:  # `self.tree_lstm(tree, xs)`: the submodule is called (its kind without a node: see below)
+            recv, name, called = self.shared_path(recv.ref + ((".", name),)), "forward", True
         fn = self.module_method(recv, name, called)
         if fn is None or fn is self.implicit_of(fn.fn) and not any(type(self.expr(a)) is HostK for a in e.args):
             return False  # an undecorated method given no per-instance host data: one operator, as before
+        if sub:  # made only now: a node made at every visit of a call left as it is would never reach a fixpoint
+            receiver = ir.Attr(e.receiver.loc, e.receiver, str(e.target))
         params = list(inspect.signature(fn.fn).parameters.values())
         given = 1 + len(e.args)
         rest = params[given:]
