@@ -208,3 +208,11 @@ def host_number_tensor(item, p):
     """`torch.tensor` of a per-instance host number inside a block (a batched number under vmap)."""
     tok, scale = item
     return p.emb[tok] * torch.tensor(scale) + torch.as_tensor(tok)
+
+
+@ab.program
+def legacy_constructor_tensors(item, p):
+    """`torch.LongTensor([tok])`, `torch.FloatTensor([scale])` (PyTorch's legacy constructors, as tutorials write
+    them) of per-instance host numbers inside a block."""
+    tok, scale = item
+    return p.emb[tok] * torch.FloatTensor([scale, 1.0]).sum() + torch.LongTensor([tok]) + torch.DoubleTensor([scale])

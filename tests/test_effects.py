@@ -15,6 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import acrobat as ab
 from acrobat import Options
 from acrobat.errors import CompileError
 
@@ -154,6 +155,17 @@ def test_torch_tensor_of_a_host_number_in_a_block(backend):
     """torch.tensor(x) of a per-instance number: the dtype PyTorch infers (float32 for a float, int64 for an int)."""
     got = _check(ep.host_number_tensor, [(1, 0.1), (2, 3.0), (3, 1 / 3)], _params(), backend)
     assert all(t.dtype == torch.float32 for t in got)
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_legacy_constructors_of_host_numbers_in_a_block(backend):
+    """`torch.LongTensor([tok])` of a per-instance number (the tutorials' form) is a batched number in the block, as
+    `torch.tensor` is (``host_tensors.legacy_of``): in the static tier, with the constructor's dtype."""
+    batch, p, stats = [(1, 0.1), (2, 3.0), (3, 1 / 3)], _params(), ab.RunStats()
+    with torch.inference_mode() if backend != "eager" else torch.no_grad():
+        got = ep.legacy_constructor_tensors.run(batch, p, backend=backend, options=STRICT, stats=stats)
+        torch.testing.assert_close(got, [ep.legacy_constructor_tensors(x, p) for x in batch], **TOL)
+    assert stats.dynamic is None and stats.fallback is None
 
 
 def test_host_effects_keep_python_order_on_the_compiled_backend():

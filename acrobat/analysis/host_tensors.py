@@ -24,13 +24,22 @@ def tensor_of(data: Any, dtype: torch.dtype | None = None, device: Any = None, r
     default dtype for a float, int64 for an int, bool for a bool).
     """
     if isinstance(data, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in data):
-        data = torch.stack([torch.as_tensor(x) for x in data])
+        ref = next(x for x in data if isinstance(x, torch.Tensor))
+        # a constant beside them as an operator on a batched one (`full_like`), not a tensor made in the traced
+        # graph, which the kernel compiler would take for one more input of the kernel
+        data = torch.stack([x if isinstance(x, torch.Tensor) else torch.full_like(ref, x, dtype=_dtype_of(x))
+                            for x in data])
     if not isinstance(data, torch.Tensor):
         return torch.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad, pin_memory=pin_memory)
     if dtype is None:
         dtype = torch.get_default_dtype() if data.is_floating_point() else data.dtype
     out = data.to(dtype=dtype, device=device)
     return out.requires_grad_() if requires_grad else out
+
+
+def _dtype_of(x: bool | int | float) -> torch.dtype:
+    """The dtype a Python number keeps exactly until ``tensor_of`` infers the result's (float64, int64, bool)."""
+    return torch.bool if type(x) is bool else torch.int64 if type(x) is int else torch.float64
 
 
 def number_operand(op: Callable[[Any, Any], Any], a: Any, b: Any, host: int) -> Any:
@@ -52,5 +61,36 @@ def number_operand(op: Callable[[Any, Any], Any], a: Any, b: Any, host: int) -> 
     return op(h, b) if host == 0 else op(a, h)
 
 
+def _legacy(constructor: Callable, dtype: torch.dtype, args: tuple) -> torch.Tensor:
+    """A legacy constructor (``torch.LongTensor([tokens[i]])``, of ``dtype``) that takes batched host numbers in a
+    list or tuple as ``tensor_of`` does; any other argument (``torch.LongTensor(3)``: a size) goes to the
+    constructor itself."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        return tensor_of(args[0], dtype=dtype)
+    return constructor(*args)
+
+
+def long_tensor_of(*args: Any) -> torch.Tensor:
+    """``torch.LongTensor(data)`` in a block (``_legacy``)."""
+    return _legacy(torch.LongTensor, torch.int64, args)
+
+
+def int_tensor_of(*args: Any) -> torch.Tensor:
+    """``torch.IntTensor(data)`` in a block (``_legacy``)."""
+    return _legacy(torch.IntTensor, torch.int32, args)
+
+
+def float_tensor_of(*args: Any) -> torch.Tensor:
+    """``torch.FloatTensor(data)`` in a block (``_legacy``)."""
+    return _legacy(torch.FloatTensor, torch.float32, args)
+
+
+def double_tensor_of(*args: Any) -> torch.Tensor:
+    """``torch.DoubleTensor(data)`` in a block (``_legacy``)."""
+    return _legacy(torch.DoubleTensor, torch.float64, args)
+
+
 #: torch functions that make a tensor from host data, and the forms blocks call instead.
-FROM_HOST: dict[Callable, Callable] = {torch.tensor: tensor_of, torch.as_tensor: tensor_of}
+FROM_HOST: dict[Callable, Callable] = {torch.tensor: tensor_of, torch.as_tensor: tensor_of,
+                                       torch.LongTensor: long_tensor_of, torch.IntTensor: int_tensor_of,
+                                       torch.FloatTensor: float_tensor_of, torch.DoubleTensor: double_tensor_of}
