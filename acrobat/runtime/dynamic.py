@@ -503,6 +503,10 @@ class Recorder:
         self.rt.add_block(block, _NoGrad(kernel) if off else kernel, [leaves[i] for i in shared])
         kind = _ONE if out_spec is None else _TUPLE if out_spec.type is tuple and len(out_where) == (
             out_spec.num_leaves) and all(c.is_leaf() for c in out_spec.children()) else _TREE
+        # the outputs that share memory with a lazy value or the instance's own tensor (not a shared one: a lookup
+        # `p.emb[t]` is a view of the parameter, and stays on the C path as the node it always was)
+        aliases = tuple(i if i >= 0 and (type(leaves[i]) is Lazy or isinstance(sig[i], Meta.Host)) else -1
+                        for i in aliases)
         return _Op(bid, out_meta, tuple(m.floating for m in out_meta), kind, self.stats.op(info.name), block,
                    out_spec, out_where, aliases if any(i >= 0 for i in aliases) else ())
 
