@@ -551,7 +551,8 @@ class Recorder:
     def track_views(self, result: Any, op: _Op, func: Any, leaves: Sequence, struct: Any) -> Any:
         """Remember how each lazy output of ``op`` that shares memory with a lazy argument (a view of it) is made
         from it (``views``), so that a write through either reaches the other (``write_own``)."""
-        outs = [result] if op.out_spec is None else [pytree.tree_leaves(result)[i] for i in op.out_where]
+        outs = [result] if op.kind == _ONE else list(result) if op.kind == _TUPLE else [
+            pytree.tree_leaves(result)[i] for i in op.out_where]
         for k, (out, i) in enumerate(zip(outs, op.aliases)):
             if i >= 0:
                 base = leaves[i]
