@@ -79,16 +79,22 @@ def expanded(e: ir.Call, shapes: Mapping[int, Shape]) -> ir.Call:
     return out
 
 
-def rewritten(fn: ir.Function, expansions: Mapping[int, ir.Call]) -> ir.Function:
-    """A copy of ``fn`` (node ids kept) whose calls are their expansions ``expansions[call nid]``; ``fn`` itself
-    when it has none."""
+def rewritten(fn: ir.Function, expansions: Mapping[int, ir.Call],
+              statements: Mapping[int, ir.Stmt] | None = None) -> ir.Function:
+    """A copy of ``fn`` (node ids kept) whose calls are their expansions ``expansions[call nid]`` and whose
+    statements are ``statements[statement nid]`` (an item assignment's rewrite, ``inplace.item_assignment``);
+    ``fn`` itself when it has neither."""
+    statements = statements or {}
     found = [e for s in ir.walk_stmts(fn.body) for root in ir.stmt_exprs(s) for e in ir.walk(root)
              if isinstance(e, ir.Call) and e.nid in expansions]
-    if not found:
+    rewrites = [s for s in ir.walk_stmts(fn.body) if s.nid in statements]
+    if not found and not rewrites:
         return fn
     memo: dict[int, object] = {id(fn.source_lines): fn.source_lines}
     for e in reversed(found):  # a call inside another's arguments first: the outer expansion holds the original
         memo[id(e)] = copy.deepcopy(expansions[e.nid], memo)
+    for s in rewrites:
+        memo[id(s)] = copy.deepcopy(statements[s.nid], memo)
     return copy.deepcopy(fn, memo)
 
 
