@@ -624,7 +624,8 @@ class _Analyzer:
         """Analyse one statement; True if it always returns."""
         match s:
             case ir.Assign(target=t, value=v):
-                k = self.expr(v)
+                k = self.unzip(s) if unpacking.is_unzip(v) and t.items is not None and not any(
+                    x.starred for x in t.items) else self.expr(v)
                 self.bind(s, t, k)
                 self.flow_target(s, t, v, k)
             case ir.ExprStmt(value=v):
@@ -1174,6 +1175,23 @@ class _Analyzer:
                             "stored, passed or bound elsewhere: acrobat.analysis.inplace); write "
                             f"`x = x {e.op} y`")
 
+    def unzip(self, s: ir.Assign) -> Kind:
+        """The kind of ``zip(*xs)`` in ``a, b = zip(*xs)`` (``s``): a tuple of lists (``unpacking.unzipped``),
+        which the generated code computes as Python does, by ``zip``. Issue 18 §2.
+
+        Raises:
+            CompileError: ``xs`` is not a list of tuples of as many items as ``s`` has names.
+        """
+        e = s.value
+        assert isinstance(e, ir.Call) and isinstance(e.args[0], ir.Starred) and s.target.items is not None
+        k = self.note(e.args[0], self.expr(e.args[0].value))
+        if k is BOTTOM or isinstance(k, ListK) and k.elem is BOTTOM:
+            return self.note(e, BOTTOM)  # what the list holds is not known yet: the fixpoint comes back
+        found = unpacking.unzipped(k, len(s.target.items))
+        if isinstance(found, str):
+            raise self.error(e, found)
+        return self.note(e, found)
+
     def item_assignment(self, s: ir.ExprStmt) -> ir.Assign | None:
         """``x = item_set(x, idx, v)`` for the item assignment ``x[idx] = v`` (``s``) of a tensor variable ``x``
         that alone holds a fresh value (``inplace.sole_holder``, or ``inplace.written_fresh``: the write right
@@ -1525,7 +1543,7 @@ class _Analyzer:
             k = self.expr(s.value)
             if k is BOTTOM:
                 return None
-            found = unpacking.shape(s, k)
+            found = unpacking.shape(e, s, k)
             if isinstance(found, str):
                 raise self.error(s, found)
             shapes[s.nid] = found
