@@ -51,12 +51,14 @@ def lambdas_and_sorting(tokens, p):
 
 @ab.program
 def accumulate_in_place(tokens, p):
-    """`acc += x` writes into the instance's own tensor, as PyTorch does."""
+    """`acc += x` writes into the instance's own tensor, as PyTorch does; `acc[0] = ...` changes the view `head`
+    of it too (the static tier takes a write that nothing else sees, not this one)."""
     acc = torch.zeros(4, dtype=p.W.dtype)
     for t in tokens:
         acc += torch.sigmoid(p.emb[t] @ p.W)
+    head = acc[:2]
     acc[0] = acc.sum()
-    return acc
+    return acc, head
 
 
 @ab.program

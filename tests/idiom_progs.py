@@ -90,3 +90,80 @@ def aug_view(toks, p):
     v = h[0]
     h += p.b  # M:view
     return v, h
+
+
+@ab.program
+def crf_start(toks, p):
+    """The BiLSTM-CRF tutorial's Viterbi start: a constant vector whose first item is set right after it is made."""
+    forward_var = torch.full((4,), -10000.)
+    forward_var[0] = 0.
+    forward_var[2:] = -5.0
+    for t in toks:
+        forward_var = forward_var + p.emb[t]
+    return forward_var
+
+
+@ab.program
+def item_writes(toks, p):
+    """Item assignments of per-instance values: an int, a negative int, int and slice, a slice with a step, a
+    number; v requires grad where p does. The result is read only as an operand and returned."""
+    x = torch.zeros(3, 4)
+    x[0] = torch.tanh(p.emb[toks[0]])
+    x[-1, 1:3] = p.emb[toks[-1]][:2] * 2.0
+    x[1, ::2] = x.sum() * p.b[:2]
+    x[2, -1] = 5
+    return x, (x * p.emb[toks[0]]).sum()
+
+
+@ab.program
+def rows_by_host_index(toks, p):
+    """`acc[i] = v` in a loop, `i` a per-instance host int (sole holder: acc is only written and returned)."""
+    acc = torch.zeros(8, 4)
+    for i, t in enumerate(toks):
+        acc[i] = p.emb[t] @ p.W
+    return acc
+
+
+@ab.program
+def item_cast(toks, p):
+    """The write casts v to x's dtype as PyTorch's does: a float into int64 truncates, a number into float64 keeps
+    its precision."""
+    n = torch.zeros(3, dtype=torch.long)
+    n[1] = p.emb[toks[0]].sum() * 10.0
+    w = torch.zeros(2, dtype=torch.float64)
+    w[0] = 0.1
+    return n, w
+
+
+@ab.program
+def item_out_of_range(toks, p):
+    """`x[len(toks)] = 1.` past x's end for a long instance: PyTorch raises IndexError."""
+    x = torch.zeros(3)
+    x[len(toks)] = 1.0  # M:out_of_range
+    return x + p.emb[toks[0]][:3]
+
+
+@ab.program
+def item_view(toks, p):
+    """v is a view of h: `h[1] = ...` would change v too, so it stays rejected."""
+    h = p.emb[toks[0]] @ p.W
+    v = h[0]
+    h[1] = 0.0  # M:item_view
+    return v, h
+
+
+@ab.program
+def item_tensor_index(toks, p):
+    """A tensor index (`x[torch.argmax(h)]`): rejected with the index forms taken."""
+    h = p.emb[toks[0]]
+    x = torch.zeros(4)
+    x[torch.argmax(h)] = 1.0  # M:tensor_index
+    return x
+
+
+@ab.program
+def list_slice_write(toks, p):
+    """A list's slice assignment: rejected (a tensor's is taken)."""
+    hs = [p.emb[t] for t in toks]
+    hs[1:] = [p.b]  # M:list_slice
+    return hs[0]

@@ -156,31 +156,35 @@ def shared_conflict(toks, p):
 
 
 @ab.program
-def shared_item_write(toks, p):
+def shared_item_write(toks, p):  # `y` holds z too: the write would change it (a write z alone sees is taken)
     z = torch.zeros(4, dtype=p.W.dtype)
+    y = z
     z[0] = 1.0  # M:shared_item
-    return p.emb[toks[0]] + z
+    return p.emb[toks[0]] + y
 
 
 @ab.program
 def shared_item_write_fixed(toks, p):  # the fix: a new tensor, `torch.where(mask, v, x)`
     z = torch.zeros(4, dtype=p.W.dtype)
+    y = z
     z = torch.where(torch.arange(4) == 0, torch.ones_like(z), z)
-    return p.emb[toks[0]] + z
+    return p.emb[toks[0]] + y
 
 
 @ab.program
-def slice_write(toks, p):
+def slice_write(toks, p):  # `head` is a view of x: the write would change it (a write x alone sees is taken)
     x = p.emb[toks[0]] @ p.W
+    head = x[:2]
     x[1:3] = p.b[1:3]  # M:slice_write
-    return x
+    return x, head
 
 
 @ab.program
 def slice_write_fixed(toks, p):  # the fix: a new tensor by torch.cat
     x = p.emb[toks[0]] @ p.W
+    head = x[:2]
     x = torch.cat([x[:1], p.b[1:3], x[3:]])
-    return x
+    return x, head
 
 
 @ab.program

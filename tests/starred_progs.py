@@ -186,3 +186,49 @@ def unpacked_after_a_call(tokens, p):
 def unpacked_after_a_call_fixed(tokens, p):
     args = encode(tokens[-1], p)
     return total(torch.tanh(p.emb[tokens[0]]), *args)
+
+
+@ab.function
+def cell_state(t, p):
+    """A (c, h) pair of one token, as a tree cell returns it."""
+    h = torch.tanh(p.emb[t] @ p.W)
+    return h * 0.5, h
+
+
+@ab.program
+def transposed_pairs(tokens, p):
+    """The child-sum TreeLSTM's `child_c, child_h = zip(*states)` over a per-instance number of (c, h) pairs; the
+    sequences summed by stacking and by a loop, and returned (tuples, as Python gives them)."""
+    states = [cell_state(t, p) for t in tokens]
+    cs, hs = zip(*states)
+    h_sum = torch.stack(hs).sum(0)
+    c_sum = torch.zeros(4)
+    for c in cs:
+        c_sum = c_sum + c
+    return h_sum + c_sum, hs
+
+
+@ab.program
+def transposed_triples_into_two(tokens, p):
+    """`a, b = zip(*xs)` of 3-tuples: Python raises ValueError (too many values to unpack)."""
+    xs = [(p.emb[t], p.emb[t], t) for t in tokens]
+    a, b = zip(*xs)  # M:unzip_arity
+    return a[0]
+
+
+@ab.program
+def zip_star_in_a_loop(tokens, p):
+    """`zip(*xs)` iterated: not the unpacking form, rejected with it."""
+    xs = [(p.emb[t], p.b) for t in tokens]
+    out = p.b
+    for col in zip(*xs):  # M:unzip_loop
+        out = out + col[0]
+    return out
+
+
+@ab.program
+def transposed_empty(tokens, p):
+    """`zip(*xs)` of an empty list: Python raises ValueError (not enough values to unpack)."""
+    xs = [cell_state(t, p) for t in tokens if t > 100]
+    cs, hs = zip(*xs)  # M:unzip_empty
+    return cs[0]

@@ -87,7 +87,8 @@ def test_the_programs_use_the_constructs():
                     "instance tensor", "instance tensor written in place", "elif", "while True", "annotated assignment",
                     "with inference_mode", "with enable_grad", "module method call", "nn.Sequential",
                     "parameter list by data", "full reduction of a stack",
-                    "torch.cat of a list variable", "augmented assignment of a fresh tensor"):
+                    "torch.cat of a list variable", "augmented assignment of a fresh tensor",
+                    "item assignment of a fresh tensor"):
         assert feature in seen, feature
 
 

@@ -93,3 +93,55 @@ def test_an_update_another_holder_would_see_is_rejected_with_the_fix(prog, key):
     with pytest.raises(CompileError) as err:
         prog.compile(1, STRICT)
     assert f"idiom_progs.py:{_line(key)}" in str(err.value) and "write `x = x + y`" in str(err.value)
+
+
+ITEM_WRITES = [ip.crf_start, ip.item_writes, ip.rows_by_host_index, ip.item_cast]
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("prog", ITEM_WRITES, ids=lambda p: p.__name__)
+def test_item_assignment_into_a_fresh_tensor_matches_plain_pytorch(prog, backend):
+    _check(prog, [[1, 2, 3], [4], [5, 6], [7, 8, 9, 10, 11]], backend)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 15), min_size=1, max_size=8), min_size=1, max_size=6),
+       st.sampled_from(ITEM_WRITES))
+def test_item_assignment_on_random_lengths(batch, prog):
+    _check(prog, batch)
+
+
+def test_item_assignment_casts_as_pytorch_writes():
+    n, w = _check(ip.item_cast, [[1, 2], [3]])[0]
+    assert n.dtype == torch.int64 and w.dtype == torch.float64 and w[0].item() == 0.1
+
+
+def test_gradients_through_item_assignments_equal_plain_pytorch():
+    batch = [[1, 2, 3], [4], [5, 6]]
+    want_p, got_p = _params(), _params()
+    sum(x.sum() + s for x, s in (ip.item_writes(b, want_p) for b in batch)).backward()
+    sum(x.sum() + s for x, s in ip.item_writes.run(batch, got_p, options=STRICT)).backward()
+    for (n, want), (_, got) in zip(want_p.named_parameters(), got_p.named_parameters()):
+        assert (got.grad is None) == (want.grad is None), n
+        if want.grad is not None:
+            torch.testing.assert_close(got.grad, want.grad, **TOL, msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_an_item_index_out_of_range_is_an_error(backend):
+    with pytest.raises(IndexError):
+        ip.item_out_of_range([1, 2, 3], _params())
+    with pytest.raises(ShapeError, match="IndexError") as err, torch.inference_mode():
+        ip.item_out_of_range.run([[1], [1, 2, 3]], _params(), backend=backend, options=STRICT)
+    assert "instance 1" in str(err.value) and f"idiom_progs.py:{_line('out_of_range')}" in str(err.value)
+
+
+@pytest.mark.parametrize("prog, key, words", [
+    (ip.item_view, "item_view", "item assignment on a tensor writes into it in place"),
+    (ip.item_tensor_index, "tensor_index", "batched with int and slice indices"),
+    (ip.list_slice_write, "list_slice", "slice assignment of a list is not supported"),
+], ids=["view", "tensor-index", "list-slice"])
+def test_an_item_assignment_not_taken_is_rejected_with_the_fix(prog, key, words):
+    with pytest.raises(CompileError) as err:
+        prog.compile(1, STRICT)
+    assert f"idiom_progs.py:{_line(key)}" in str(err.value) and words in str(err.value), str(err.value)

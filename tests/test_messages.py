@@ -50,7 +50,7 @@ FIXED = [
     (m.nested_arity, "nested_arity", "`mix` takes 2 arguments, 1 given", m.nested_arity_fixed),
     (m.shared_item_write, "shared_item", "build a new tensor instead (e.g. `torch.where(mask, v, x)`",
      m.shared_item_write_fixed),
-    (m.slice_write, "slice_write", "for a tensor a new tensor (`x = torch.cat([x[:i], v, x[j:]])`)",
+    (m.slice_write, "slice_write", "writes into it in place: build a new tensor instead",
      m.slice_write_fixed),
     (m.index_param_by_tensor, "param_by_tensor", "index it with host numbers (`W[t]` for each `t`",
      m.index_param_by_tensor_fixed),

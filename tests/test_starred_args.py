@@ -21,7 +21,8 @@ TOL = {"rtol": 1e-5, "atol": 1e-6}
 STRICT = ab.Options(strict=True)
 
 FORMS = ["tuple_display", "returned_tuple", "chunks_unpacked", "loop_over_pairs", "module_unpacked", "host_calls",
-         "keywords_unpacked", "function_taking_args", "sizes_per_call", "unpacked_after_a_call_fixed"]
+         "keywords_unpacked", "function_taking_args", "sizes_per_call", "unpacked_after_a_call_fixed",
+         "transposed_pairs"]
 
 
 def _tokens(n: int, seed: int = 0) -> list[list[int]]:
@@ -147,3 +148,47 @@ def test_unpacking_equals_python_on_any_batch(batch):
     for prog in (sp.loop_over_pairs, sp.sizes_per_call, sp.function_taking_args):
         want, got = _plain_and_batched(prog, batch)
         torch.testing.assert_close(got, want, **TOL)
+
+
+def _line(key: str) -> int:
+    with open(sp.__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if line.rstrip().endswith(f"# M:{key}"))
+
+
+def test_transposed_pairs_are_tuples_as_python_gives_them():
+    want, got = _plain_and_batched(sp.transposed_pairs, _tokens(6, 1))
+    assert all(type(g[1]) is type(w[1]) is tuple and len(g[1]) == len(w[1]) for g, w in zip(got, want))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=6), min_size=1, max_size=5))
+def test_transposed_pairs_on_random_lengths(batch):
+    want, got = _plain_and_batched(sp.transposed_pairs, batch)
+    torch.testing.assert_close(got, want, **TOL)
+
+
+def test_gradients_through_transposed_pairs_equal_plain():
+    batch, want_p, got_p = _tokens(5, 4), sp.Params(), sp.Params()
+    sum(_loss(sp.transposed_pairs(x, want_p)) for x in batch).backward()
+    _loss(sp.transposed_pairs.run(batch, got_p, options=STRICT)).backward()
+    for (n, want), (_, got) in zip(want_p.named_parameters(), got_p.named_parameters()):
+        if want.grad is not None:
+            torch.testing.assert_close(got.grad, want.grad, **TOL, msg=lambda m: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("prog, key, message", [
+    (sp.transposed_triples_into_two, "unzip_arity", "a list of 3-tuples gives 3 sequences, unpacked here into 2"),
+    (sp.zip_star_in_a_loop, "unzip_loop", "`zip(*xs)` is static only unpacked at once into names"),
+], ids=["arity", "loop"])
+def test_zip_star_the_static_tier_does_not_take_is_explained(prog, key, message):
+    with pytest.raises(ab.CompileError) as err:
+        prog.run(_tokens(2), sp.Params(), options=STRICT)
+    assert f"starred_progs.py:{_line(key)}:" in str(err.value) and message in str(err.value), str(err.value)
+
+
+def test_zip_star_of_an_empty_list_raises_as_python_does():
+    with pytest.raises(ValueError, match="not enough values to unpack"):
+        sp.transposed_empty([1], sp.Params())
+    with pytest.raises(Exception, match="not enough values to unpack") as err:
+        sp.transposed_empty.run([[1], [2]], sp.Params(), options=STRICT)
+    assert f"starred_progs.py:{_line('unzip_empty')}" in str(err.value), str(err.value)

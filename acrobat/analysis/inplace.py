@@ -29,6 +29,13 @@ difference cannot be seen, and there computes ``x op y`` out of place:
   so, and the same errors (naming the instance and source line), are what
   the batched run gives.
 
+Item assignment ``x[idx] = v`` of such a tensor (the CRF tutorial's ``forward_var = torch.full((n,), -1e4)``
+then ``forward_var[0] = 0.``) is taken likewise, as ``x = item_set(x, idx, v)`` (``item_assignment``, the kind
+analysis's rewrite): where ``sole_holder`` holds, or where the write comes right after ``x``'s fresh binding
+(``written_fresh``: only other item assignments of ``x`` between them, so nothing has read ``x`` yet). The index
+is ints and slices (``x[0]``, ``x[i, 1:3]``: constants, or per-instance host ints, which a static block holds as
+0-D integer tensors); ``v`` is cast to ``x``'s dtype as PyTorch's write casts it.
+
 Autograd: plain PyTorch refuses ``backward`` through an in-place update of a
 value an operator saved (``x = torch.tanh(h); x += y``) or of a leaf that
 requires grad; the batched run computes those gradients as ``x = x op y``
@@ -45,6 +52,12 @@ from acrobat.frontend.ir import CallKind, known
 
 #: The augmented operators taken: those whose out-of-place form is ``ir.BinOp``'s arithmetic.
 OPS = frozenset({"+", "-", "*", "/"})
+
+Index = int | slice | torch.Tensor
+"""One part of an item assignment's index: an int (a 0-D integer tensor inside a static block) or a slice."""
+
+#: The dtype that holds a Python number of each type exactly.
+_NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
 #: Torch functions whose result is a new tensor that no operand shares memory with (with no ``out=``/``inplace=``).
 FRESH_FUNCTIONS = dict.fromkeys((
@@ -95,6 +108,8 @@ def sole_holder(fn: ir.Function, name: str) -> bool:
         if isinstance(s, ir.Assign) and name in s.target.names():
             if s.target.name != name or not (_fresh(s.value) or augmented(s) is not None):
                 return False
+        if isinstance(s, ir.ExprStmt) and is_item_write(s.value, name):  # `x[i] = v`: x's own update
+            ok.add(id(s.value.receiver))  # type: ignore[attr-defined]
         if isinstance(s, ir.Return) and s.value is not None:  # the function ends: nobody sees a later update
             ok.update(id(x) for x in (s.value.items if isinstance(s.value, ir.TupleExpr) else [s.value]))
         for root in ir.stmt_exprs(s):
@@ -103,6 +118,90 @@ def sole_holder(fn: ir.Function, name: str) -> bool:
                     reads.append(e)
                 ok.update(id(x) for x in _reading_operands(e))
     return all(id(x) in ok for x in reads)
+
+
+def is_item_write(e: ir.Expr, name: str | None = None) -> bool:
+    """Whether ``e`` is the parser's ``x.__setitem__(idx, v)`` of a variable ``x`` (named ``name``, if given)."""
+    return isinstance(e, ir.Call) and e.kind is CallKind.METHOD and e.target == "__setitem__" and \
+        isinstance(e.receiver, ir.Name) and name in (None, e.receiver.id)
+
+
+def written_fresh(fn: ir.Function, s: ir.ExprStmt) -> bool:
+    """Whether the item assignment ``s`` (``x[idx] = v``) comes right after a binding of ``x`` to a fresh value in
+    the same statement list, with only item assignments of ``x`` between them, and neither its index nor its
+    value reads ``x``: nothing can hold ``x``'s memory yet, so writing into it and rebinding it are the same."""
+    x = s.value.receiver.id  # type: ignore[attr-defined]
+    body = next(b for b in [fn.body, *(sub for t in ir.walk_stmts(fn.body) for sub in ir.sub_bodies(t))]
+                if any(t is s for t in b))
+    for t in reversed(body[:next(i for i, t in enumerate(body) if t is s) + 1]):
+        if isinstance(t, ir.Assign) and t.target.name == x:
+            return _fresh(t.value)
+        if not (isinstance(t, ir.ExprStmt) and is_item_write(t.value, x) and not any(
+                isinstance(n, ir.Name) and n.id == x for a in t.value.args for n in ir.walk(a))):  # type: ignore
+            return False
+    return False
+
+
+def item_assignment(s: ir.ExprStmt) -> ir.Assign:
+    """``x = item_set(x, idx, v)`` for the item assignment ``x[idx] = v`` (``s``): the call keeps the node id of
+    ``s``'s ``__setitem__`` call, so the kinds found for it are the rewrite's."""
+    e = s.value
+    assert isinstance(e, ir.Call) and isinstance(e.receiver, ir.Name)
+    call = ir.Call(e.loc, CallKind.TORCH, item_set, [e.receiver, *e.args], {})
+    call.nid = e.nid
+    return ir.Assign(s.loc, ir.Target(name=e.receiver.id), call)
+
+
+def item_set(x: torch.Tensor, index: Index | tuple[Index, ...], v: torch.Tensor | float | int | bool) -> torch.Tensor:
+    """What ``x[index] = v`` leaves in ``x``, computed out of place (the result shares no memory with ``x``):
+    ``x``'s shape and dtype, ``v`` broadcast to ``x[index]``'s shape and cast to ``x``'s dtype as PyTorch's write
+    casts it. ``index``: ints and slices, an int possibly a 0-D integer tensor (a per-instance host int inside a
+    static block); differentiable in ``x`` and ``v``.
+
+    Raises:
+        IndexError: as PyTorch does: more indices than ``x`` has dimensions, an int out of bounds (a tensor
+            one inside a compiled kernel: its bounds check), an index that is neither an int nor a slice.
+        RuntimeError: ``v`` does not broadcast to ``x[index]``'s shape (PyTorch's message).
+        TypeError: ``v`` is neither a tensor nor a number.
+    """
+    parts = index if isinstance(index, tuple) else (index,)
+    if len(parts) > x.dim():
+        raise IndexError(f"too many indices for tensor of dimension {x.dim()}")
+    for p in parts:
+        if isinstance(p, bool) or not isinstance(p, (int, slice, torch.Tensor)) or isinstance(p, torch.Tensor) and (
+                p.dim() != 0 or p.dtype.is_floating_point or p.dtype == torch.bool):
+            raise IndexError("only integers and slices are valid indices of an item assignment the static tier "
+                             f"batches (got {type(p).__name__})")
+    sizes = [len(range(n)[p]) if isinstance(p, slice) else None for n, p in zip(x.shape, parts)]
+    if not isinstance(v, torch.Tensor) and type(v) not in _NUMBER_DTYPES:
+        raise TypeError(f"the value of an item assignment the static tier batches is a tensor or a number, not a "
+                        f"{type(v).__name__}")
+    if not isinstance(v, torch.Tensor):  # a factory, not a constant tensor: a traced kernel takes no new input
+        v = torch.full((), v, dtype=_NUMBER_DTYPES[type(v)], device=x.device)  # the number's own precision
+    value = torch.broadcast_to(v.to(x.dtype),
+                               [n for n in sizes if n is not None] + list(x.shape[len(parts):]))
+    for d, n in enumerate(sizes):
+        if n is None:
+            value = value.unsqueeze(d)  # an int keeps its dimension, of size 1, until the write
+    return _put(x, parts, value, 0)
+
+
+def _put(x: torch.Tensor, parts: tuple[Index, ...], value: torch.Tensor, d: int) -> torch.Tensor:
+    """``x`` with the positions ``parts`` selects, from dimension ``d`` on, set to ``value`` (whose shape is that
+    selection's, an int's dimension kept as size 1): ``index_copy`` of each dimension's positions."""
+    if not parts:
+        return value
+    p, n = parts[0], x.shape[d]
+    if isinstance(p, slice):  # positions by `arange`, not a constant tensor (a traced kernel takes no new input)
+        start, _, step = p.indices(n)
+        at = torch.arange(len(range(n)[p]), device=x.device) * step + start
+    elif isinstance(p, torch.Tensor):
+        at = torch.where(p < 0, p + n, p).reshape(1).long()
+    elif -n <= p < n:
+        at = torch.arange(p % n, p % n + 1, device=x.device)
+    else:
+        raise IndexError(f"index {p} is out of bounds for dimension {d} with size {n}")
+    return x.index_copy(d, at, _put(x.index_select(d, at), parts[1:], value, d + 1))
 
 
 def _fresh(e: ir.Expr) -> bool:

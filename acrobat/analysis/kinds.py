@@ -360,6 +360,9 @@ class Spec:
     # call nid -> the sizes (keys) of what its starred arguments unpack, by their nids, and its expansion
     # (``_Analyzer.unpack``); the specialization's ``fn`` holds the expanded calls once the analysis is done
     unpacked: dict[int, tuple[dict[int, int | tuple[str, ...]], ir.Call]] = field(default_factory=dict)
+    # nid of an item assignment `x[i] = v` of a tensor -> its rewrite `x = item_set(x, i, v)` (``item_assignment``);
+    # the specialization's ``fn`` holds the rewrites once the analysis is done
+    written: dict[int, ir.Assign] = field(default_factory=dict)
     # nid -> expression of a tensor kind that the function iterates (``for v in x``, ``zip(x, ys)``), whose rows
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
@@ -621,10 +624,14 @@ class _Analyzer:
         """Analyse one statement; True if it always returns."""
         match s:
             case ir.Assign(target=t, value=v):
-                k = self.expr(v)
+                k = self.unzip(s) if unpacking.is_unzip(v) and t.items is not None and not any(
+                    x.starred for x in t.items) else self.expr(v)
                 self.bind(s, t, k)
                 self.flow_target(s, t, v, k)
             case ir.ExprStmt(value=v):
+                written = self.item_assignment(s) if inplace.is_item_write(v) else None
+                if written is not None:
+                    return self.stmt(written, entry)
                 self.expr(v)
             case ir.Return(value=v):
                 k = self.expr(v) if v is not None else HOST
@@ -1168,6 +1175,51 @@ class _Analyzer:
                             "stored, passed or bound elsewhere: acrobat.analysis.inplace); write "
                             f"`x = x {e.op} y`")
 
+    def unzip(self, s: ir.Assign) -> Kind:
+        """The kind of ``zip(*xs)`` in ``a, b = zip(*xs)`` (``s``): a tuple of lists (``unpacking.unzipped``),
+        which the generated code computes as Python does, by ``zip``. Issue 18 §2.
+
+        Raises:
+            CompileError: ``xs`` is not a list of tuples of as many items as ``s`` has names.
+        """
+        e = s.value
+        assert isinstance(e, ir.Call) and isinstance(e.args[0], ir.Starred) and s.target.items is not None
+        k = self.note(e.args[0], self.expr(e.args[0].value))
+        if k is BOTTOM or isinstance(k, ListK) and k.elem is BOTTOM:
+            return self.note(e, BOTTOM)  # what the list holds is not known yet: the fixpoint comes back
+        found = unpacking.unzipped(k, len(s.target.items))
+        if isinstance(found, str):
+            raise self.error(e, found)
+        return self.note(e, found)
+
+    def item_assignment(self, s: ir.ExprStmt) -> ir.Assign | None:
+        """``x = item_set(x, idx, v)`` for the item assignment ``x[idx] = v`` (``s``) of a tensor variable ``x``
+        that alone holds a fresh value (``inplace.sole_holder``, or ``inplace.written_fresh``: the write right
+        after the binding), the same statement (node ids) at each pass (``spec.written``); the specialization's ``fn`` holds
+        it once the analysis is done. None for any other item assignment (a list's; a tensor's, which the call
+        rules reject). Issue 18 §2.
+
+        Raises:
+            CompileError: an index that is not ints and slices (constants or host ints).
+        """
+        e = s.value
+        assert isinstance(e, ir.Call) and isinstance(e.receiver, ir.Name)
+        k = self.env.get(e.receiver.id, BOTTOM)
+        if not (isinstance(k, TensorK) or isinstance(k, SharedK) and not k.host) or not (
+                s.nid in self.spec.written or inplace.written_fresh(self.spec.fn, s) or
+                inplace.sole_holder(self.spec.fn, e.receiver.id)):
+            return None
+        index = e.args[0]
+        for x in index.items if isinstance(index, ir.TupleExpr) else [index]:
+            parts = ir.children(x) if isinstance(x, ir.Slice) else [x]
+            if not all(isinstance(c, ir.Const) and type(c.value) is int or
+                       not isinstance(x, ir.Slice) and not isinstance(c, ir.Const) and self.expr(c) is HOST
+                       for c in parts):
+                raise self.error(x, "an item assignment into a tensor is batched with int and slice indices (an "
+                                    "int a constant or a host value, a slice's bounds constants): write "
+                                    "`torch.where(mask, v, x)` for other positions")
+        return self.spec.written.setdefault(s.nid, inplace.item_assignment(s))
+
     def row_axis(self, e: ir.Call, operand: Kind | None) -> bool:
         """Whether ``e`` applies ``squeeze``/``unsqueeze``/``softmax``/``log_softmax`` to the stacked list
         ``operand`` along a constant positive ``dim``: past the list axis, axis ``dim - 1`` of every row, so row by
@@ -1491,7 +1543,7 @@ class _Analyzer:
             k = self.expr(s.value)
             if k is BOTTOM:
                 return None
-            found = unpacking.shape(s, k)
+            found = unpacking.shape(e, s, k)
             if isinstance(found, str):
                 raise self.error(s, found)
             shapes[s.nid] = found
@@ -1842,7 +1894,8 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
             todo.extend(reachable[k].calls.values())
     for spec in reachable.values():
         # the later passes see calls with starred arguments expanded
-        spec.fn = unpacking.rewritten(spec.fn, {nid: call for nid, (_, call) in spec.unpacked.items()})
+        spec.fn = unpacking.rewritten(spec.fn, {nid: call for nid, (_, call) in spec.unpacked.items()},
+                                      spec.written)
         # became per-instance once the fixpoint saw tensor operands (an op's kind, or its operand's: the item of
         # what was a shared op and became a tuple of tensors is no op at all)
         spec.shared_ops = {n for n in spec.shared_ops - spec.ops if isinstance(spec.kinds.get(n), SharedK)}

@@ -332,6 +332,8 @@ def _list_method(a: _Analyzer, s: Site) -> Kind:
     if name == "reverse":  # reorders the list in place: a change, nothing put in
         a.mutate(e, e.receiver, None)
         return HOST
+    if name == "__setitem__" and isinstance(e.args[0], ir.Slice):
+        raise a.error(e, "slice assignment of a list is not supported: build a new list (`xs = xs[:i] + [v]`)")
     value = s.args[0] if name == "append" else s.args[1]  # insert(i, v) / xs[i] = v: like append (an element)
     if name != "append" and has_tensor(s.args[0]):
         a.no_tensor(e.args[0], s.args[0], "a list index")

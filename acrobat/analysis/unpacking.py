@@ -29,9 +29,9 @@ def starred(e: ir.Call) -> list[ir.Starred]:
     return [a for a in [*e.args, *e.kwargs.values()] if isinstance(a, ir.Starred)]
 
 
-def shape(s: ir.Starred, k: Kind) -> Shape | str:
-    """The size (keys) of the value ``s`` unpacks, of kind ``k``; or, when the static tier cannot unpack it,
-    why and what to write instead."""
+def shape(call: ir.Call, s: ir.Starred, k: Kind) -> Shape | str:
+    """The size (keys) of the value ``s`` (an argument of ``call``) unpacks, of kind ``k``; or, when the static
+    tier cannot unpack it, why and what to write instead."""
     if s.double:
         if isinstance(k, DictK):
             return k.keys
@@ -39,6 +39,9 @@ def shape(s: ir.Starred, k: Kind) -> Shape | str:
                 "(`kw = {\"dim\": 0}`, then `f(x, **kw)`); pass the arguments as keywords (`f(x, dim=d)`)")
     if isinstance(k, TupleK):
         return len(k.items)
+    if isinstance(k, ListK) and is_unzip(call):
+        return ("`zip(*xs)` is static only unpacked at once into names, `a, b = zip(*pairs)` (a list of tuples "
+                "transposed): write it so, or build each sequence in a loop (`cs = [x[0] for x in xs]`)")
     if isinstance(k, ListK):
         return ("`*` unpacks a list, whose length may differ per instance: the static tier unpacks tuples (a "
                 "tuple display `pair = (a, b)`, a tuple a function returns, `torch.chunk(x, 3)`); pass the list "
@@ -46,6 +49,26 @@ def shape(s: ir.Starred, k: Kind) -> Shape | str:
     what = "a tensor (its rows)" if has_tensor(k) else f"a {k}, whose length the analysis does not know"
     return (f"`*` unpacks {what}: the static tier unpacks tuples (a tuple display `pair = (a, b)`, a tuple a "
             "function returns, `torch.chunk(x, 3)`); pass the items explicitly (`f(t[0], t[1])`)")
+
+
+def is_unzip(e: ir.Expr) -> bool:
+    """Whether ``e`` is ``zip(*xs)`` of one variable ``xs`` (the transpose of a list of tuples)."""
+    return isinstance(e, ir.Call) and e.kind is ir.CallKind.BUILTIN and e.target == "zip" and not e.kwargs and \
+        len(e.args) == 1 and isinstance(e.args[0], ir.Starred) and not e.args[0].double
+
+
+def unzipped(k: Kind, names: int) -> Kind | str:
+    """The kind of ``zip(*xs)`` unpacked into ``names`` names (``a, b = zip(*pairs)``), ``xs`` of kind ``k``: a
+    tuple of ``names`` sequences, the i-th holding item i of every tuple of ``xs`` (a tuple as Python gives it; of
+    kind ``ListK``, as long as ``xs``, which differs per instance); or, when the static tier cannot take it, why.
+    Python raises ``ValueError`` for an empty ``xs`` (it gives no sequence to unpack): so does the run."""
+    if isinstance(k, ListK) and isinstance(k.elem, TupleK):
+        if len(k.elem.items) != names:
+            return (f"`zip(*xs)` of a list of {len(k.elem.items)}-tuples gives {len(k.elem.items)} sequences, "
+                    f"unpacked here into {names} names (Python raises ValueError)")
+        return TupleK(tuple(ListK(x) for x in k.elem.items))
+    return (f"`a, b = zip(*xs)` transposes a list of tuples (`xs = [(c, h), ...]`, a tuple each of the same size); "
+            f"this `xs` is a {k}: build the sequences in a loop (`cs = [x[0] for x in xs]`)")
 
 
 def expanded(e: ir.Call, shapes: Mapping[int, Shape]) -> ir.Call:
@@ -79,16 +102,22 @@ def expanded(e: ir.Call, shapes: Mapping[int, Shape]) -> ir.Call:
     return out
 
 
-def rewritten(fn: ir.Function, expansions: Mapping[int, ir.Call]) -> ir.Function:
-    """A copy of ``fn`` (node ids kept) whose calls are their expansions ``expansions[call nid]``; ``fn`` itself
-    when it has none."""
+def rewritten(fn: ir.Function, expansions: Mapping[int, ir.Call],
+              statements: Mapping[int, ir.Stmt] | None = None) -> ir.Function:
+    """A copy of ``fn`` (node ids kept) whose calls are their expansions ``expansions[call nid]`` and whose
+    statements are ``statements[statement nid]`` (an item assignment's rewrite, ``inplace.item_assignment``);
+    ``fn`` itself when it has neither."""
+    statements = statements or {}
     found = [e for s in ir.walk_stmts(fn.body) for root in ir.stmt_exprs(s) for e in ir.walk(root)
              if isinstance(e, ir.Call) and e.nid in expansions]
-    if not found:
+    rewrites = [s for s in ir.walk_stmts(fn.body) if s.nid in statements]
+    if not found and not rewrites:
         return fn
     memo: dict[int, object] = {id(fn.source_lines): fn.source_lines}
     for e in reversed(found):  # a call inside another's arguments first: the outer expansion holds the original
         memo[id(e)] = copy.deepcopy(expansions[e.nid], memo)
+    for s in rewrites:
+        memo[id(s)] = copy.deepcopy(statements[s.nid], memo)
     return copy.deepcopy(fn, memo)
 
 

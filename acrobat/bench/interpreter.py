@@ -374,7 +374,9 @@ class Interpreter(LoweredVisitor[_Frame]):
                         fn = self.expr(f, r)  # type: ignore[arg-type]
                     case _:
                         raise NotImplementedError(f"interpreter: a {kind} call at {e.loc}")
-                return fn(*[self.expr(f, x) for x in args], **{n: self.expr(f, x) for n, x in kw.items()})
+                positional = [v for x in args for v in (  # `zip(*pairs)`: the only starred argument left
+                    self.expr(f, x.value) if isinstance(x, ir.Starred) else [self.expr(f, x)])]
+                return fn(*positional, **{n: self.expr(f, x) for n, x in kw.items()})
         raise NotImplementedError(f"interpreter: expression {type(e).__name__} at {e.loc}")
 
 

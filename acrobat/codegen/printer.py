@@ -103,10 +103,12 @@ def expr_source(e: ir.Expr, g: Globals, subst: Callable[[ir.Expr], str | None]) 
             return g.alias(v, "const")
         case ir.Attr(obj=o, attr=a):
             return f"{p(o)}.{a}"
+        case ir.Subscript(obj=o, index=ir.Slice(lower=a, upper=b, step=c)):
+            return f"{p(o)}[{':'.join('' if x is None else p(x) for x in (a, b, c))}]"
         case ir.Subscript(obj=o, index=i):
             return f"{p(o)}[{p(i)}]"
-        case ir.Slice(lower=a, upper=b, step=c):
-            return ":".join("" if x is None else p(x) for x in (a, b, c))
+        case ir.Slice(lower=a, upper=b, step=c):  # in a tuple index or an argument (`item_set(x, (0, 1:3), v)`)
+            return f"slice({', '.join('None' if x is None else p(x) for x in (a, b, c))})"
         case ir.TupleExpr(items=items):
             return "(" + "".join(p(x) + ", " for x in items) + ")"
         case ir.ListExpr(items=items):

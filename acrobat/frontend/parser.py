@@ -490,9 +490,7 @@ class _Translator:
             return self.body(pre) + (rest if isinstance(rest, list) else [rest] if rest is not None else [])
         match s:
             case ast.Assign(targets=[ast.Subscript(value=ast.Name(id=lst), slice=idx)], value=value) if lst in self.locals:
-                if isinstance(idx, ast.Slice):
-                    raise self.error(s, "slice assignment is not supported: build a new list (`xs = xs[:i] + [v]`), or "
-                                        "for a tensor a new tensor (`x = torch.cat([x[:i], v, x[j:]])`)")
+                # a list's `xs[i] = v`, a tensor's `x[0, 1:3] = v` (acrobat.analysis.inplace): the kinds tell which
                 return ir.ExprStmt(loc, ir.Call(loc, ir.CallKind.METHOD, "__setitem__",
                                                 [self.expr(idx), self.expr(value)], {},
                                                 receiver=ir.Name(loc, lst)))

@@ -623,8 +623,9 @@ def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
             return {key: _rebuild(x[key], k, tensors) for key, k in zip(keys, items)}
         case TupleLayout(items=items):
             return tuple(_rebuild(i, k, tensors) for i, k in zip(x, items))
-        case ListLayout(elem=elem):
-            return [_rebuild(i, elem, tensors) for i in x]
+        case ListLayout(elem=elem):  # a tuple where the program holds one (`cs, hs = zip(*pairs)`), as Python
+            items = [_rebuild(i, elem, tensors) for i in x]
+            return tuple(items) if isinstance(x, tuple) else items
     return x
 
 

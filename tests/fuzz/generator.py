@@ -798,12 +798,20 @@ class Gen:
             self.feat("augmented assignment of a fresh tensor")
             acc = self.fresh("acc")
             lines.append(f"{acc} = {self.ch.pick(['torch.tanh', 'torch.sigmoid'])}({self.tensor(sc)})")
+            lines += self.item_writes(acc)
             for _ in range(self.ch.int(1, 3)):
                 op = self.ch.pick(["+=", "-=", "*=", "/="])
                 lines.append(f"{acc} {op} {self.tensor(sc) if op != '/=' else '2.0'}")
             value = f"{acc} * 1.0"
         sc.vars[name] = "T"
         return [*lines, f"{name} = {value}"]
+
+    def item_writes(self, acc: str) -> list[str]:
+        """Item assignments into ``acc`` right after its fresh binding (issue 18 §2: ``x[0] = v``, the CRF
+        tutorial's form; ``acrobat.analysis.inplace.item_set``), an int and a slice. It draws no choice, so the
+        programs of the seeds picked before keep their other constructs."""
+        self.feat("item assignment of a fresh tensor")
+        return [f"{acc}[0] = 0.5", f"{acc}[-2:] = {acc}.sum() * 0.1"]
 
     def tensor_rows(self, sc: Scope, depth: int) -> list[str]:
         """Python over a tensor's rows (issue 18 §2) of an (H, H) tensor ``M`` (per-instance, shared or a weight):
