@@ -820,6 +820,18 @@ class _Analyzer:
             self.fields[attr] = new
             self.changed = True
 
+    def fields_read_before_stored(self) -> bool:
+        """At a fixpoint: give host data's kind to every field no store gave a kind, because each value stored
+        there derives from a read of the field itself (``n.seen = n.seen + 1``). Such a read gives what the
+        instance's object held before the run, host data as any attribute of the instance; left BOTTOM, the
+        values computed from it were taken for shared values (the loop-carried ``h`` of
+        ``h = tanh(p.lin(h) + n.seen)`` lowered to its initial value: a wrong answer). Returns whether a field
+        changed (the fixpoint then runs again)."""
+        unknown = [attr for attr, k in self.fields.items() if k is BOTTOM]
+        for attr in unknown:
+            self.fields[attr] = HOST
+        return bool(unknown)
+
     def narrow(self, names: set[str]) -> None:
         """In a branch where ``name is not None`` holds, it has the kind of its non-None values."""
         for name in names:
@@ -1885,6 +1897,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
             an.body(spec.fn.body, entry=spec.key == key)
             an.sync_lists()
             an.build_rows(spec)
+        an.changed = an.changed or an.fields_read_before_stored()
     reachable: dict[SpecKey, Spec] = {}
     todo = [key]
     while todo:  # specializations requested with not-yet-final kinds are dropped

@@ -75,10 +75,14 @@ _VALUE_READS = frozenset({"item", "tolist", "numpy", "__bool__", "__int__", "__f
                           "__len__", "__repr__", "__str__", "__format__", "__array__", "__contains__", "data_ptr",
                           "equal", "allclose", "is_nonzero", "backward", "register_hook", "retain_grad", "storage",
                           "untyped_storage", "__deepcopy__", "__reduce_ex__"})
-#: Methods that read a tensor's value, or write into one (also every ``name_`` method): they run eagerly.
-_EAGER_NAMES = _VALUE_READS | {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__imatmul__",
-                               "__ifloordiv__", "__ipow__", "copy_", "set_", "share_memory_", "detach_",
-                               "requires_grad_", "clone_"}
+#: Methods that read a tensor's value, or write into one (also every ``name_`` method): they run eagerly. The
+#: in-place operators by the ``__name__`` torch gives them (``Tensor.__itruediv__`` is ``__idiv__``: a write
+#: missed here was recorded as a lazy view of its operand, and the next write replayed it: ``x /= 2`` then
+#: ``x -= y`` divided ``x`` three times).
+_EAGER_NAMES = _VALUE_READS | {"__setitem__", "__iadd__", "__isub__", "__imul__", "__idiv__", "__itruediv__",
+                               "__imatmul__", "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__",
+                               "__ixor__", "__ilshift__", "__irshift__", "copy_", "set_", "share_memory_",
+                               "detach_", "requires_grad_", "clone_"}
 #: Indexing a parameter with a per-instance number: a node (an embedding lookup batches as one gather).
 _LOOKUPS = {torch.Tensor.__getitem__, torch.Tensor.index_select, torch.nn.functional.embedding, torch.embedding}
 #: Shape queries of a real tensor: answered directly (no node, no key).
