@@ -614,21 +614,14 @@ class _Lowerer:
     def shape_query(self, e: ir.Expr) -> bool:
         """``x.shape``, ``x.shape[0]``, ``x.size(0)``, ``x.ndim``, ``len(x)`` of a per-instance tensor ``x``,
         with constant indices: inside a block these are plain Python ints of the per-instance shape."""
-        def tensor(x: ir.Expr) -> bool:
-            return isinstance(self.kind(x), TensorK)
         match e:
-            case ir.Attr(obj=o, attr=a) if a in SHAPE_ATTRS:
-                return tensor(o)
-            case ir.Subscript(obj=o, index=ir.Const()):
-                return self.shape_query(o) and isinstance(o, ir.Attr) and o.attr == "shape"
-            case ir.Call(kind=ir.CallKind.METHOD, target=t, receiver=r, args=args, kwargs=kw) if t in SHAPE_METHODS:
-                return r is not None and tensor(r) and all(isinstance(a, ir.Const) for a in [*args, *kw.values()])
             case ir.Call(kind=ir.CallKind.BUILTIN, target="len", args=[a]):
-                return tensor(a)
+                return isinstance(self.kind(a), TensorK)
             case ir.BinOp(left=a, right=b) if e.op in ("+", "-", "*", "//", "%"):  # `y.size(0) // 2`
                 parts = [self.shape_query(x) for x in (a, b)]
                 return any(parts) and all(q or isinstance(x, ir.Const) for q, x in zip(parts, (a, b)))
-        return False
+        read = _metadata_read(e)
+        return read is not None and isinstance(self.kind(read), TensorK)
 
     def make_block(self, stmts: list[ir.Assign], is_static: bool) -> BlockCall:
         params: list[BlockParam] = []
@@ -898,14 +891,15 @@ def _continues(body: list[ir.Stmt]) -> bool:
 
 def _metadata_read(e: ir.Expr) -> ir.Expr | None:
     """The object ``e`` reads the metadata of (``o.dtype``, ``o.device``, ``o.ndim``, ``o.shape``, ``o.shape[i]``,
-    ``o.size(i)``, ``o.dim()``, ``o.numel()`` with constant arguments), or None."""
+    ``o.size(i)``, ``o.dim()``, ``o.numel()`` with constant arguments), or None: of a per-instance tensor, a shape
+    query (``_Lowerer.shape_query``); of the instance's own tensor, read in the block too (``make_block``)."""
     match e:
         case ir.Attr(obj=o, attr=a) if a in SHAPE_ATTRS:
             return o
         case ir.Subscript(obj=ir.Attr(obj=o, attr="shape"), index=ir.Const()):
             return o
-        case ir.Call(kind=ir.CallKind.METHOD, target=t, receiver=o, kwargs={}) if t in SHAPE_METHODS and \
-                o is not None and all(isinstance(a, ir.Const) for a in e.args):
+        case ir.Call(kind=ir.CallKind.METHOD, target=t, receiver=o, args=args, kwargs=kw) if t in SHAPE_METHODS and \
+                o is not None and all(isinstance(a, ir.Const) for a in [*args, *kw.values()]):
             return o
     return None
 

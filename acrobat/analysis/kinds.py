@@ -420,8 +420,9 @@ def shared_fact(v: Any) -> str:
         return "host"
     if isinstance(v, torch.nn.LSTMCell):
         return "pair"
-    if recurrent_kind(v) is not None:
-        return f"recurrent {recurrent_kind(v)}"
+    rnn = recurrent_kind(v)
+    if rnn is not None:
+        return f"recurrent {rnn}"
     if type(v) is torch.nn.Embedding:
         return "embedding"
     if isinstance(v, torch.nn.Module) and program_methods(type(v)):  # its methods are analysed as written
@@ -1443,11 +1444,12 @@ class _Analyzer:
         recv = self.expr(e.receiver)
         name = str(e.target) if e.kind is CallKind.METHOD else "forward"
         receiver, called = e.receiver, e.kind is CallKind.VALUE
-        sub = isinstance(recv, SharedK) and recv.ref[0] == "arg" and not called and self.submodule(recv, name)
+        sub = not called and self.submodule(recv, name)
         if sub:  # `self.tree_lstm(tree, xs)`: the submodule is called (its kind without a node: see below)
-            recv, name, called = self.shared_path(recv.ref + ((".", name),)), "forward", True
+            recv, name, called = self.shared_path(recv.ref + ((".", name),)), "forward", True  # type: ignore[union-attr]
         fn = self.module_method(recv, name, called)
-        if fn is None or fn is self.implicit_of(fn.fn) and not any(type(self.expr(a)) is HostK for a in e.args):
+        implicit = fn is not None and fn is self.implicit_of(fn.fn)
+        if fn is None or implicit and not any(type(self.expr(a)) is HostK for a in e.args):
             return False  # an undecorated method given no per-instance host data: one operator, as before
         if sub:  # made only now: a node made at every visit of a call left as it is would never reach a fixpoint
             receiver = ir.Attr(e.receiver.loc, e.receiver, str(e.target))
@@ -1458,7 +1460,7 @@ class _Analyzer:
                 or any(p.default is p.empty or not isinstance(p.default, (int, float, str, bool, type(None)))
                        for p in rest):
             return False
-        if not self.adopt(fn, quiet=fn is self.implicit_of(fn.fn)):
+        if not self.adopt(fn, quiet=implicit):
             return False
         e.kind, e.target, e.receiver = CallKind.PROGRAM, fn, None
         e.args = [receiver, *e.args, *(ir.Const(e.loc, p.default) for p in rest)]
@@ -1512,10 +1514,10 @@ class _Analyzer:
         return True
 
     def submodule(self, recv: Kind, attr: str) -> bool:
-        """Whether ``attr`` of the shared module ``recv`` names in this run is a submodule whose ``forward`` is an
+        """Whether ``attr`` of the shared module the path ``recv`` names in this run is a submodule whose ``forward`` is an
         ``@acrobat.function`` or the model's own undecorated code (``implicit_of``; then ``recv.attr(...)``
         calls it, and ``method_call`` analyses its ``forward``)."""
-        if not isinstance(recv, SharedK) or recv.host or self.resolve is None:
+        if not isinstance(recv, SharedK) or recv.host or recv.ref[0] != "arg" or self.resolve is None:
             return False
         module = self.resolve(recv.ref)
         sub = getattr(module, attr, None) if isinstance(module, torch.nn.Module) else None

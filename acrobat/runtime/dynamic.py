@@ -187,9 +187,8 @@ class _View(NamedTuple):
     ``func`` of ``leaves`` (``struct``), the base at leaf ``leaf``, the view its tensor output ``out``
     (``Recorder.track_views``, ``Recorder.write_own``)."""
 
-    lazy: Any  # the view (a Lazy; kept alive with the run)
+    lazy: Any  # the view (a Lazy), kept alive with the run: ``views`` is keyed by its id
     base: Any  # the Lazy it views
-    name: str
     func: Any
     op: _Op
     leaves: tuple
@@ -560,7 +559,7 @@ class Recorder:
         for k, (out, i) in enumerate(zip(outs, op.aliases)):
             if i >= 0:
                 base = leaves[i]
-                self.views[id(out)] = _View(out, base, op.block.name, func, op, tuple(leaves), struct, i, k)
+                self.views[id(out)] = _View(out, base, func, op, tuple(leaves), struct, i, k)
                 self.view_lazies.setdefault(id(base), []).append(out)
         return result
 
