@@ -432,8 +432,8 @@ class Program(Function[P, R]):
                 judged = blame(exc, self.__name__, instances, lambda x: self.plain(x, shared), be.name)
                 if judged is exc:
                     raise
-                if isinstance(judged, InternalError) and getattr(exc, "per_instance_shapes", False):
-                    judged = exc  # plain calls run them: tensors of per-instance shapes, the static tier's limit
+                if isinstance(judged, InternalError) and getattr(exc, "static_limit", False):
+                    judged = exc  # plain calls run it: a limit of the static tier (tensors of per-instance shapes)
                     if c.plan.dynamic is not None or c.effects or options.strict:
                         raise
                 elif not isinstance(judged, InternalError) or c.plan.dynamic is not None or c.effects \
@@ -514,16 +514,16 @@ class Program(Function[P, R]):
                      stats: RunStats | None, sync: bool, sparse_grads: bool) -> list[Any]:
         """The batch again in the dynamic tier (the model's own Python per instance, its operators batched at
         run time: correct by construction), after the static tier failed on it with ``failed``: acrobat's own
-        bug (an ``InternalError``), or tensors whose shapes differ between instances meeting in one static
-        block, which plain calls run (a ``ShapeError`` marked ``per_instance_shapes``: the static tier batches
-        equal shapes only). Said by a ``DynamicFallbackWarning`` and in ``stats.fallback``. Only for programs
+        bug (an ``InternalError``), or a limit of the static tier met at run time where plain calls run the
+        instance (a ``ShapeError`` whose ``static_limit`` names it: tensors whose shapes differ between instances meeting
+        in one static block, or an operand a stacked list's rows cannot take). Said by a ``DynamicFallbackWarning`` and in ``stats.fallback``. Only for programs
         whose calls change no host state that outlives them (a second run would repeat those changes).
 
         Raises:
             InternalError: ``failed``, when it is one and the dynamic tier fails as well.
-            AcrobatError: the dynamic tier's own error (naming the instance) after a ``per_instance_shapes`` one.
+            AcrobatError: the dynamic tier's own error (naming the instance) after a ``static_limit`` one.
         """
-        limit = "" if isinstance(failed, InternalError) else "the static tier batches tensors of equal shapes only: "
+        limit = "" if isinstance(failed, InternalError) else f"{getattr(failed, 'static_limit', 'a limit')}: "
         warnings.warn(f"{limit}{failed}\n  the batch ran in the dynamic tier instead (slower; Options(strict=True) "
                       "raises the error)", DynamicFallbackWarning, stacklevel=3)
         try:

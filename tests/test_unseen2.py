@@ -198,3 +198,36 @@ def test_per_instance_shapes_are_said_as_the_static_tiers_limit_not_a_bug():
         torch.testing.assert_close(got, [_pooled_instance_tensor(x, p) for x in batch])
         with pytest.raises(ab.ShapeError, match="different shapes"):
             _pooled_instance_tensor.run(batch, p, backend="eager", options=ab.Options(strict=True))
+
+
+class _Batched3(nn.Module):
+    """An embedding and a stack of two 4x4 matrices (a 3-D weight)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.emb = nn.Embedding(10, 4)
+        self.W3 = nn.Parameter(torch.randn(2, 4, 4))
+
+
+@ab.program
+def _stack_times_3d_weight(toks, p):
+    S = torch.stack([p.emb(torch.tensor(t)) for t in toks])
+    return (S @ p.W3).sum()
+
+
+def test_a_limit_of_the_static_tier_met_at_run_time_reruns_the_batch_in_the_dynamic_tier():
+    """`torch.stack(xs) @ W` with a 3-D W compiles (the rows' ranks are known only at run time) and the rows
+    cannot take it (a LimitError in the block): the batch reruns in the dynamic tier, as for per-instance shapes,
+    with the plain calls' results and a warning naming the limit and the line (it raised a ShapeError before);
+    strict raises it."""
+    p, batch = _Batched3(), [[1, 2, 3], [4, 5]]
+    stats = ab.RunStats()
+    with pytest.warns(DynamicFallbackWarning) as caught, torch.no_grad():
+        got = _stack_times_3d_weight.run(batch, p, backend="eager", stats=stats)
+    text = " ".join(str(w.message) for w in caught)
+    assert "a limit of the static tier" in text and "test_unseen2.py:" in text and "bug in acrobat" not in text
+    with torch.no_grad():
+        torch.testing.assert_close(got, [_stack_times_3d_weight(x, p) for x in batch])
+        with pytest.raises(ab.ShapeError, match="1-D or 2-D w"):
+            _stack_times_3d_weight.run(batch, p, backend="eager", options=ab.Options(strict=True))

@@ -552,7 +552,9 @@ class Runtime:
             except Exception as e:  # noqa: BLE001 - reported with its location
                 err = ShapeError(f"instance {inst}: {type(e).__name__}: {e}\n{_failing_line(block, e).where()}\n"
                                  f"  (static block {block.name})", instance=inst)
-                return mark_limit(err) if isinstance(e, LimitError) else err
+                if isinstance(e, LimitError):  # the static tier's limit (Program.run reruns it in the dynamic tier)
+                    err.static_limit = "a limit of the static tier"  # type: ignore[attr-defined]
+                return err
         for j, p in enumerate(block.params):
             shapes = [tuple(v[j].shape) for v in per_instance]
             if len(set(shapes)) > 1:
@@ -562,7 +564,7 @@ class Runtime:
                     f"instances {g.insts[0]} and {g.insts[odd]} give `{p.source}` different shapes {first} vs "
                     f"{shapes[odd]} in static block {block.name}: instances batched together must agree on tensor "
                     f"shapes\n{p.site.where()}", instance=g.insts[odd])
-                err.per_instance_shapes = True  # type: ignore[attr-defined]  # the static tier's limit (Program.run)
+                err.static_limit = "the static tier batches tensors of equal shapes only"  # type: ignore[attr-defined]
                 return err
         why = ("an operator there has no batching rule, or reads a tensor's value inside the block"
                if self.arena is None else "an operator there has no batching rule or is rejected by the kernel "

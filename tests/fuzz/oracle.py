@@ -20,7 +20,7 @@ with what they hold after the plain runs. The outcome is one category:
   (``InstanceError``, ``ShapeError``, ...) on a program plain Python runs;
 - ``rejected``: ``CompileError`` (counted apart: a construct acrobat cannot batch; without
   ``Options(strict=True)`` such programs run in the dynamic tier instead);
-- ``shape limit``: a ``ShapeError`` marked ``per_instance_shapes``: instances gave one static block tensors of
+- ``shape limit``: a ``ShapeError`` whose ``static_limit`` names a limit of the static tier (instances gave one static block tensors of
   different shapes (``torch.tensor(tokens)`` of per-instance lengths), the static tier's limit, in a program
   whose calls change host state, so it does not run again in the dynamic tier (``Program._run_dynamic``);
   where it does run again there, its results are compared as any other run's;
@@ -127,7 +127,7 @@ def classify(exc: BaseException) -> str:
     """The outcome category of an exception acrobat raised."""
     if isinstance(exc, ab.CompileError):
         return "rejected"
-    if getattr(exc, "per_instance_shapes", False):
+    if getattr(exc, "static_limit", None):
         return "shape limit"
     if getattr(exc, "user_limit", False):
         return "limit"
