@@ -604,8 +604,8 @@ static PyTypeObject LazyBaseType = {
 
 #define MAX_FAST_ARGS 8 /* positional arguments Recording.record takes (acrobat.runtime.dynamic._MAX_POSITIONAL) */
 
-/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log): the common
- * call of acrobat.runtime.dynamic.Recorder.call in C. record(func, args) signs the call exactly as the Python path
+/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, run_grad): the
+ * common call of acrobat.runtime.dynamic.Recorder.call in C. record(func, args) signs the call exactly as the Python path
  * does, key = (func, positional[n], *parts) with per argument the part of a Lazy (its meta), a constant of a
  * type in ``scalars`` ((type, value)) or a shared tensor (its id, a key of ``shared``, whose value is its
  * requires_grad); when every argument is one of these, at least one is a Lazy and ``ops`` holds the key's op
@@ -614,23 +614,28 @@ static PyTypeObject LazyBaseType = {
  * otherwise NotImplemented, having changed nothing (the Python path takes the call). An op whose field 8 (its
  * ``aliases``) is a non-empty tuple makes views of its lazy arguments (``torch.chunk``, ``y[:2]``): the call is
  * also appended to the list ``view_log`` as ``(op, func, args, positional[n], result)``, which
- * Recorder.index_views reads when the instance writes in place. */
+ * Recorder.index_views reads when the instance writes in place. ``run_grad``: the run records autograd, so a call
+ * made while ``grad_enabled()`` is false (the model's own ``torch.no_grad()``) is declined: the Python path gives
+ * it a signature of its own (Recorder.grad_off). */
 typedef struct {
     PyObject_HEAD
     PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log;
     long long output_step;
+    int run_grad;
 } RecordingObject;
 
 static PyObject *nodes_str, *one; /* "nodes", interned; the int 1 */
 
 static int Recording_init(RecordingObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"dfg", "ops", "shared", "scalars", "positional", "lazy", "rec", "grad_enabled",
-                             "output_step", "view_log", NULL};
+                             "output_step", "view_log", "run_grad", NULL};
     PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log;
     long long step;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOLO!", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
+    int run_grad;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOLO!p", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
                                      &PyDict_Type, &shared, &PyFrozenSet_Type, &scalars, &PyTuple_Type, &positional,
-                                     &PyType_Type, &lazy, &rec, &grad_enabled, &step, &PyList_Type, &view_log))
+                                     &PyType_Type, &lazy, &rec, &grad_enabled, &step, &PyList_Type, &view_log,
+                                     &run_grad))
         return -1;
     if (!PyType_IsSubtype((PyTypeObject *)lazy, &LazyBaseType)) {
         PyErr_SetString(PyExc_TypeError, "Recording: lazy must subclass LazyBase");
@@ -642,6 +647,7 @@ static int Recording_init(RecordingObject *self, PyObject *args, PyObject *kwds)
     for (int i = 0; i < 9; i++)
         Py_XSETREF(*slots[i], Py_NewRef(fields[i]));
     self->output_step = step;
+    self->run_grad = run_grad;
     return 0;
 }
 
@@ -732,6 +738,15 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
     Py_ssize_t n = PyTuple_GET_SIZE(targs);
     if (n > MAX_FAST_ARGS || n >= PyTuple_GET_SIZE(self->positional))
         Py_RETURN_NOTIMPLEMENTED;
+    if (self->run_grad) { /* autograd off inside a run that records it: the Python path (grad_off) */
+        PyObject *enabled = PyObject_CallNoArgs(self->grad_enabled);
+        int on = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
+        Py_XDECREF(enabled);
+        if (on < 0)
+            return NULL;
+        if (!on)
+            Py_RETURN_NOTIMPLEMENTED;
+    }
     PyObject *key = PyTuple_New(n + 2);
     if (key == NULL)
         return NULL;
@@ -850,8 +865,8 @@ static PyMethodDef Recording_methods[] = {
 
 static PyTypeObject RecordingType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Recording",
-    .tp_doc = "Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log): "
-              "the dynamic tier's common operator call, recorded in C (see the module source).",
+    .tp_doc = "Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, "
+              "run_grad): the dynamic tier's common operator call, recorded in C (see the module source).",
     .tp_basicsize = sizeof(RecordingObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

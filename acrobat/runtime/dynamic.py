@@ -160,7 +160,7 @@ class _Mode(TorchFunctionMode):
         rec = self.rec
         if not rec.active:  # the runtime's own operators (a flush between fibers' steps)
             return func(*args, **(kwargs or {}))
-        if not kwargs and (not rec.grad or torch.is_grad_enabled()):  # `call`'s first step inline (`grad_off`)
+        if not kwargs:  # `call`'s first step inline
             out = rec.record(func, args)
             if out is not NotImplemented:
                 return out
@@ -308,8 +308,10 @@ class Recorder:
         # ``(op, func, leaves, struct, result)`` in the order recorded, by either path; read into ``views`` only
         # when the instance writes in place (``index_views``), so a run that never writes pays one append a view
         self.view_log: list[tuple] = []
+        self.grad = torch.is_grad_enabled()  # the run's grad mode (made by the run, before its fibers start)
+        # `call`'s common case, in C; it declines a call made with autograd off in a run that records (`grad_off`)
         self.record = Recording(rt.dfg, self.ops, self.shared, _FAST_SCALARS, _POSITIONAL, Lazy, self,
-                                torch.is_grad_enabled, OUTPUT_STEP, self.view_log).record  # `call`'s common case, in C
+                                torch.is_grad_enabled, OUTPUT_STEP, self.view_log, self.grad).record
         self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
         self.views: dict[int, _View] = {}  # id of a lazy view -> how it was made from its base
         self.view_lazies: dict[int, list[Lazy]] = {}  # id of a lazy value -> the lazy views made from it
@@ -317,7 +319,6 @@ class Recorder:
         self.stats = DynamicStats()
         self.mode = _Mode(self)
         self.active = False  # a fiber runs: operators are recorded (set by the fiber scheduler)
-        self.grad = torch.is_grad_enabled()  # the run's grad mode (made by the run, before its fibers start)
 
     def grad_off(self) -> bool:
         """Whether the running instance's code turned autograd off where the run records (``torch.no_grad()``
@@ -334,7 +335,7 @@ class Recorder:
         no list or tuple among them (the common call: ``x @ W``, ``torch.sigmoid(x)``) are the leaves
         themselves; others go through ``_flatten``.
         """
-        if not kwargs and not self.grad_off():  # (grad off: its own signatures, `add`)
+        if not kwargs:  # (the C path declines a call with grad off: its own signatures, `add`)
             out = self.record(func, args)
             if out is not NotImplemented:
                 return out
