@@ -604,41 +604,50 @@ static PyTypeObject LazyBaseType = {
 
 #define MAX_FAST_ARGS 8 /* positional arguments Recording.record takes (acrobat.runtime.dynamic._MAX_POSITIONAL) */
 
-/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step): the common call of
- * acrobat.runtime.dynamic.Recorder.call in C. record(func, args) signs the call exactly as the Python path
+/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, run_grad): the
+ * common call of acrobat.runtime.dynamic.Recorder.call in C. record(func, args) signs the call exactly as the Python path
  * does, key = (func, positional[n], *parts) with per argument the part of a Lazy (its meta), a constant of a
  * type in ``scalars`` ((type, value)) or a shared tensor (its id, a key of ``shared``, whose value is its
  * requires_grad); when every argument is one of these, at least one is a Lazy and ``ops`` holds the key's op
  * (a tuple: block id, output metas, their floating flags, kind 0 one tensor / 1 a tuple of tensors, OpStats),
  * it adds the node to ``dfg``, counts it on the OpStats and returns the Lazy result (or tuple of them);
- * otherwise NotImplemented, having changed nothing (the Python path takes the call). */
+ * otherwise NotImplemented, having changed nothing (the Python path takes the call). An op whose field 8 (its
+ * ``aliases``) is a non-empty tuple makes views of its lazy arguments (``torch.chunk``, ``y[:2]``): the call is
+ * also appended to the list ``view_log`` as ``(op, func, args, positional[n], result)``, which
+ * Recorder.index_views reads when the instance writes in place. ``run_grad``: the run records autograd, so a call
+ * made while ``grad_enabled()`` is false (the model's own ``torch.no_grad()``) is declined: the Python path gives
+ * it a signature of its own (Recorder.grad_off). */
 typedef struct {
     PyObject_HEAD
-    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled;
+    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log;
     long long output_step;
+    int run_grad;
 } RecordingObject;
 
 static PyObject *nodes_str, *one; /* "nodes", interned; the int 1 */
 
 static int Recording_init(RecordingObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"dfg", "ops", "shared", "scalars", "positional", "lazy", "rec", "grad_enabled",
-                             "output_step", NULL};
-    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled;
+                             "output_step", "view_log", "run_grad", NULL};
+    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log;
     long long step;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOL", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
+    int run_grad;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOLO!p", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
                                      &PyDict_Type, &shared, &PyFrozenSet_Type, &scalars, &PyTuple_Type, &positional,
-                                     &PyType_Type, &lazy, &rec, &grad_enabled, &step))
+                                     &PyType_Type, &lazy, &rec, &grad_enabled, &step, &PyList_Type, &view_log,
+                                     &run_grad))
         return -1;
     if (!PyType_IsSubtype((PyTypeObject *)lazy, &LazyBaseType)) {
         PyErr_SetString(PyExc_TypeError, "Recording: lazy must subclass LazyBase");
         return -1;
     }
-    PyObject *fields[] = {dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled};
+    PyObject *fields[] = {dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, view_log};
     PyObject **slots[] = {&self->dfg, &self->ops, &self->shared, &self->scalars, &self->positional, &self->lazy,
-                          &self->rec, &self->grad_enabled};
-    for (int i = 0; i < 8; i++)
+                          &self->rec, &self->grad_enabled, &self->view_log};
+    for (int i = 0; i < 9; i++)
         Py_XSETREF(*slots[i], Py_NewRef(fields[i]));
     self->output_step = step;
+    self->run_grad = run_grad;
     return 0;
 }
 
@@ -651,6 +660,7 @@ static int Recording_traverse(RecordingObject *self, visitproc visit, void *arg)
     Py_VISIT(self->lazy);
     Py_VISIT(self->rec);
     Py_VISIT(self->grad_enabled);
+    Py_VISIT(self->view_log);
     return 0;
 }
 
@@ -663,6 +673,7 @@ static int Recording_clear(RecordingObject *self) {
     Py_CLEAR(self->lazy);
     Py_CLEAR(self->rec);
     Py_CLEAR(self->grad_enabled);
+    Py_CLEAR(self->view_log);
     return 0;
 }
 
@@ -727,6 +738,15 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
     Py_ssize_t n = PyTuple_GET_SIZE(targs);
     if (n > MAX_FAST_ARGS || n >= PyTuple_GET_SIZE(self->positional))
         Py_RETURN_NOTIMPLEMENTED;
+    if (self->run_grad) { /* autograd off inside a run that records it: the Python path (grad_off) */
+        PyObject *enabled = PyObject_CallNoArgs(self->grad_enabled);
+        int on = enabled == NULL ? -1 : PyObject_IsTrue(enabled);
+        Py_XDECREF(enabled);
+        if (on < 0)
+            return NULL;
+        if (!on)
+            Py_RETURN_NOTIMPLEMENTED;
+    }
     PyObject *key = PyTuple_New(n + 2);
     if (key == NULL)
         return NULL;
@@ -818,6 +838,13 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
     }
     if (h != NULL)
         result = op_results(self, op, kind, h, depth + 1, grad);
+    if (result != NULL && PyTuple_GET_SIZE(op) > 8 && PyTuple_Check(PyTuple_GET_ITEM(op, 8)) &&
+        PyTuple_GET_SIZE(PyTuple_GET_ITEM(op, 8)) > 0) { /* views of lazy arguments: logged for index_views */
+        PyObject *entry = PyTuple_Pack(5, op, func, targs, PyTuple_GET_ITEM(self->positional, n), result);
+        if (entry == NULL || PyList_Append(self->view_log, entry) < 0)
+            Py_CLEAR(result); /* the node is added but its result is not returned: the run fails with the error */
+        Py_XDECREF(entry);
+    }
     Py_XDECREF(h);
     Py_XDECREF(depth_obj);
     Py_DECREF(op);
@@ -838,8 +865,8 @@ static PyMethodDef Recording_methods[] = {
 
 static PyTypeObject RecordingType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Recording",
-    .tp_doc = "Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step): the dynamic "
-              "tier's common operator call, recorded in C (see the module source).",
+    .tp_doc = "Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, "
+              "run_grad): the dynamic tier's common operator call, recorded in C (see the module source).",
     .tp_basicsize = sizeof(RecordingObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -160,7 +160,7 @@ class _Mode(TorchFunctionMode):
         rec = self.rec
         if not rec.active:  # the runtime's own operators (a flush between fibers' steps)
             return func(*args, **(kwargs or {}))
-        if not kwargs and (not rec.grad or torch.is_grad_enabled()):  # `call`'s first step inline (`grad_off`)
+        if not kwargs:  # `call`'s first step inline
             out = rec.record(func, args)
             if out is not NotImplemented:
                 return out
@@ -169,7 +169,7 @@ class _Mode(TorchFunctionMode):
 
 class _Op(NamedTuple):
     """A recorded operator signature's block, and where its results go. ``acrobat._native.Recording`` reads
-    the first five fields by position."""
+    the first five fields and ``aliases`` by position."""
 
     bid: int  # block.id
     out_meta: tuple[Meta, ...]  # per tensor output
@@ -185,7 +185,7 @@ class _Op(NamedTuple):
 class _View(NamedTuple):
     """How a lazy value that shares memory with a lazy argument (a view: ``y[:2]``, ``y.detach()``) was made:
     ``func`` of ``leaves`` (``struct``), the base at leaf ``leaf``, the view its tensor output ``out``
-    (``Recorder.track_views``, ``Recorder.write_own``)."""
+    (``Recorder.index_views``, ``Recorder.write_own``)."""
 
     lazy: Any  # the view (a Lazy), kept alive with the run: ``views`` is keyed by its id
     base: Any  # the Lazy it views
@@ -304,19 +304,21 @@ class Recorder:
         self.shared: dict[int, bool] = {id(t): _requires_grad(t) for t in self.held}  # by id: requires_grad
         self.node = rt.dfg.node
         self.node_hosts = rt.dfg.node_hosts
+        # the calls that made lazy views of lazy values (an op with ``aliases``: `torch.chunk(y, 3)`, `y[:2]`),
+        # ``(op, func, leaves, struct, result)`` in the order recorded, by either path; read into ``views`` only
+        # when the instance writes in place (``index_views``), so a run that never writes pays one append a view
+        self.view_log: list[tuple] = []
+        self.grad = torch.is_grad_enabled()  # the run's grad mode (made by the run, before its fibers start)
+        # `call`'s common case, in C; it declines a call made with autograd off in a run that records (`grad_off`)
         self.record = Recording(rt.dfg, self.ops, self.shared, _FAST_SCALARS, _POSITIONAL, Lazy, self,
-                                torch.is_grad_enabled, OUTPUT_STEP).record  # `call`'s common case, in C
+                                torch.is_grad_enabled, OUTPUT_STEP, self.view_log, self.grad).record
         self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
-        # signatures of operators whose result shares memory with an argument (views: `y[:2]`, `y.detach()`),
-        # kept out of ``ops`` so that the C path never records them: their results are tracked (``views``)
-        self.alias_ops: dict[Any, _Op] = {}
         self.views: dict[int, _View] = {}  # id of a lazy view -> how it was made from its base
         self.view_lazies: dict[int, list[Lazy]] = {}  # id of a lazy value -> the lazy views made from it
         self.block_ids = itertools.count(first_block)
         self.stats = DynamicStats()
         self.mode = _Mode(self)
         self.active = False  # a fiber runs: operators are recorded (set by the fiber scheduler)
-        self.grad = torch.is_grad_enabled()  # the run's grad mode (made by the run, before its fibers start)
 
     def grad_off(self) -> bool:
         """Whether the running instance's code turned autograd off where the run records (``torch.no_grad()``
@@ -333,7 +335,7 @@ class Recorder:
         no list or tuple among them (the common call: ``x @ W``, ``torch.sigmoid(x)``) are the leaves
         themselves; others go through ``_flatten``.
         """
-        if not kwargs and not self.grad_off():  # (grad off: its own signatures, `add`)
+        if not kwargs:  # (the C path declines a call with grad off: its own signatures, `add`)
             out = self.record(func, args)
             if out is not NotImplemented:
                 return out
@@ -400,20 +402,20 @@ class Recorder:
         """Add a DFG node of the signature ``key`` for the running instance; its lazy result."""
         off = self.grad_off()
         op_key = (key, _GRAD_OFF) if off else key
-        op = self.ops.get(op_key) or self.alias_ops.get(op_key)
+        op = self.ops.get(op_key)
         if op is None:
             op = self.new_op(key, leaves, struct, info, off)
             if op is None:
                 return self.eager(key[0], *_unflatten(list(leaves), struct), info, lazy=bool(handles))
-            (self.alias_ops if op.aliases else self.ops)[op_key] = op
+            self.ops[op_key] = op
         if op.aliases and any(i >= 0 and type(leaves[i]) is not Lazy for i in op.aliases):
             # a view of the instance's own tensor (`inst.x[:2]`, `inst.x.detach()`): made now, a real view, so a
             # write through it reaches the tensor and a write into the tensor reaches it, as in the plain call
             return self.eager(key[0], *_unflatten(list(leaves), struct), info, lazy=bool(handles))
-        if op.aliases:
-            return self.track_views(self.node_result(op, leaves, struct, handles, hosts, depth, grad), op, key[0],
-                                    leaves, struct)
-        return self.node_result(op, leaves, struct, handles, hosts, depth, grad)
+        result = self.node_result(op, leaves, struct, handles, hosts, depth, grad)
+        if op.aliases:  # as the C path logs it (``acrobat._native.Recording``)
+            self.view_log.append((op, key[0], tuple(leaves), struct, result))
+        return result
 
     def node_result(self, op: _Op, leaves: Sequence, struct: Any, handles: list[int], hosts: list, depth: int,
                     grad: bool) -> Any:
@@ -551,17 +553,19 @@ class Recorder:
             args, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (args, kwargs))
         return func(*args, **kwargs)
 
-    def track_views(self, result: Any, op: _Op, func: Any, leaves: Sequence, struct: Any) -> Any:
-        """Remember how each lazy output of ``op`` that shares memory with a lazy argument (a view of it) is made
-        from it (``views``), so that a write through either reaches the other (``write_own``)."""
-        outs = [result] if op.kind == _ONE else list(result) if op.kind == _TUPLE else [
-            pytree.tree_leaves(result)[i] for i in op.out_where]
-        for k, (out, i) in enumerate(zip(outs, op.aliases)):
-            if i >= 0:
-                base = leaves[i]
-                self.views[id(out)] = _View(out, base, func, op, tuple(leaves), struct, i, k)
-                self.view_lazies.setdefault(id(base), []).append(out)
-        return result
+    def index_views(self) -> None:
+        """Read the calls logged since the last write (``view_log``) into ``views`` and ``view_lazies``: how each
+        lazy output that shares memory with a lazy argument (a view of it) is made from it, so that a write
+        through either reaches the other (``write_own``)."""
+        for op, func, leaves, struct, result in self.view_log:
+            outs = [result] if op.kind == _ONE else list(result) if op.kind == _TUPLE else [
+                pytree.tree_leaves(result)[i] for i in op.out_where]
+            for k, (out, i) in enumerate(zip(outs, op.aliases)):
+                if i >= 0:
+                    base = leaves[i]
+                    self.views[id(out)] = _View(out, base, func, op, leaves, struct, i, k)
+                    self.view_lazies.setdefault(id(base), []).append(out)
+        self.view_log.clear()
 
     def write_own(self, func: Any, target: Lazy, rest: tuple, kwargs: dict) -> Any:
         """``func(target, *rest, **kwargs)``, an in-place write into a computed value (``y[0] = v``, ``y.add_(1)``,
@@ -572,6 +576,7 @@ class Recorder:
         write would change the storage the other instances' rows share, which autograd saved for their
         backward."""
         rest, kwargs = pytree.tree_map(lambda x: self.value(x) if type(x) is Lazy else x, (rest, kwargs))
+        self.index_views()
         root = target
         while id(root) in self.views:
             root = self.views[id(root)].base

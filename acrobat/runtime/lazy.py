@@ -182,8 +182,10 @@ class Lazy(LazyBase):
 def _binary(name: str) -> Any:
     method = getattr(torch.Tensor, name)
 
-    def op(self: Lazy, *args: Any) -> Any:
-        return self.rec.call(method, (self, *args), {})
+    def op(self: Lazy, *args: Any) -> Any:  # `Recorder.call`, its common case (in C) first
+        rec = self.rec
+        out = rec.record(method, (self, *args))
+        return out if out is not NotImplemented else rec.call(method, (self, *args), {})
 
     op.__name__ = name
     return op
