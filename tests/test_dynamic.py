@@ -74,6 +74,42 @@ def test_a_write_into_a_parameter_is_an_error_not_a_wrong_answer():
     torch.testing.assert_close(p.b.detach(), before)
 
 
+@ab.program
+def _write_into_a_row_of_a_parameter(t, p):
+    h = p.emb[t]  # a view of the parameter in PyTorch: the plain call's write changes p.emb
+    h.mul_(2.0)
+    return h + p.emb[0]
+
+
+@ab.program
+def _write_into_a_copy_of_a_row(t, p):
+    h = p.emb[t].clone()  # the fix the error names
+    h[:1].mul_(2.0)
+    return h + p.emb[0]
+
+
+class _Rows:
+    """A plain holder of one (4, 2) parameter-like tensor."""
+
+    def __init__(self) -> None:
+        self.emb = torch.arange(1.0, 9.0).view(4, 2)
+
+
+def test_a_write_through_a_lookup_into_a_parameter_is_an_error_not_a_wrong_answer():
+    """`h = p.emb[t]; h.mul_(2)` (a view of the parameter) changed the instance's copy of the row, where the plain
+    call changes p.emb (and the next instance reads it): a silent wrong answer, with default options too. Now
+    an InstanceError that names the fix, which runs (writing into `.clone()`)."""
+    for options in (DYNAMIC, None):
+        p = _Rows()
+        with torch.no_grad(), pytest.raises(ab.InstanceError, match=r"view of a tensor every instance shares.*clone"):
+            _write_into_a_row_of_a_parameter.run([1, 2], p, backend="eager", options=options)
+        torch.testing.assert_close(p.emb, _Rows().emb)
+    with torch.no_grad():
+        want = [_write_into_a_copy_of_a_row(t, _Rows()) for t in (1, 2, 1)]
+        got = _write_into_a_copy_of_a_row.run([1, 2, 1], _Rows(), backend="eager", options=DYNAMIC)
+    torch.testing.assert_close(got, want)
+
+
 @pytest.mark.parametrize("name", ["treelstm", "birnn", "stackrnn", "drnn"])
 def test_paper_models_in_the_dynamic_tier_equal_plain(name):
     spec = get_model(name)

@@ -179,7 +179,7 @@ class _Op(NamedTuple):
     block: BlockCode
     out_spec: Any  # the result's pytree spec (None: one tensor)
     out_where: tuple[int, ...]  # the leaf positions of the tensor outputs in the result
-    aliases: tuple[int, ...] = ()  # per tensor output: the argument leaf whose memory it shares (a view), or -1
+    aliases: tuple[int, ...] = ()  # per tensor output: the argument leaf whose memory it shares (a view), -1, or _SHARED_VIEW
 
 
 class _View(NamedTuple):
@@ -220,6 +220,7 @@ _META_CACHE: dict[Any, tuple[Any, tuple, tuple[int, ...], tuple[int, ...]] | Non
 tensors cannot run it), kept across runs."""
 _NESTED = (list, tuple, dict)
 _MAX_POSITIONAL = 8  # acrobat._native's MAX_FAST_ARGS
+_SHARED_VIEW = -2  # in ``_Op.aliases``: the output is a view of a shared tensor (a parameter)
 _POSITIONAL = tuple((0,) * n for n in range(_MAX_POSITIONAL))
 """``_flatten``'s structure of ``n`` positional arguments holding no list, tuple or dict."""
 
@@ -304,7 +305,8 @@ class Recorder:
         self.shared: dict[int, bool] = {id(t): _requires_grad(t) for t in self.held}  # by id: requires_grad
         self.node = rt.dfg.node
         self.node_hosts = rt.dfg.node_hosts
-        # the calls that made lazy views of lazy values (an op with ``aliases``: `torch.chunk(y, 3)`, `y[:2]`),
+        # the calls that made lazy views of lazy values or of shared tensors (an op with ``aliases``:
+        # `torch.chunk(y, 3)`, `y[:2]`, `p.emb[t]`),
         # ``(op, func, leaves, struct, result)`` in the order recorded, by either path; read into ``views`` only
         # when the instance writes in place (``index_views``), so a run that never writes pays one append a view
         self.view_log: list[tuple] = []
@@ -315,6 +317,7 @@ class Recorder:
         self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
         self.views: dict[int, _View] = {}  # id of a lazy view -> how it was made from its base
         self.view_lazies: dict[int, list[Lazy]] = {}  # id of a lazy value -> the lazy views made from it
+        self.shared_views: dict[int, Lazy] = {}  # id -> a lazy value that is a view of a shared tensor (`p.emb[t]`)
         self.block_ids = itertools.count(first_block)
         self.stats = DynamicStats()
         self.mode = _Mode(self)
@@ -508,12 +511,13 @@ class Recorder:
         self.rt.add_block(block, _NoGrad(kernel) if off else kernel, [leaves[i] for i in shared])
         kind = _ONE if out_spec is None else _TUPLE if out_spec.type is tuple and len(out_where) == (
             out_spec.num_leaves) and all(c.is_leaf() for c in out_spec.children()) else _TREE
-        # the outputs that share memory with a lazy value or the instance's own tensor (not a shared one: a lookup
-        # `p.emb[t]` is a view of the parameter, and stays on the C path as the node it always was)
-        aliases = tuple(i if i >= 0 and (type(leaves[i]) is Lazy or isinstance(sig[i], Meta.Host)) else -1
-                        for i in aliases)
+        # the outputs that share memory with a lazy value or the instance's own tensor (the leaf's position), or
+        # with a shared tensor (``_SHARED_VIEW``: a lookup `p.emb[t]` is a view of the parameter, a node all the
+        # same, whose result a write must not reach: ``write_own``)
+        aliases = tuple(-1 if i < 0 else i if type(leaves[i]) is Lazy or isinstance(sig[i], Meta.Host) else
+                        _SHARED_VIEW for i in aliases)
         return _Op(bid, out_meta, tuple(m.floating for m in out_meta), kind, self.stats.op(info.name), block,
-                   out_spec, out_where, aliases if any(i >= 0 for i in aliases) else ())
+                   out_spec, out_where, aliases if any(i != -1 for i in aliases) else ())
 
     def shared_value(self, func: Any, leaves: Sequence, struct: Any, key: tuple) -> Any:
         """An operator over shared values and constants only: computed once per run, its result shared too."""
@@ -561,7 +565,9 @@ class Recorder:
             outs = [result] if op.kind == _ONE else list(result) if op.kind == _TUPLE else [
                 pytree.tree_leaves(result)[i] for i in op.out_where]
             for k, (out, i) in enumerate(zip(outs, op.aliases)):
-                if i >= 0:
+                if i == _SHARED_VIEW:
+                    self.shared_views[id(out)] = out
+                elif i >= 0:
                     base = leaves[i]
                     self.views[id(out)] = _View(out, base, func, op, leaves, struct, i, k)
                     self.view_lazies.setdefault(id(base), []).append(out)
@@ -580,6 +586,12 @@ class Recorder:
         root = target
         while id(root) in self.views:
             root = self.views[id(root)].base
+        if id(root) in self.shared_views:
+            raise mark_limit(InstanceError(
+                f"instance {self.rt.dfg.inst}: `{getattr(func, '__name__', func)}` writes into a view of a tensor "
+                f"every instance shares (`p.emb[t]` of a parameter is a view of it in PyTorch, so the write would "
+                f"change the parameter): write it out of place, or write into a copy (`.clone()`)\n"
+                f"{self.site.where()}", self.rt.dfg.inst))
         with torch._C.DisableTorchFunction():  # the runtime's own operators: not recorded
             own = self.value(root).clone()
             written = self.remade(target, root, own)
