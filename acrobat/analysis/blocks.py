@@ -457,6 +457,8 @@ class _Lowerer:
             pre: list[ir.Stmt] = []
             match s:
                 case ir.Assign(value=v) if self.is_op(v):
+                    if isinstance(v, ir.BinOp) and v.inplace and isinstance(self.kind(v), TensorK):
+                        v = self.out_of_place(v)  # never a write in a block: its operand may be unbatched there
                     s.value = self.rebuild(v, pre, in_op=True)
                     if not self.is_static_op(s.value):
                         s.value = self.split_static(s.value, pre)

@@ -389,8 +389,9 @@ def _shared_mutation(a: _Analyzer, s: Site) -> None:
 
 @defcall(CallKind.METHOD, "__setitem__")
 def _item_assignment(a: _Analyzer, s: Site) -> None:
-    # `x[0] = v` of a tensor (a list's is a list method, a host value's plain Python)
-    if s.recv is not None and not isinstance(s.recv, HostK):
+    # `x[0] = v` of a tensor (a list's is a list method, a host value's plain Python); a receiver not analysed yet
+    # (a recursive callee's result, BOTTOM) is judged in a later pass, when ``_Analyzer.item_assignment`` knows it
+    if s.recv is not None and s.recv is not BOTTOM and not isinstance(s.recv, HostK):
         raise a.error(s.e, f"item assignment on a {s.recv} writes into it in place: build a new tensor "
                            "instead (e.g. `torch.where(mask, v, x)` or `torch.cat`)")
 
