@@ -88,15 +88,15 @@ def _split_spans(body: list[ir.Stmt], name: str, k: int, top: bool) -> int:
             k = _split_spans(sub, name, k, top=False)
     if top:
         return k
-    binds = [i for i, s in enumerate(body) if isinstance(s, ir.Assign) and name in s.target.names()]
-    for i, j in zip(binds, binds[1:]):
+    binds = [(i, s) for i, s in enumerate(body) if isinstance(s, ir.Assign) and name in s.target.names()]
+    for (i, first), (j, second) in zip(binds, binds[1:]):
         if _leaves_loop(body[i + 1:j]):
             continue
         k += 1
         to = version_name(name, k)
-        _rename_target(body[i].target, name, to)
+        _rename_target(first.target, name, to)
         _rename_body(body[i + 1:j], name, to)
-        _rename_exprs(body[j].value, name, to)  # type: ignore[attr-defined]
+        _rename_exprs(second.value, name, to)
     return k
 
 
