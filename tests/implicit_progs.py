@@ -69,3 +69,61 @@ def needs_a_try(h):
 @ab.program
 def helper_the_parser_rejects(tokens, p):
     return needs_a_try(p.emb[tokens[0]])
+
+
+class Attention(nn.Module):
+    """A hierarchical attention network whose ``attend`` is undecorated and given stacked lists (HAN)."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.emb = nn.Embedding(10, dim)
+        self.att = nn.Linear(dim, 1)
+        self.out = nn.Linear(dim, 2)
+
+    def attend(self, H):  # a stacked list: analysed as a program function (one operator cannot take it)
+        w = F.softmax(self.att(H).squeeze(-1), dim=0)
+        return (w.unsqueeze(-1) * H).sum(0)
+
+    def cell(self, x):  # only a tensor, but a pair returned: analysed, so its result keeps its tuple kind
+        return torch.tanh(x), torch.sigmoid(self.att(x))
+
+    @ab.function
+    def forward(self, doc):
+        sents = [self.attend(torch.stack([self.emb(torch.tensor(t)) for t in sent])) for sent in doc]
+        hs, gs = zip(*[self.cell(s) for s in sents])
+        acc = torch.zeros(4)
+        for h, g in zip(hs, gs):
+            acc = acc + h * g
+        return self.out(self.attend(torch.stack(sents)) + acc)
+
+
+@ab.program
+def attention(doc, model):
+    return model(doc)
+
+
+class Unary(nn.Module):
+    """Expression trees with a unary operator: ``torch.cat(kids)`` of one or two children's states."""
+
+    def __init__(self, dim: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(4)
+        self.leaf = nn.Linear(1, dim)
+        self.ops = nn.ModuleDict({"add": nn.Linear(2 * dim, dim), "neg": nn.Linear(dim, dim)})
+        self.head = nn.Linear(dim, 1)
+
+    def encode(self, e):
+        if e[0] == "num":
+            return torch.relu(self.leaf(torch.tensor([float(e[1])])))
+        kids = [self.encode(a) for a in e[1:]]
+        return torch.relu(self.ops[e[0]](torch.cat(kids)))
+
+    @ab.function
+    def forward(self, e):
+        return self.head(self.encode(e)).squeeze(-1)
+
+
+@ab.program
+def unary(e, model):
+    return model(e)

@@ -156,3 +156,42 @@ TABLE = [torch.ones(4)]
 @ab.program
 def global_tensors(tokens, p):
     return p.emb[tokens[0]] + TABLE[0]  # M:tensors
+
+
+@ab.program
+def rebound_in_else(tokens, p):
+    # rebound twice inside one branch: a list, then the tensor made of it (the Child-Sum TreeLSTM's
+    # `child_c, child_h = zip(*states)` then `child_c = torch.cat(child_c)`): the span is its own version
+    if len(tokens) == 1:
+        h = p.emb[tokens[0]]
+    else:
+        h = [p.emb[t] for t in tokens]
+        h = torch.stack(h).sum(0)
+    return torch.tanh(h @ p.W)
+
+
+@ab.program
+def list_name_reused(tokens, p):
+    # `row` names a list built and changed in one loop, then the items of `reversed(rows)` in another (the
+    # Viterbi decoder's `bptrs_t`): a version per loop, so the list changed is one the analysis follows
+    rows = []
+    for t in tokens:
+        row = []
+        for j in range(2):
+            row.append((t + j) % 10)
+        rows.append(row)
+    acc = p.emb[0]
+    for row in reversed(rows):
+        acc = torch.tanh(acc @ p.W + p.emb[row[1]])
+    return acc
+
+
+@ab.program
+def cat_of_list(tokens, p):
+    # torch.cat of a list variable (filled in a loop over a shared length): a fold of two-operand cats
+    vals = []
+    for j in range(3):
+        vals.append(p.emb[(tokens[0] + j) % 10] * float(j + 1))
+    wide = torch.cat(vals)
+    cols = torch.cat([v.view(1, -1) for v in vals], dim=1)
+    return torch.tanh(wide[:4] + wide[8:] + cols[0, 4:8])

@@ -114,8 +114,8 @@ def flat_argmax(toks, p):
 
 @ab.program
 def concatenated(toks, p):
-    """torch.cat of a per-instance list: rejected with a pointer to torch.stack."""
-    return torch.cat(_embed(toks, p))  # M:cat
+    """torch.cat of a per-instance list: a fold of two-operand cats (acrobat.analysis.folds)."""
+    return torch.cat(_embed(toks, p))
 
 
 @ab.program

@@ -2,7 +2,7 @@
 
 A researcher decorates the model's entry and leaves its helpers as they are: a module-level function given a
 tensor (keywords and defaults too), a recursive one, and a method of the model's class given per-instance host
-data are analysed as if decorated with ``@acrobat.function`` (``acrobat.analysis.kinds._Analyzer.helper_call``,
+data, a stacked list, or whose result is a tuple are analysed as if decorated with ``@acrobat.function`` (``acrobat.analysis.kinds._Analyzer.helper_call``,
 ``Function.implicit``), in the static tier; a method given only tensors stays one operator of a block. Each is
 compared with plain per-instance calls on both backends. Programs: ``tests/implicit_progs.py``.
 """
@@ -13,6 +13,8 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import acrobat as ab
 from tests import implicit_progs as ip
@@ -78,3 +80,49 @@ def test_a_helper_the_parser_rejects_names_its_own_line():
         got = ip.helper_the_parser_rejects.run(batch, p, stats=stats)
         torch.testing.assert_close(got, [ip.helper_the_parser_rejects(x, p) for x in batch])
     assert stats.dynamic is not None or stats.plain is not None  # not the static tier, and the report says so
+
+
+def _doc(rng: random.Random) -> list[list[int]]:
+    return [[rng.randrange(10) for _ in range(rng.randint(1, 4))] for _ in range(rng.randint(1, 3))]
+
+
+def _unary(rng: random.Random, depth: int = 0) -> tuple:
+    if depth > 3 or rng.random() < 0.3:
+        return ("num", rng.randint(-3, 3))
+    op = rng.choice(["add", "neg"])
+    return (op, *(_unary(rng, depth + 1) for _ in range(2 if op == "add" else 1)))
+
+
+SURVEY = {"attention": (ip.attention, ip.Attention, _doc), "unary": (ip.unary, ip.Unary, _unary)}
+"""The survey's constructs (issue 18 §2): a method given stacked lists, a method returning a pair, `torch.cat` of a
+list of one or two children (``acrobat.analysis.folds``)."""
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("name", sorted(SURVEY))
+@pytest.mark.parametrize("n", [1, 7])
+def test_survey_constructs_run_in_the_static_tier(name, n, backend):
+    prog, model, make = SURVEY[name]
+    rng = random.Random(n)
+    _same(prog, [make(rng) for _ in range(n)], model(), backend)
+
+
+@pytest.mark.parametrize("name", sorted(SURVEY))
+def test_survey_constructs_give_plain_gradients(name):
+    prog, model_cls, make = SURVEY[name]
+    rng, model = random.Random(5), model_cls()
+    batch = [make(rng) for _ in range(5)]
+    sum(prog(x, model).sum() for x in batch).backward()
+    want = {n: q.grad.clone() for n, q in model.named_parameters() if q.grad is not None}
+    model.zero_grad()
+    sum(r.sum() for r in prog.run(batch, model, options=STRICT)).backward()
+    for n, g in want.items():
+        torch.testing.assert_close(dict(model.named_parameters())[n].grad, g, rtol=1e-5, atol=1e-6, msg=n)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 10**6), st.sampled_from(sorted(SURVEY)))
+def test_survey_constructs_any_lengths(n, seed, name):
+    prog, model, make = SURVEY[name]
+    rng = random.Random(seed)
+    _same(prog, [make(rng) for _ in range(n)], model(), "eager")

@@ -1,6 +1,7 @@
 """Constructs the public models of ``ports/`` use, static (issue 18, section 2): a module-level dict, list or
 tuple of host data read in the model (``acrobat.frontend.globals``), a variable rebound from host data to a
-tensor at a function's top level (``acrobat.analysis.versions``), and a submodule whose ``forward`` is an
+tensor at a function's top level, or twice in one branch, or a list's name reused by a later loop
+(``acrobat.analysis.versions``), ``torch.cat`` of a list variable (``acrobat.analysis.folds``), and a submodule whose ``forward`` is an
 ``@acrobat.function`` called by its attribute (``self.encoder(tree, xs)``, ``kinds._Analyzer.method_call``).
 
 Each compiles statically (``Options(strict=True)``) and equals the program run as plain Python per instance,
@@ -23,7 +24,7 @@ from tests import port_progs as pp
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 STRICT = ab.Options(strict=True)
 FORMS = ["global_vocab", "global_sizes", "greedy_until_end", "rebound_parameter", "rebound_twice",
-         "rebound_in_branch_fixed"]
+         "rebound_in_branch_fixed", "rebound_in_else", "list_name_reused", "cat_of_list"]
 
 
 def _tokens(n: int, seed: int) -> list[list[int]]:
@@ -51,7 +52,8 @@ def test_construct_runs_statically_and_equals_plain(name, backend):
 
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=7), min_size=1, max_size=6),
-       st.sampled_from(["global_vocab", "greedy_until_end", "rebound_parameter", "rebound_twice"]))
+       st.sampled_from(["global_vocab", "greedy_until_end", "rebound_parameter", "rebound_twice", "rebound_in_else",
+                        "list_name_reused", "cat_of_list"]))
 def test_any_batch_equals_plain(batch, name):
     _check(getattr(pp, name), batch, pp.Params(), "eager")
 
@@ -122,3 +124,16 @@ def test_rebinding_in_a_branch_names_its_line_and_the_fix_compiles():
     assert "`x` holds host data in one place and a tensor in another" in str(info.value)
     assert "use separate variables" in str(info.value)
     _check(pp.rebound_in_branch_fixed, _tokens(7, 0), pp.Params(), "eager")
+
+
+@pytest.mark.parametrize("name", ["rebound_in_else", "list_name_reused", "cat_of_list"])
+def test_survey_constructs_train_and_take_one_instance(name):
+    """Gradients of the batched run equal the plain calls' (strict), and a batch of one instance runs."""
+    prog, p, batch = getattr(pp, name), pp.Params(), _tokens(5, 7)
+    sum(prog(x, p).sum() for x in batch).backward()
+    want = {n: q.grad.clone() for n, q in p.named_parameters() if q.grad is not None}
+    p.zero_grad()
+    sum(r.sum() for r in prog.run(batch, p, options=STRICT)).backward()
+    for n, g in want.items():
+        torch.testing.assert_close(dict(p.named_parameters())[n].grad, g, **TOL, msg=n)
+    _check(prog, batch[:1], p, "eager")

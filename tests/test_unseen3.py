@@ -24,7 +24,6 @@ OPTIONS = {"default": None, "strict": ab.Options(strict=True), "dynamic": ab.Opt
 STRICT_REJECTS = {
     "bilstm_crf": "`.view()` of a stacked list",  # lstm_out.view(len(sentence), self.hidden_dim)
     "childsum_sentiment": "`Lambda` expression is not supported",  # zip(*map(lambda x: x.state, ...))
-    "han_classify": "a stack of stacked lists",
     "lm_loss": "`nll_loss` of a stacked list",
     "recursive_nn_loss": "`self.nodeProbList = ...` changes a model parameter",
     "seq2seq_attention": "item assignment on a tensor",  # encoder_outputs[ei] = ...

@@ -68,7 +68,9 @@ def check_lists(specs: dict[SpecKey, Spec]) -> None:
     """Reject a list changed in place that may be held somewhere the analysis does not follow.
 
     Raises:
-        CompileError: at the change, naming where the list came from and what to write instead.
+        CompileError: at the change, naming where the list came from and what to write instead; its
+            ``variable`` is (function, name) of the list changed (``kinds.analyze_kinds`` splits a variable
+            that names two lists, one changed and one not followed, into its versions and analyses again).
     """
     c = _classes(specs)
     origins: dict[_Node, tuple[str, ir.Loc]] = {}
@@ -88,11 +90,13 @@ def check_lists(specs: dict[SpecKey, Spec]) -> None:
             origin = origins.get(c.find((spec.name, name)))
             if origin is not None:
                 what, loc = origin
-                raise CompileError(
+                err = CompileError(
                     f"the list {shown_name(name)} is changed in place here, but it may also be held where acrobat "
                     f"cannot follow it ({what} at line {loc.line}: from a tuple, a call's result or an expression): "
                     "keep a list that is changed in one variable and pass that variable itself, or build a new "
                     "list (`xs = xs + [x]`)", node.loc.file, node.loc.line, node.loc.col)
+                err.variable = (spec.key[0], name)  # type: ignore[attr-defined]
+                raise err
 
 
 def _returns_fresh(callee: Spec | None, c: _Classes) -> bool:

@@ -1449,8 +1449,9 @@ class _Analyzer:
             recv, name, called = self.shared_path(recv.ref + ((".", name),)), "forward", True  # type: ignore[union-attr]
         fn = self.module_method(recv, name, called)
         implicit = fn is not None and fn is self.implicit_of(fn.fn)
-        if fn is None or implicit and not any(type(self.expr(a)) is HostK for a in e.args):
-            return False  # an undecorated method given no per-instance host data: one operator, as before
+        if fn is None or implicit and not any(type(k) is HostK or isinstance(k, RaggedK) for k in map(
+                self.expr, e.args)) and not self.returns_tuple(fn):
+            return False  # an undecorated method given only tensors and shared values, returning no tuple: one operator
         if sub:  # made only now: a node made at every visit of a call left as it is would never reach a fixpoint
             receiver = ir.Attr(e.receiver.loc, e.receiver, str(e.target))
         params = list(inspect.signature(fn.fn).parameters.values())
@@ -1488,6 +1489,15 @@ class _Analyzer:
             self.fields.setdefault(attr, BOTTOM)  # a field its methods store (read as host data until now: a
             # read analysed before is then a conflict, a CompileError, never a host read of a tensor)
         return True
+
+    def returns_tuple(self, fn: Any) -> bool:
+        """Whether the program function ``fn`` (parsed here, ``adopt``; False where the parser rejects it) returns
+        a tuple display (``return c, h``) anywhere: an undecorated method that does is analysed as a program
+        function (``method_call``), so its result keeps its tuple kind (``a, b = zip(*[m.f(x) ...])``), where one
+        operator's result would be one tensor. Issue 18 §2."""
+        return self.adopt(fn, quiet=True) and any(
+            isinstance(s, ir.Return) and isinstance(s.value, ir.TupleExpr)
+            for s in ir.walk_stmts(self.functions[fn].body))
 
     def implicit_of(self, fn: Any) -> Any:
         """The program function made of ``fn`` when it is the model's own undecorated function
@@ -1853,8 +1863,10 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     the run passes, ``method_call``) with the functions it calls; ``functions`` grows by them. ``implicit``
     makes a program function of the model's own undecorated helper (``helper_call``; ``Function.implicit``).
 
-    A variable that holds host data and then a tensor (``inputs = self.emb(inputs)``) is split into one
-    variable per top-level binding (``acrobat.analysis.versions``) and the analysis runs again.
+    A variable that holds host data and then a tensor (``inputs = self.emb(inputs)``), or that names a list
+    changed in place and, elsewhere, a list the analysis does not follow (``aliases.check_lists``: ``bptrs_t =
+    []`` in one loop, ``for bptrs_t in reversed(backpointers)`` in another), is split into one variable per
+    binding (``acrobat.analysis.versions``) and the analysis runs again.
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -1863,7 +1875,9 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     split: set[tuple[Any, str]] = set()
     while True:
         try:
-            return _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit)
+            table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit)
+            aliases.check_lists(table.specs)
+            return table
         except CompileError as err:
             var = getattr(err, "variable", None)
             fn = versions.split(functions[var[0]], var[1]) if var is not None and var not in split else None
@@ -1919,7 +1933,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
 
 # The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import
 # it (until the analyzer has a module of its own, ``kinds`` holds both).
-from acrobat.analysis import recurrent, rules, unpacking, versions  # noqa: E402
+from acrobat.analysis import aliases, recurrent, rules, unpacking, versions  # noqa: E402
 
 
 def forward_hooks(module: torch.nn.Module) -> str | None:

@@ -529,6 +529,30 @@ def _cat_of_unit_items(a: _Analyzer, s: Site) -> Kind | None:
     return a.call(e)
 
 
+@defcall(CallKind.TORCH, torch.cat, torch.concat, torch.concatenate)
+def _cat_of_list(a: _Analyzer, s: Site) -> Kind | None:
+    """``torch.cat(xs, dim)`` of a list of tensors whose length is per-instance host data (a variable or a
+    comprehension; not a list display, whose items are operands one by one) and an int constant ``dim``: the
+    call of ``folds.cat_items``, a left fold of two-operand concatenations, which the analysis reads as a program
+    function (issue 18 §2). Installed after ``_cat_of_unit_items``, whose stack of the items it leaves alone."""
+    e = s.e
+    dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim", ir.Const(e.loc, 0))
+    if not (s.args and isinstance(s.args[0], ListK)) or isinstance(e.args[0], ir.ListExpr) or len(e.args) > 2 or \
+            any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or not (
+                isinstance(dim, ir.Const) and type(dim.value) is int):
+        return None
+    if s.args[0].elem is BOTTOM:
+        return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
+    if not isinstance(s.args[0].elem, TensorK):
+        return None
+    from acrobat.analysis.folds import cat_items  # noqa: PLC0415 - it imports acrobat.program, which imports us
+    fold = cat_items(dim.value)
+    a.adopt(fold)
+    e.kind, e.target, e.args, e.kwargs = CallKind.PROGRAM, fold, e.args[:1], {}
+    a.changed = True
+    return a.program_call(e)
+
+
 def _zero(d: ir.Expr | None) -> bool:
     """Whether ``d`` is the literal int 0 (a dim)."""
     return isinstance(d, ir.Const) and type(d.value) is int and d.value == 0
