@@ -69,6 +69,16 @@ def mark_limit(exc: E) -> E:
     return exc
 
 
+def calling_line() -> str:
+    """``"  at FILE:LINE: SOURCE"``: the innermost frame of the current call stack in the model's own code (outside
+    torch and acrobat: the line whose operator acrobat is handling now), or ``""`` when there is none."""
+    skip = (str(Path(torch.__file__).parent), str(Path(__file__).parent))
+    for f in reversed(traceback.extract_stack()):
+        if not f.filename.startswith(skip):
+            return f"  at {f.filename}:{f.lineno}: {(f.line or '').strip()}"
+    return ""
+
+
 def user_line(exc: BaseException) -> str:
     """``"\n  at FILE:LINE: SOURCE"``: the deepest frame of ``exc``'s traceback in the model's own code (outside
     torch and acrobat), or ``""`` when there is none."""

@@ -445,7 +445,7 @@ class Program(Function[P, R]):
                 rt.stats.probing = be.probing()
                 rt.stats.fallback = c.bug
         if failed is not None:
-            return self._run_dynamic(failed, instances, shared, options, stats, sync, sparse_grads)
+            return self._run_dynamic(failed, c, instances, shared, options, stats, sync, sparse_grads)
         if trial is not None:
             TierChoice.record(trial, DYNAMIC, (time.perf_counter() - t0) * 1e6, len(instances), serial)
             if trial.choice is None:
@@ -510,22 +510,26 @@ class Program(Function[P, R]):
                                "computes instead, or run without Options(strict=True) (the dynamic tier runs it)")
         return dataclasses.replace(options, static=False)
 
-    def _run_dynamic(self, failed: AcrobatError, instances: Sequence, shared: tuple, options: Options,
+    def _run_dynamic(self, failed: AcrobatError, c: Compiled, instances: Sequence, shared: tuple, options: Options,
                      stats: RunStats | None, sync: bool, sparse_grads: bool) -> list[Any]:
         """The batch again in the dynamic tier (the model's own Python per instance, its operators batched at
-        run time: correct by construction), after the static tier failed on it with ``failed``: acrobat's own
-        bug (an ``InternalError``), or a limit of the static tier met at run time where plain calls run the
-        instance (a ``ShapeError`` whose ``static_limit`` names it: tensors whose shapes differ between instances meeting
-        in one static block, or an operand a stacked list's rows cannot take). Said by a ``DynamicFallbackWarning`` and in ``stats.fallback``. Only for programs
-        whose calls change no host state that outlives them (a second run would repeat those changes).
+        run time: correct by construction), after the static tier's program ``c`` failed on it with ``failed``:
+        acrobat's own bug (an ``InternalError``), or a limit of the static tier met at run time where plain calls
+        run the instance (a ``ShapeError`` whose ``static_limit`` names it: tensors whose shapes differ between
+        instances meeting in one static block, or an operand a stacked list's rows cannot take). Said by a
+        ``DynamicFallbackWarning`` and in ``stats.fallback``. After a limit, later batches run as programs the
+        static tier rejected do (the dynamic tier or plain calls, by measurement: ``acrobat.runtime.tier``),
+        where each would otherwise run twice. Only for programs whose calls change no host state that outlives
+        them (a second run would repeat those changes).
 
         Raises:
             InternalError: ``failed``, when it is one and the dynamic tier fails as well.
             AcrobatError: the dynamic tier's own error (naming the instance) after a ``static_limit`` one.
         """
         limit = "" if isinstance(failed, InternalError) else f"{getattr(failed, 'static_limit', 'a limit')}: "
-        warnings.warn(f"{limit}{failed}\n  the batch ran in the dynamic tier instead (slower; Options(strict=True) "
-                      "raises the error)", DynamicFallbackWarning, stacklevel=3)
+        later = " and later batches run as a program the static tier rejects (acrobat.runtime.tier)" if limit else ""
+        warnings.warn(f"{limit}{failed}\n  the batch ran in the dynamic tier instead{later} (slower; "
+                      "Options(strict=True) raises the error)", DynamicFallbackWarning, stacklevel=3)
         try:
             out = self.run(instances, *shared, backend="eager", options=dataclasses.replace(options, static=False),
                            stats=stats, sync=sync, sparse_grads=sparse_grads)
@@ -533,8 +537,16 @@ class Program(Function[P, R]):
             if limit:
                 raise
             raise failed from exc
+        why = limit + " ".join(line.strip() for line in str(failed).splitlines()[:2])
+        if limit:
+            with self._lock:
+                done = self._compiled.get((len(shared), options), [])
+                at = next((i for i, x in enumerate(done) if x is c), None)
+                if at is not None:
+                    done[at] = _dynamic(self, f"the static tier met its limit on a batch: {why}",
+                                                   c.facts is not None)
         if stats is not None:
-            stats.fallback = limit + " ".join(line.strip() for line in str(failed).splitlines()[:2])
+            stats.fallback = why
         return out
 
     def trace(self, instances: Sequence, *shared: Any,

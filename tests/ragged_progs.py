@@ -197,7 +197,7 @@ def cat_of_a_list_variable(toks, p):
 
 @ab.program
 def cat_of_a_list_read_twice(toks, p):
-    """The list is read elsewhere too (its first item, with the unit axis): no rewrite, rejected as before."""
+    """The list is read elsewhere too (its first item, with the unit axis): no stack rewrite; a fold of cats."""
     hs = [p.emb[t][None] for t in toks]
     return torch.cat(hs).sum(0), hs[0]  # M:cat_read_twice
 
@@ -225,7 +225,7 @@ def neg_dim_out_of_range(toks, p):
 
 @ab.program
 def cat_along_rows(toks, p):
-    """torch.cat of unit-axis items along dim 1 is no stack: rejected as before."""
+    """torch.cat of unit-axis items along dim 1 is no stack: a fold of cats (a per-instance result length)."""
     return torch.cat([p.emb[t][None] for t in toks], dim=1).sum(0)  # M:cat_rows
 
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import acrobat as ab
-from acrobat.errors import CompileError, InstanceError, ShapeError
+from acrobat.errors import CompileError, DynamicFallbackWarning, InstanceError, ShapeError
 from tests import ragged_progs as rp
 from tests.test_tdc import P
 
@@ -103,9 +103,14 @@ def test_cat_of_a_list_is_a_fold_of_cats(backend):
 
 
 def test_stacks_with_rows_of_different_rank_are_an_error_not_a_guess():
-    with pytest.raises(ShapeError) as err:
-        _check(rp.mismatched_ranks, [[1, 2, 3, 4], [5, 6, 7, 8]])  # k == H: PyTorch would run, meaning other math
+    # k == H: PyTorch runs it, meaning other math than row by row: the static tier raises its limit (strict), and
+    # by default the batch reruns in the dynamic tier, which computes what the plain calls compute
+    batch = [[1, 2, 3, 4], [5, 6, 7, 8]]
+    with pytest.raises(ShapeError) as err, torch.inference_mode():
+        rp.mismatched_ranks.run(batch, _params(), options=ab.Options(strict=True))
     assert f"ragged_progs.py:{_line('ranks')}" in str(err.value) and "one rank" in str(err.value)
+    with pytest.warns(DynamicFallbackWarning, match="a limit of the static tier(.|\n)*one rank"):
+        _check(rp.mismatched_ranks, batch)
 
 
 class _Modules(P):

@@ -231,3 +231,11 @@ def test_a_limit_of_the_static_tier_met_at_run_time_reruns_the_batch_in_the_dyna
         torch.testing.assert_close(got, [_stack_times_3d_weight(x, p) for x in batch])
         with pytest.raises(ab.ShapeError, match="1-D or 2-D w"):
             _stack_times_3d_weight.run(batch, p, backend="eager", options=ab.Options(strict=True))
+    # later batches run as a program the static tier rejected: no second failure and rerun, the report says why
+    later = ab.RunStats()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("error", DynamicFallbackWarning)
+        for _ in range(3):
+            got = _stack_times_3d_weight.run(batch, p, backend="eager", stats=later)
+            torch.testing.assert_close(got, [_stack_times_3d_weight(x, p) for x in batch])
+    assert "the static tier met its limit on a batch" in _stack_times_3d_weight.explain(p)

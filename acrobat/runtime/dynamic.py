@@ -59,7 +59,7 @@ from torch.overrides import TorchFunctionMode
 from acrobat.runtime.dfg import OUTPUT_STEP, Recording
 from acrobat.runtime.batching import Leaf, RuleMismatch, rule_for
 from acrobat.runtime.eager import RowLoopKernel
-from acrobat.diagnosis import mark_limit
+from acrobat.diagnosis import calling_line, mark_limit
 from acrobat.errors import InstanceError
 from acrobat.runtime.lazy import Lazy, Meta, meta_of
 from acrobat.runtime.plan import BatchedParam, BlockCode, Site
@@ -546,7 +546,7 @@ class Recorder:
             raise mark_limit(InstanceError(
                 f"instance {self.rt.dfg.inst}: `{info.name}` writes into a tensor every instance shares (a model "
                 f"parameter, or a value computed from parameters alone): write it out of place\n"
-                f"{self.site.where()}", self.rt.dfg.inst))
+                f"{calling_line() or self.site.where()}", self.rt.dfg.inst))
         if info.writes or "out" in kwargs:
             # the launches recorded before the write read the tensor as it was: they run first
             with torch._C.DisableTorchFunction():
@@ -591,7 +591,7 @@ class Recorder:
                 f"instance {self.rt.dfg.inst}: `{getattr(func, '__name__', func)}` writes into a view of a tensor "
                 f"every instance shares (`p.emb[t]` of a parameter is a view of it in PyTorch, so the write would "
                 f"change the parameter): write it out of place, or write into a copy (`.clone()`)\n"
-                f"{self.site.where()}", self.rt.dfg.inst))
+                f"{calling_line() or self.site.where()}", self.rt.dfg.inst))
         with torch._C.DisableTorchFunction():  # the runtime's own operators: not recorded
             own = self.value(root).clone()
             written = self.remade(target, root, own)
