@@ -37,8 +37,8 @@ from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder, lazy_left_in, replace
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.lazy import Lazy
-from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, Layout, ListLayout, NoRows,
-                                  OptionalLayout, Plan, RaggedLayout, RecurrentOp, RowSpec, Site, TensorLayout, Tracer,
+from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, HostOrLayout, HostResult, Layout,
+                                  ListLayout, NoRows, OptionalLayout, Plan, RaggedLayout, RecurrentOp, RowSpec, Site, TensorLayout, Tracer,
                                   TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
@@ -188,6 +188,7 @@ class Runtime:
         self.shared[block.id] = shared
 
     snapshot = staticmethod(snapshot)  # a host argument as it is now (``acrobat.runtime.dfg.snapshot``)
+    host_result = HostResult  # host data returned where the result may also be a tensor (``HostOrLayout``)
 
     def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
@@ -590,8 +591,8 @@ def _collect(x: Any, layout: Layout, handles: list[Handle]) -> None:
                 handles.append(x.like)
             for i in x:
                 _collect(i, rows, handles)
-        case OptionalLayout(inner=inner):
-            if x is not None:
+        case OptionalLayout(inner=inner) | HostOrLayout(inner=inner):
+            if x is not None and not isinstance(x, HostResult):
                 _collect(x, inner, handles)
         case DictLayout(keys=keys, items=items):
             for key, k in zip(keys, items):
@@ -619,6 +620,8 @@ def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
             return torch.stack([_rebuild(i, rows, tensors) for i in x])
         case OptionalLayout(inner=inner):
             return None if x is None else _rebuild(x, inner, tensors)
+        case HostOrLayout(inner=inner):
+            return x.value if isinstance(x, HostResult) else None if x is None else _rebuild(x, inner, tensors)
         case DictLayout(keys=keys, items=items):
             return {key: _rebuild(x[key], k, tensors) for key, k in zip(keys, items)}
         case TupleLayout(items=items):
