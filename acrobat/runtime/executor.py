@@ -504,9 +504,9 @@ class Runtime:
         handles: list[Handle] = []
         for r in results:
             _collect(r, layout, handles)
-        if not handles:
+        if not handles and not _tags(layout):
             return results
-        it = iter(copied(handles))
+        it = iter(copied(handles) if handles else [])
         return [_rebuild(r, layout, it) for r in results]
 
     def copied(self, handles: Sequence[Handle]) -> list[torch.Tensor]:
@@ -579,6 +579,18 @@ def _flat_tensors(layout: Layout) -> int | None:
     if isinstance(layout, TupleLayout) and layout.items and all(isinstance(k, TensorLayout) for k in layout.items):
         return len(layout.items)
     return None
+
+
+def _tags(layout: Layout) -> bool:
+    """Whether results of ``layout`` may hold host values the skeleton tagged (``HostResult``: a ``HostOrLayout``)."""
+    match layout:
+        case HostOrLayout():
+            return True
+        case OptionalLayout(inner=inner) | RaggedLayout(rows=inner) | ListLayout(elem=inner):
+            return _tags(inner)
+        case DictLayout(items=items) | TupleLayout(items=items):
+            return any(_tags(k) for k in items)
+    return False
 
 
 def _collect(x: Any, layout: Layout, handles: list[Handle]) -> None:
