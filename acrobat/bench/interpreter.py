@@ -27,8 +27,8 @@ from acrobat.analysis.kinds import SpecKey
 from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
 from acrobat.codegen.printer import BINOPS, CMPOPS, INPLACE
 from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
-                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, Tag, ValueRead,
-                                     ends_in_return, node_args, output_offsets, snapshot_hosts)
+                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, Tag,
+                                     ValueRead, ends_in_return, node_args, output_offsets, snapshot_hosts)
 from acrobat.errors import AcrobatError
 from acrobat.frontend import ir
 from acrobat.program import Compiled, Options, Program, located

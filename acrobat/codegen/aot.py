@@ -20,11 +20,11 @@ from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
 from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
-                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, Tag, ValueRead,
-                                     ends_in_return, node_args, output_offsets, snapshot_hosts)
+                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, Tag,
+                                     ValueRead, ends_in_return, node_args, output_offsets, snapshot_hosts)
 from acrobat.frontend import ir
-from acrobat.runtime.plan import (DictLayout, HostLayout, HostOrLayout, Layout, ListLayout, OptionalLayout, RaggedLayout,
-                                  TensorLayout, TupleLayout)
+from acrobat.runtime.plan import (DictLayout, HostLayout, HostOrLayout, Layout, ListLayout, OptionalLayout,
+                                  RaggedLayout, TensorLayout, TupleLayout)
 
 
 def coerce_source(code: str, c: Coercion | None) -> str:
