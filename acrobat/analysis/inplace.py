@@ -10,8 +10,8 @@ difference cannot be seen, and there computes ``x op y`` out of place:
 
 - **nothing else holds x** (``sole_holder``, over the function's text,
   flow-insensitive): ``x`` is a local variable (not a parameter or a loop
-  variable, never unpacked into) whose every binding is a fresh result, one
-  no other name holds (an arithmetic operator, a factory such as
+  variable, never unpacked into) whose every binding is None or a fresh result,
+  one no other name holds (an arithmetic operator, a factory such as
   ``torch.zeros(())``, a loss, a pointwise function or reduction known to
   allocate: ``FRESH_FUNCTIONS``/``FRESH_METHODS``, or ``x op= y`` itself), and
   whose every read gives nothing that shares its memory (an operand of an
@@ -106,7 +106,8 @@ def sole_holder(fn: ir.Function, name: str) -> bool:
         if isinstance(s, ir.For) and name in s.target.names():
             return False
         if isinstance(s, ir.Assign) and name in s.target.names():
-            if s.target.name != name or not (_fresh(s.value) or augmented(s) is not None):
+            if s.target.name != name or not (_fresh(s.value) or augmented(s) is not None or
+                                             isinstance(s.value, ir.Const) and s.value.value is None):
                 return False
         if isinstance(s, ir.ExprStmt) and is_item_write(s.value, name):  # `x[i] = v`: x's own update
             ok.add(id(s.value.receiver))  # type: ignore[attr-defined]

@@ -15,6 +15,9 @@ Every expression of a program function gets a *kind*:
 - ``NoneK``: ``None``; joined with a tensor (``h = None`` ... ``h = cell(h)``)
   it makes an ``OptionalK``, which host code tests with ``is None`` (the
   handle/None test runs in the skeleton) and which ``if h is None`` narrows.
+- ``HostOrK``: a function's result that is host data on one path and a
+  tensor on another (``return total / len(xs)`` of a host-number accumulator,
+  ``acrobat.analysis.accumulators``): only returned, never computed with.
 
 *Fields*: an attribute the model stores on the instance's own objects
 (``node.state = cell(...)``, read back as ``child.state``) is a value of the
@@ -164,6 +167,19 @@ class OptionalK(Kind):
 
 
 @dataclass(frozen=True)
+class HostOrK(Kind):
+    """A function's result that is host data (a Python number: ``loss = 0`` returned by an instance whose loop never
+    ran) on some paths and a value of kind ``inner`` (a tensor) on others (``result_join``). Only a ``return``
+    gives it, and only a ``return`` takes a call's result of this kind (``return f(x)``); the skeleton tags the host
+    value (``acrobat.runtime.plan.HostResult``) so the result's layout tells it from a handle (an int)."""
+
+    inner: Kind
+
+    def __str__(self) -> str:
+        return f"host or {self.inner}"
+
+
+@dataclass(frozen=True)
 class DictK(Kind):
     """A dict with constant string keys (``{"h": h, "c": c}``): per-key kinds, like a tuple."""
 
@@ -220,7 +236,7 @@ def contains(k: Kind, cls: type | tuple[type, ...]) -> bool:
         return contains(k.elem, cls)
     if isinstance(k, (TupleK, DictK)):
         return any(contains(i, cls) for i in k.items)
-    if isinstance(k, OptionalK):
+    if isinstance(k, (OptionalK, HostOrK)):
         return contains(k.inner, cls)
     return False
 
@@ -247,7 +263,7 @@ def _items(k: Kind) -> tuple[Kind, ...]:
         return (k.elem,)
     if isinstance(k, (TupleK, DictK)):
         return k.items
-    if isinstance(k, OptionalK):
+    if isinstance(k, (OptionalK, HostOrK)):
         return (k.inner,)
     return ()
 
@@ -263,7 +279,7 @@ def sdepth_of(k: Kind) -> int | None:
     if isinstance(k, (TupleK, DictK)):
         depths = [sdepth_of(i) for i in k.items]
         return None if None in depths else max(depths, default=LIFTED_DEPTH)
-    if isinstance(k, OptionalK):
+    if isinstance(k, (OptionalK, HostOrK)):
         return sdepth_of(k.inner)
     return LIFTED_DEPTH
 
@@ -304,6 +320,29 @@ def join(a: Kind, b: Kind) -> Kind:
         return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)))
     if isinstance(a, DictK) and isinstance(b, DictK) and a.keys == b.keys:
         return DictK(a.keys, tuple(join(x, y) for x, y in zip(a.items, b.items)))
+    raise KindConflict(f"{a} vs {b}")
+
+
+def result_join(a: Kind, b: Kind) -> Kind:
+    """The kind of a function's result returned as ``a`` on some paths and ``b`` on others: ``join``, except that
+    host data meeting a tensor (also inside a tuple or dict, or a result already of this kind) gives a ``HostOrK``:
+    each instance gets back what its own path returned (a Python number stays a number).
+
+    Raises:
+        KindConflict: containers of different shape, or host data meeting a shared value or a list.
+    """
+    try:
+        return join(a, b)
+    except KindConflict:
+        pass
+    if isinstance(a, TupleK) and isinstance(b, TupleK) and len(a.items) == len(b.items):
+        return TupleK(tuple(result_join(x, y) for x, y in zip(a.items, b.items)))
+    if isinstance(a, DictK) and isinstance(b, DictK) and a.keys == b.keys:
+        return DictK(a.keys, tuple(result_join(x, y) for x, y in zip(a.items, b.items)))
+    inner = [k.inner if isinstance(k, (HostOrK, OptionalK)) else k for k in (a, b) if not isinstance(k, HostK)]
+    if len(inner) == 1 and isinstance(inner[0], (TensorK, RaggedK)) or \
+            len(inner) == 2 and all(isinstance(k, (TensorK, RaggedK)) for k in inner):
+        return HostOrK(join(*inner) if len(inner) == 2 else inner[0])
     raise KindConflict(f"{a} vs {b}")
 
 
@@ -469,6 +508,7 @@ class _Analyzer:
         self.parse = parse  # parses a program function found during the analysis (a module's method), and its callees
         # nid of a call made a program call (``method_call``) -> the method's name, and whether the module is called
         self.method_sites: dict[int, tuple[str, bool]] = {}
+        self.returned: int | None = None  # nid of the value of the `return` being analysed (``program_call``)
         self.entry_params = entry_params  # what messages call a shared reference ``("arg", i)``
         self.resolve = resolve
         self.facts: dict[tuple, str] = {}  # shared reference -> ``shared_fact`` of its value (see shared_path)
@@ -635,9 +675,10 @@ class _Analyzer:
                     return self.stmt(written, entry)
                 self.expr(v)
             case ir.Return(value=v):
+                self.returned = v.nid if v is not None else None  # a call there may return host data or a tensor
                 k = self.expr(v) if v is not None else HOST
                 try:
-                    new = join(self.spec.ret, k)
+                    new = result_join(self.spec.ret, k)
                 except KindConflict:
                     raise self.error(s, f"returns host data in one place and tensors in another ({self.spec.ret} vs {k})") from None
                 if new != self.spec.ret:
@@ -1603,6 +1644,9 @@ class _Analyzer:
             self.changed = True
         callee = self.request(key)
         self.link_list_args(e, callee, arg_kinds)
+        if contains(callee.ret, HostOrK) and e.nid != self.returned:
+            raise self.error(e, f"`{fn.name}` returns host data on one path and a tensor on another "
+                                f"({callee.ret}): its result can only be returned as it is (`return {fn.name}(...)`)")
         return callee.ret
 
     def operator(self, s: rules.Site) -> Kind:
@@ -1866,13 +1910,15 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     A variable that holds host data and then a tensor (``inputs = self.emb(inputs)``), or that names a list
     changed in place and, elsewhere, a list the analysis does not follow (``aliases.check_lists``: ``bptrs_t =
     []`` in one loop, ``for bptrs_t in reversed(backpointers)`` in another), is split into one variable per
-    binding (``acrobat.analysis.versions``) and the analysis runs again.
+    binding (``acrobat.analysis.versions``), or where it is a host-number accumulator (``loss = 0`` then
+    ``loss += t`` in a loop) into the number and an optional tensor (``acrobat.analysis.accumulators``), and the
+    analysis runs again.
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
             mixed with tensors, tensor-dependent control flow, ...).
     """
-    split: set[tuple[Any, str]] = set()
+    tried: set[tuple[Any, str, Callable]] = set()  # (function, variable, rewrite) already applied
     while True:
         try:
             table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit)
@@ -1880,11 +1926,18 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
             return table
         except CompileError as err:
             var = getattr(err, "variable", None)
-            fn = versions.split(functions[var[0]], var[1]) if var is not None and var not in split else None
+            fn = None
+            # `inputs = self.emb(inputs)`: one variable per top-level binding; `loss = 0` ... `loss += t`: the
+            # number and the tensor apart (after a split into versions, its loop's conflict comes back)
+            for rewrite in (versions.split, accumulators.split) if var is not None else ():
+                if (*var, rewrite) not in tried:
+                    tried.add((*var, rewrite))
+                    fn = rewrite(functions[var[0]], var[1])
+                    if fn is not None:
+                        break
             if fn is None:
                 raise
-            split.add(var)  # `inputs = self.emb(inputs)`: one variable per top-level binding, then analyse again
-            functions[var[0]] = fn
+            functions[var[0]] = fn  # then analyse again
 
 
 def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int, resolve: Resolver | None,
@@ -1933,7 +1986,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
 
 # The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import
 # it (until the analyzer has a module of its own, ``kinds`` holds both).
-from acrobat.analysis import aliases, recurrent, rules, unpacking, versions  # noqa: E402
+from acrobat.analysis import accumulators, aliases, recurrent, rules, unpacking, versions  # noqa: E402
 
 
 def forward_hooks(module: torch.nn.Module) -> str | None:

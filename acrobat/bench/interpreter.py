@@ -27,8 +27,8 @@ from acrobat.analysis.kinds import SpecKey
 from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
 from acrobat.codegen.printer import BINOPS, CMPOPS, INPLACE
 from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
-                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, ValueRead,
-                                     ends_in_return, node_args, output_offsets, snapshot_hosts)
+                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, Tag,
+                                     ValueRead, ends_in_return, node_args, output_offsets, snapshot_hosts)
 from acrobat.errors import AcrobatError
 from acrobat.frontend import ir
 from acrobat.program import Compiled, Options, Program, located
@@ -287,6 +287,8 @@ class Interpreter(LoweredVisitor[_Frame]):
                 return value
             case Lift():
                 return self.rt.lift(value)
+            case Tag():
+                return self.rt.host_result(value)
             case OrNone(inner=inner):
                 return None if value is None else self.coerce(value, inner)
             case Fields(keys=keys, parts=parts, is_dict=True):

@@ -15,16 +15,16 @@ from __future__ import annotations
 import builtins
 from typing import Mapping
 
-from acrobat.analysis.kinds import BOTTOM, DictK, Kind, ListK, OptionalK, RaggedK, Spec, TensorK, TupleK
+from acrobat.analysis.kinds import BOTTOM, DictK, HostOrK, Kind, ListK, OptionalK, RaggedK, Spec, TensorK, TupleK
 from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
 from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
-                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, ValueRead,
-                                     ends_in_return, node_args, output_offsets, snapshot_hosts)
+                                     LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, Tag,
+                                     ValueRead, ends_in_return, node_args, output_offsets, snapshot_hosts)
 from acrobat.frontend import ir
-from acrobat.runtime.plan import (DictLayout, HostLayout, Layout, ListLayout, OptionalLayout, RaggedLayout,
-                                  TensorLayout, TupleLayout)
+from acrobat.runtime.plan import (DictLayout, HostLayout, HostOrLayout, Layout, ListLayout, OptionalLayout,
+                                  RaggedLayout, TensorLayout, TupleLayout)
 
 
 def coerce_source(code: str, c: Coercion | None) -> str:
@@ -34,6 +34,8 @@ def coerce_source(code: str, c: Coercion | None) -> str:
             return code
         case Lift():
             return f"_rt.lift({code})"
+        case Tag():
+            return f"_rt.host_result({code})"
         case OrNone(inner=inner):
             return f"(lambda _v: None if _v is None else {coerce_source('_v', inner)})({code})"
         case Fields(keys=keys, parts=parts, is_dict=True):
@@ -329,6 +331,8 @@ def result_layout(kind: Kind) -> Layout:
             return RaggedLayout(result_layout(kind.rows))
         case OptionalK(inner=inner):
             return OptionalLayout(result_layout(inner))
+        case HostOrK(inner=inner):
+            return HostOrLayout(result_layout(inner))
         case DictK(keys=keys, items=items):
             return DictLayout(keys, tuple(result_layout(k) for k in items))
         case TupleK(items=items):

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Mapping, TypeVar
 
-from acrobat.analysis.kinds import (HOST, DictK, Kind, ListK, NoneK, OptionalK, SharedK, Spec, SpecKey, TensorK, TupleK,
-                                    has_tensor)
+from acrobat.analysis.kinds import (HOST, DictK, HostK, HostOrK, Kind, ListK, NoneK, OptionalK, SharedK, Spec, SpecKey,
+                                    TensorK, TupleK, has_tensor)
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.rules import LIST_PUTS, VALUE_BUILTINS
 from acrobat.analysis.shared import SharedSlots
@@ -79,13 +79,25 @@ class Positions:
     parts: "tuple[Coercion | None, ...]"
 
 
-Coercion = Lift | OrNone | Fields | Each | Positions
+@dataclass(frozen=True)
+class Tag:
+    """Host data returned where the result may also be a tensor (``kinds.HostOrK``): tagged as a
+    ``plan.HostResult`` (``Runtime.host_result``), so the runtime tells a number from a handle."""
+
+
+Coercion = Lift | OrNone | Fields | Each | Positions | Tag
 
 
 def coercion(src: Kind, dst: Kind) -> Coercion | None:
     """How a value of kind ``src`` becomes one of kind ``dst``; None: it is used as it is."""
     if src == dst:
         return None
+    if isinstance(dst, HostOrK):  # host data tagged (None needs none); a value coerced to the other kind
+        if isinstance(src, NoneK) or isinstance(src, OptionalK) and src.inner == dst.inner:
+            return None
+        if isinstance(src, HostK) or isinstance(src, SharedK) and src.host:
+            return Tag()
+        return coercion(src.inner if isinstance(src, OptionalK) else src, dst.inner)
     if isinstance(dst, OptionalK):  # None stays None; a value is coerced to the optional's kind
         if isinstance(src, NoneK):
             return None

@@ -44,13 +44,16 @@ def shown_name(name: str) -> str:
     """A variable as a message names it: the name the model wrote for a comprehension's variable (the
     parser renames ``x`` to ``_c_x_3``, ``comprehension``), the words "a comprehension's list" for the list
     one builds, "a starred value" for the variable ``hoist_starred`` made, the name of a variable's version
-    (``_v_x_1``, ``acrobat.analysis.versions``); else the name, in backticks."""
+    (``_v_x_1``, ``acrobat.analysis.versions``) or of an accumulator's part (``_a_x_0``,
+    ``acrobat.analysis.accumulators``); else the name, in backticks."""
     if is_comprehension_list(name):
         return "a comprehension's list"
     if re.fullmatch(f"_{STARRED}\\d+", name):
         return "a starred value"
-    written = re.fullmatch(r"_[cv]_(\w+)_\d+", name)  # a comprehension's variable, a version (analysis.versions)
-    return f"`{written[1] if written else name}`"
+    # a comprehension's variable, a version (analysis.versions), an accumulator's part (analysis.accumulators)
+    while written := re.fullmatch(r"_[cva]_(\w+)_\d+", name):
+        name = written[1]
+    return f"`{name}`"
 
 
 _TUPLE_SPLITS = frozenset({"chunk", "split", "unbind", "tensor_split"})

@@ -37,9 +37,9 @@ from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder, lazy_left_in, replace
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.lazy import Lazy
-from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, Layout, ListLayout, NoRows,
-                                  OptionalLayout, Plan, RaggedLayout, RecurrentOp, RowSpec, Site, TensorLayout, Tracer,
-                                  TupleLayout)
+from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, HostOrLayout, HostResult, Layout,
+                                  ListLayout, NoRows, OptionalLayout, Plan, RaggedLayout, RecurrentOp, RowSpec, Site,
+                                  TensorLayout, Tracer, TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
 from acrobat.runtime.tier import TierChoice
@@ -188,6 +188,7 @@ class Runtime:
         self.shared[block.id] = shared
 
     snapshot = staticmethod(snapshot)  # a host argument as it is now (``acrobat.runtime.dfg.snapshot``)
+    host_result = HostResult  # host data returned where the result may also be a tensor (``HostOrLayout``)
 
     def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
@@ -503,9 +504,9 @@ class Runtime:
         handles: list[Handle] = []
         for r in results:
             _collect(r, layout, handles)
-        if not handles:
+        if not handles and not _tags(layout):
             return results
-        it = iter(copied(handles))
+        it = iter(copied(handles) if handles else [])
         return [_rebuild(r, layout, it) for r in results]
 
     def copied(self, handles: Sequence[Handle]) -> list[torch.Tensor]:
@@ -582,6 +583,18 @@ def _flat_tensors(layout: Layout) -> int | None:
     return None
 
 
+def _tags(layout: Layout) -> bool:
+    """Whether results of ``layout`` may hold host values the skeleton tagged (``HostResult``: a ``HostOrLayout``)."""
+    match layout:
+        case HostOrLayout():
+            return True
+        case OptionalLayout(inner=inner) | RaggedLayout(rows=inner) | ListLayout(elem=inner):
+            return _tags(inner)
+        case DictLayout(items=items) | TupleLayout(items=items):
+            return any(_tags(k) for k in items)
+    return False
+
+
 def _collect(x: Any, layout: Layout, handles: list[Handle]) -> None:
     """Append the handles in ``x`` (a result of layout ``layout``) to ``handles``, depth first."""
     match layout:
@@ -592,8 +605,8 @@ def _collect(x: Any, layout: Layout, handles: list[Handle]) -> None:
                 handles.append(x.like)
             for i in x:
                 _collect(i, rows, handles)
-        case OptionalLayout(inner=inner):
-            if x is not None:
+        case OptionalLayout(inner=inner) | HostOrLayout(inner=inner):
+            if x is not None and not isinstance(x, HostResult):
                 _collect(x, inner, handles)
         case DictLayout(keys=keys, items=items):
             for key, k in zip(keys, items):
@@ -621,6 +634,8 @@ def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
             return torch.stack([_rebuild(i, rows, tensors) for i in x])
         case OptionalLayout(inner=inner):
             return None if x is None else _rebuild(x, inner, tensors)
+        case HostOrLayout(inner=inner):
+            return x.value if isinstance(x, HostResult) else None if x is None else _rebuild(x, inner, tensors)
         case DictLayout(keys=keys, items=items):
             return {key: _rebuild(x[key], k, tensors) for key, k in zip(keys, items)}
         case TupleLayout(items=items):

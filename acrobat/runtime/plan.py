@@ -179,6 +179,22 @@ class OptionalLayout(Layout):
 
 
 @dataclass(frozen=True)
+class HostOrLayout(Layout):
+    """Host data on some paths, a value of layout ``inner`` on others (``kinds.HostOrK``): the skeleton returns
+    the host value tagged as a ``HostResult`` (a handle is an int, so an int must be told apart), or None."""
+
+    inner: Layout
+
+
+@dataclass(frozen=True, slots=True)
+class HostResult:
+    """Host data (``value``: a Python number, None, ...) that the skeleton returns where the result's layout is a
+    ``HostOrLayout``: the runtime hands back ``value`` itself."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
 class DictLayout(Layout):
     """A dict with fixed ``keys``, the value of each of layout ``items[i]``."""
 

@@ -30,14 +30,16 @@ in-place writes on a ``Doc`` instance's tensor after a use (``inst.x.add_(1)``,
 ``inst.x[0] = v``). Also ``elif``, ``while True:``, annotated assignments,
 ``torch.inference_mode()``/``enable_grad()`` bodies, module methods
 (``p.mix(x, h)``, calling ``self.squash``), ``nn.Embedding`` by a tensor of ids,
-``nn.Sequential``, and an ``nn.ParameterList`` item picked by host data.
+``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, and sums started at a host number
+(``acc = 0`` then ``acc += v`` in a loop, maybe run zero times; ``main`` may return ``acc`` itself).
 
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
 non-empty list of ``T``, ``O`` an Optional ``T``, ``D`` a dict
 ``{"h": T, "c": T}``, ``P`` a pair ``(T, T)``, ``IL`` a non-empty list of host ints (emptied never:
 ``pop`` only while it holds two); ``main`` may also return ``S``, a 0-d
-tensor (or a stacked list's product) computed with a host float. So programs are well-typed
+tensor (or a stacked list's product) computed with a host float, and ``A``, an accumulator (a host number or a
+tensor, per instance). So programs are well-typed
 and well-shaped, and they run as plain Python on every instance.
 """
 
@@ -96,6 +98,7 @@ class Gen:
         self.helpers_names: set[str] = set()
         self.result_types: list[str] = []  # what main returns besides a tensor, fixed up front (every return alike)
         self.stored = False  # the recursion stores `node.st` on every node (``tree_fn``)
+        self.main_returns = False  # main has an early `return` (``final_result``)
 
     # -- names and small helpers ----------------------------------------------
     def fresh(self, prefix: str) -> str:
@@ -561,7 +564,7 @@ class Gen:
         if k == "dense_list" and sc.of("L"):
             return self.dense_list(sc)
         if k == "idioms":
-            return self.idioms(sc)
+            return self.idioms(sc, depth)
         if k == "max_pair":
             name = self.fresh("t")
             if sc.of("L") and self.ch.coin(50):
@@ -695,6 +698,7 @@ class Gen:
         if k == "return":
             self.feat("early return")
             ret = self.result(sc) if sc.ret == "main" else self.tensor(sc)
+            self.main_returns = self.main_returns or sc.ret == "main"
             return [f"if {self.cond(sc)}:", f"    return {ret}"]
         if k == "comprehension" and sc.of("L"):
             self.feat("comprehension")
@@ -776,11 +780,14 @@ class Gen:
         sc.vars[name] = "T"
         return [f"{name} = {value}"]
 
-    def idioms(self, sc: Scope) -> list[str]:
+    def idioms(self, sc: Scope, depth: int) -> list[str]:
         """A T by training code's idioms (issue 18 §2): a full reduction without dim of a stack of a list L
         (``torch.stack(xs).mean()``), ``torch.cat`` of a list variable of unit-axis items that only the cat reads,
-        and augmented assignments of a fresh tensor that only its own updates and one read see (``acc += x``)."""
-        name, v, form = self.fresh("t"), self.fresh("v"), self.ch.int(0, 2)
+        augmented assignments of a fresh tensor that only its own updates and one read see (``acc += x``), and
+        (at a function's top level) a sum started at a host number (``accumulator``)."""
+        name, v, form = self.fresh("t"), self.fresh("v"), self.ch.int(0, 3)
+        if form == 3 and depth == 1:
+            return self.accumulator(sc, depth)
         lines: list[str] = []
         if form == 0 and sc.of("L"):
             self.feat("full reduction of a stack")
@@ -805,6 +812,57 @@ class Gen:
             value = f"{acc} * 1.0"
         sc.vars[name] = "T"
         return [*lines, f"{name} = {value}"]
+
+    def accumulator(self, sc: Scope, depth: int) -> list[str]:
+        """A sum started at a host number (issue 18 §2, ``acrobat.analysis.accumulators``): ``acc = 0`` (an int or
+        a float), then ``acc += v``/``-=``/``acc = acc + v``/``acc = acc - v`` in a loop that runs zero times for
+        some instances (over ``range`` of a host int, the instance's tokens, a tree node's children), maybe
+        under an ``if`` or in a nested loop, with every ``v`` a vector or every one a 0-D tensor; then a T that
+        reads ``acc`` (a number or a tensor, per instance). ``acc`` stays visible as an ``A``: ``main`` may
+        return it (``final_result``)."""
+        self.feat("accumulator from a host number")
+        acc, x, name = self.fresh("acc"), self.fresh("x"), self.fresh("t")
+        inner = sc.copy()
+        inner.loop = False  # no break/continue drawn here: the loop body is the updates alone
+        if self.kind in ("seq", "doc") and self.entry and self.ch.coin(50):
+            inner.vars[x] = "I"
+            head = f"for {x} in {'inst' if self.kind == 'seq' else 'inst.tokens'}:"
+        elif sc.node is not None and self.kind == "nary" and self.ch.coin(50):
+            head = f"for {x} in {sc.node}.children:"  # none for a leaf
+        else:
+            inner.vars[x] = "I"
+            head = f"for {x} in range({self.int(sc)}):"
+        scalar = self.ch.coin(50)
+        lines = [f"{acc} = {self.ch.pick(['0', '0.0', '1', '-0.5'])}", head]
+        for _ in range(self.ch.int(1, 2)):
+            value = f"{self.tensor(inner)}" + (self.ch.pick([".sum()", ".mean()", "[0]"]) if scalar else "")
+            update = self.ch.pick([f"{acc} += {value}", f"{acc} -= {value}", f"{acc} = {acc} + {value}",
+                                   f"{acc} = {acc} - {value}"])
+            form = self.ch.int(0, 2)
+            if form == 0:
+                lines.append(f"    {update}")
+            elif form == 1:
+                self.feat("accumulator updated under an if")
+                lines += [f"    if {self.cond(inner)}:", f"        {update}"]
+            else:
+                self.feat("accumulator updated in a nested loop")
+                lines += [f"    for {self.fresh('j')} in range({self.ch.int(0, 2)}):", f"        {update}"]
+        read = self.ch.pick([f"({self.tensor(sc)} + {acc})", f"({self.tensor(sc)} * {acc})",
+                             f"({acc} - {self.tensor(sc)})"])
+        sc.vars[name] = "T"
+        sc.vars[acc] = "A"
+        return [*lines, f"{name} = {read}"]
+
+    def final_result(self, sc: Scope) -> str:
+        """What ``main``'s last ``return`` gives: ``result``, with an accumulator (an ``A``: a host number or a
+        tensor, per instance) after it where one is visible and no earlier ``return`` of ``main`` gives another
+        structure."""
+        value = self.result(sc)
+        accs = sc.of("A")
+        if accs and not self.main_returns and self.ch.coin(50):
+            self.feat("accumulator returned")
+            return f"({value}, {self.ch.pick(accs)})"
+        return value
 
     def item_writes(self, acc: str) -> list[str]:
         """Item assignments into ``acc`` right after its fresh binding (issue 18 §2: ``x[0] = v``, the CRF
@@ -1102,7 +1160,7 @@ class Gen:
                 sc.vars["outs"] = "L"
                 prologue += ["outs = [h]", "visit(inst, p, outs)"]
         self.entry = True
-        main = self.function("def main(inst, p):", sc, prologue, [], self.result)
+        main = self.function("def main(inst, p):", sc, prologue, [], self.final_result)
         self.entry = False
         options = {name: not ch.coin(15) for name in
                    ("coarsening", "hoisting", "concurrency", "phases", "stages", "ghosts", "fibers", "horizontal_fusion")}
