@@ -423,6 +423,7 @@ class Program(Function[P, R]):
             if tier == PLAIN:
                 return self._run_plain(instances, shared, c.plan.dynamic, trial, serial, stats)
         t0 = time.perf_counter()
+        rng = _rng_state()  # a rerun in the dynamic tier draws as a run there would (not after the failed one)
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             try:
                 with be.compiling(self.__name__, sum(b.segment is None for b in c.plan.blocks.values())), \
@@ -445,10 +446,13 @@ class Program(Function[P, R]):
                 rt.stats.probing = be.probing()
                 rt.stats.fallback = c.bug
         if failed is not None:
+            _set_rng_state(rng)
             return self._run_dynamic(failed, c, instances, shared, options, stats, sync, sparse_grads)
         if trial is not None:
+            if rt.stats.dynamic is not None and rt.stats.dynamic.random:
+                TierChoice.keep_dynamic(trial)  # plain calls draw other numbers: seeded runs would not repeat
             TierChoice.record(trial, DYNAMIC, (time.perf_counter() - t0) * 1e6, len(instances), serial)
-            if trial.choice is None:
+            if trial.choice is None or trial.note:
                 rt.stats.plain = f"the dynamic tier ran this batch: {TierChoice.why(trial)} (acrobat.runtime.tier)"
         if stats is not None:
             stats.add(rt.stats)
@@ -709,6 +713,18 @@ def _fact(resolve: Resolver, ref: tuple) -> str:
     """``shared_fact`` of what ``ref`` names in a run, or ``"missing"``."""
     value = resolve(ref)
     return "missing" if value is UNRESOLVED else shared_fact(value)
+
+
+def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+    """torch's generator states (CPU, and every CUDA device's once CUDA is initialized), for ``_set_rng_state``."""
+    return torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+
+def _set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor] | None]) -> None:
+    """Put back the generator states ``_rng_state`` gave."""
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state_all(state[1])
 
 
 def _dynamic(prog: Program, reason: str, resolved: bool) -> Compiled:

@@ -88,3 +88,31 @@ def test_forced_dynamic_tier_and_training_never_run_plain_calls():
         stats = ab.RunStats()
         dp.try_except.run(batch, p, stats=stats)
         assert stats.dynamic is not None
+
+
+@ab.program
+def _noisy_try(tokens, p):
+    """A `try` (the static tier rejects it) around a draw: ``torch.randn_like``."""
+    h = p.emb[tokens[0]]
+    try:
+        h = h + 0.1 * torch.randn_like(h)
+    except RuntimeError:
+        pass
+    return torch.tanh(h)
+
+
+def test_a_rejected_program_that_draws_random_numbers_stays_in_the_dynamic_tier():
+    """Plain calls draw other numbers than the dynamic tier's launches: while the tier was on trial, batches run
+    after torch.manual_seed(0) alternated between the two and did not repeat (README, "Seeds"). The first batch
+    that draws keeps the dynamic tier, and the report says why."""
+    p = dp.Params()
+    batch = _tokens(6, 2)
+    outs = []
+    with torch.no_grad():
+        for _ in range(6):
+            torch.manual_seed(0)
+            stats = ab.RunStats()
+            outs.append(_noisy_try.run(batch, p, backend="eager", stats=stats))
+            assert stats.dynamic is not None and "draws random numbers" in stats.plain
+    for out in outs[1:]:
+        torch.testing.assert_close(out, outs[0], rtol=0, atol=0)

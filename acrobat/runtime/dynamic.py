@@ -114,6 +114,7 @@ class DynamicStats:
 
     reason: str = ""
     ops: dict[str, OpStats] = field(default_factory=dict)
+    random: bool = False  # the run called a random operator (``torch.randn_like``, dropout in training)
 
     def report(self, blocks: Any) -> str:
         """What the dynamic tier ran and why, with the launches and mean batch of its operators (``blocks``:
@@ -134,7 +135,7 @@ class DynamicStats:
 
     def merged(self, other: "DynamicStats") -> "DynamicStats":
         """These figures and ``other``'s, added up."""
-        out = DynamicStats(other.reason or self.reason)
+        out = DynamicStats(other.reason or self.reason, random=self.random or other.random)
         for src in (self, other):
             for name, s in src.ops.items():
                 mine = out.op(name)
@@ -343,6 +344,8 @@ class Recorder:
             if out is not NotImplemented:
                 return out
         info = _FUNCS.get(func) or _info(func)
+        if info.random:  # (a signature's first call in a run takes this path: the C path records known ones)
+            self.stats.random = True
         if info.special:
             if info.shape_query and args and type(args[0]) is not Lazy:
                 return func(*args, **kwargs)  # `x.dim()` of the instance's own tensor (an nn module checking it)

@@ -56,8 +56,18 @@ class TierChoice:
         trial.record(tier, us, n, serial)
 
     @staticmethod
+    def keep_dynamic(trial: Trial[str]) -> None:
+        """The program drew random numbers in the dynamic tier: it stays there (plain calls draw other numbers,
+        so a batch run after ``torch.manual_seed(s)`` would not repeat itself across the trial's turns)."""
+        if trial.choice is None:
+            trial.choice = DYNAMIC
+            trial.note = "kept: the program draws random numbers, which plain calls would draw otherwise"
+
+    @staticmethod
     def why(trial: Trial[str]) -> str:
         """What the trial measured and chose, for the run report."""
+        if trial.note:
+            return trial.note
         dyn, plain = trial.us_per_row(DYNAMIC) / 1e3, trial.us_per_row(PLAIN) / 1e3
         measured = f"dynamic tier {dyn:.2f} ms, plain calls {plain:.2f} ms per instance" if dyn and plain else ""
         if trial.choice is None:

@@ -64,6 +64,7 @@ class Trial(Generic[S]):
     turns: int = 0  # runs the trial took part in while probing (the settings alternate by turn)
     serial: int = -1  # the run of its last turn
     skip: int = -1  # a run in which a launch compiled a kernel: not a sample
+    note: str = ""  # why ``choice`` was made without measuring, where it was
 
     def setting(self, serial: int) -> S:
         """The setting of this trial's launches in run ``serial`` (the first call in a new run takes the next
