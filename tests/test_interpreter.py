@@ -73,6 +73,7 @@ def static(prog: Program, instances: list, shared: tuple, options: ab.Options | 
             c = prog.compile(len(shared), options or prog.options, shared)
             if c.plan.dynamic is None and c.bug is None:
                 prog.run(instances, *shared, backend="eager", options=options)
+                c = prog.compile(len(shared), options or prog.options, shared)  # a limit met: the dynamic tier's now
     except Exception:  # noqa: BLE001 - not a program for these inputs, or rejected: not in the corpus
         return False
     return c.plan.dynamic is None and c.bug is None
