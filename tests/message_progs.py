@@ -33,13 +33,13 @@ def ragged_transpose_fixed(toks, p):  # the fix: loop over the list
 @ab.program
 def ragged_shape(toks, p):
     S = torch.stack([p.emb[t] for t in toks])
-    return S.sum(0) / S.shape[0]  # M:ragged_shape
+    return S.sum(0) / S.shape[1]  # M:ragged_shape
 
 
 @ab.program
-def ragged_shape_fixed(toks, p):  # the fix: loop over the list (its length is `len`)
+def ragged_shape_fixed(toks, p):  # the fix: read an item's shape (the list's length is `len`, or `S.shape[0]`)
     xs = [p.emb[t] for t in toks]
-    return torch.stack(xs).sum(0) / len(xs)
+    return torch.stack(xs).sum(0) / xs[0].shape[0]
 
 
 @ab.program

@@ -104,9 +104,6 @@ def same_gradients(module: torch.nn.Module, out: Any, want: dict[str, torch.Tens
             torch.testing.assert_close(q.grad, want[k], msg=lambda s, k=k: f"gradient of {k}: {s}")
 
 
-@pytest.mark.xfail(strict=True, reason="the static tier puts `torch.tensor(tokens)` of per-instance length in one "
-                   "static block; instances of different lengths fail the launch (ShapeError -> InternalError) "
-                   "and the batch reruns in the dynamic tier with a DynamicFallbackWarning")
 def test_tensor_of_a_host_list_of_per_instance_length():
     from tests.unseen_progs import ClosureParams, tensor_of_host_list
 

@@ -212,6 +212,9 @@ class _Lowerer:
         if how == "recurrent":
             assert isinstance(e, ir.Call) and isinstance(op, RecurrentOp)
             return self.recurrent_call(e, op, pre)
+        if how == "length":  # `S.shape[0]`, `S.size(0)`: the list's length, host data
+            s = e.obj.obj if isinstance(e, ir.Subscript) else e.receiver  # type: ignore[attr-defined]
+            return ir.Call(e.loc, ir.CallKind.BUILTIN, "len", [self.extract(s, pre, False)], {})
         operands = _operands(e)
         lowered = [self.extract(x, pre, False) for x in operands]
         if how == "view":  # host code checks the first size against the list's length first
@@ -329,10 +332,10 @@ class _Lowerer:
             value = _on_row(e, [*args[:at], ir.Const(loc, ragged.row_axis(e) - 1), *args[at + 1:]])  # type: ignore[operator]
         elif isinstance(e, ir.Call) and e.kind is ir.CallKind.METHOD and e.target == "squeeze":
             value = ir.Call(loc, ir.CallKind.TORCH, row_squeeze, [args[0], e.args[0]], {})
-        elif isinstance(e, ir.Call) and (e.kind is ir.CallKind.TORCH and e.target is F.linear
-                                         or e.kind is ir.CallKind.METHOD and e.target == "unsqueeze"
+        elif isinstance(e, ir.Call) and (e.kind is ir.CallKind.TORCH and ragged.takes_dense_whole(e.target)
+                                         or e.kind is ir.CallKind.METHOD and e.target in ("unsqueeze", *ragged.CASTS)
                                          or self.callee_is_shared(e)):
-            value = _on_row(e, args)  # F.linear acts on the last dim only; a module is checked to act row-wise
+            value = _on_row(e, args)  # F.linear/F.embedding: per row (takes_dense_whole); a module is checked to act row-wise
             if e.receiver is not None:
                 self.row_calls.add(value.nid)
         else:
@@ -857,9 +860,12 @@ def chosen_position(index: Any, keys: range | tuple) -> int:
 
 
 def _operands(e: ir.Expr) -> list[ir.Expr]:
-    """The operands of an operator node: receiver, positional and keyword arguments, or both sides."""
+    """The operands of an operator node: receiver, positional and keyword arguments, or both sides (of a
+    comparison too)."""
     if isinstance(e, ir.BinOp):
         return [e.left, e.right]
+    if isinstance(e, ir.Compare):
+        return list(e.operands)
     assert isinstance(e, ir.Call)
     return ([e.receiver] if e.receiver is not None else []) + list(e.args) + list(e.kwargs.values())
 
@@ -876,6 +882,9 @@ def _set_operands(e: ir.Expr, values: list[ir.Expr]) -> None:
     """Replace the operands of ``e`` (as ``_operands`` lists them) by ``values``."""
     if isinstance(e, ir.BinOp):
         e.left, e.right = values
+        return
+    if isinstance(e, ir.Compare):
+        e.operands = list(values)
         return
     assert isinstance(e, ir.Call)
     it = iter(values)

@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import inplace, ragged, rankings, ranks, rows
+from acrobat.analysis import inplace, ragged, rankings, ranks, rows, token_lists
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -394,7 +394,7 @@ class Spec:
     ret: Kind = BOTTOM
     lists: ListFlow = field(default_factory=lambda: ListFlow())  # which list variables may be one list
     ragged: dict[int, tuple[str, SegmentOp | None]] = field(default_factory=dict)  # nid -> how it is batched:
-    # ("stack", None), ("segment", op), ("rows", None), ("contract", None), ("topk", op) or ("tolist", None);
+    # ("stack", None), ("segment", op), ("rows", None), ("contract", None), ("topk", op), ("tolist", None) or ("length", None);
     # see acrobat.analysis.ragged and acrobat.analysis.rankings
     # call nid -> the sizes (keys) of what its starred arguments unpack, by their nids, and its expansion
     # (``_Analyzer.unpack``); the specialization's ``fn`` holds the expanded calls once the analysis is done
@@ -405,8 +405,9 @@ class Spec:
     # nid -> expression of a tensor kind that the function iterates (``for v in x``, ``zip(x, ys)``), whose rows
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
-    cuts: set[int] = field(default_factory=set)  # nids in ``rows`` that are cuts ``W[a:b]`` by host bounds
-    embeds: set[int] = field(default_factory=set)  # nids in ``rows`` that are embeddings of a sequence (recurrent)
+    # nid in ``rows`` -> how its rows are built where they are not its own (``rows.rewritten``): "cut" (``W[a:b]``
+    # by host bounds), "embed" (an embedding of a sequence, recurrent) or "tokens" (``torch.tensor`` of a host list)
+    forms: dict[int, str] = field(default_factory=dict)
 
     def find_expr(self, nid: int) -> ir.Expr:
         """The expression with node id ``nid``: in the function's body, or in a per-module call of ``choices``.
@@ -520,6 +521,7 @@ class _Analyzer:
         self.tensor_params: dict[Any, list[bool]] = {}
         self.loop_exits: list[list[dict[str, Kind]]] = []  # per enclosing loop: environments at break/continue
         self.called: set[int] = set()  # nids of subscripts that are called (`p.experts[k](x)`: ``module_choice``)
+        self.instance: tuple[SpecKey, str] | None = None  # the entry's specialization and its instance parameter
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
@@ -943,12 +945,30 @@ class _Analyzer:
             self.changed = True
         return BOTTOM
 
+    def instance_name(self) -> str | None:
+        """The name of the instance parameter where the specialization analysed is the entry's, else None."""
+        return self.instance[1] if self.instance is not None and self.spec.key == self.instance[0] else None
+
+    def tensor_rows(self, e: ir.Call) -> Kind | None:
+        """``torch.tensor(tokens)`` of a host list whose length may differ per instance (a list of host data the
+        program builds, or host data ``token_lists.is_host_list`` takes for such a list): built as
+        the stacked list of one tensor per item once this pass over the specialization is done
+        (``acrobat.analysis.rows``, issue 18 §2), BOTTOM until then; None for any other call."""
+        if not token_lists.constructs_from_list(e) or isinstance(e.args[0], (ir.ListExpr, ir.TupleExpr)):
+            return None  # a list display has one length in every instance
+        k = self.spec.kinds.get(e.args[0].nid)
+        if not (k == ListK(HOST) or type(k) is HostK and
+                token_lists.is_host_list(self.spec.fn, e.args[0], self.instance_name())):
+            return None
+        self.spec.forms[e.nid] = "tokens"
+        return self.rows_of(e)
+
     def cut_rows(self, e: ir.Subscript) -> Kind:
         """``W[a:b]``, a tensor cut along dim 0 by per-instance host bounds (``p.pos[:len(tokens)]``): its length
         differs per instance, so it is built as the stack of the rows it keeps once this pass over the
         specialization is done (``acrobat.analysis.rows``, issue 18 §2), a stacked list analysed then. BOTTOM
         until that pass."""
-        self.spec.cuts.add(e.nid)
+        self.spec.forms[e.nid] = "cut"
         return self.rows_of(e)
 
     def build_rows(self, spec: Spec) -> None:
@@ -963,9 +983,8 @@ class _Analyzer:
         if not spec.rows:
             return
         copies = {x.nid for _, calls in spec.choices.values() for call in calls for x in ir.walk(call)}
-        spec.fn = rows.rewritten(spec.fn, {nid: x for nid, x in spec.rows.items() if nid not in copies}, spec.cuts,
-                                 spec.embeds)
-        spec.rows, spec.cuts, spec.embeds, spec.choices, spec.unpacked = {}, set(), set(), {}, {}
+        spec.fn = rows.rewritten(spec.fn, {nid: x for nid, x in spec.rows.items() if nid not in copies}, spec.forms)
+        spec.rows, spec.forms, spec.choices, spec.unpacked = {}, {}, {}, {}
         self.changed = True
 
     # -- expressions ---------------------------------------------------
@@ -1116,6 +1135,8 @@ class _Analyzer:
                 if any(has_tensor(k) for k in kinds) or over_shared:
                     if len(ops) > 2 or any(o in ("is", "is not", "in", "not in") for o in e.ops):
                         raise self.error(e, "compare a tensor with one `<`, `<=`, `>`, `>=`, `==` or `!=`")
+                    if any(isinstance(k, RaggedK) for k in kinds):
+                        return self.ragged_binop(e, *kinds)
                     return self.op_kind(e, ops, kinds, host_result=True)
                 return HOST
             case ir.BoolOp(values=vs):
@@ -1176,6 +1197,9 @@ class _Analyzer:
             return self.ragged_node(e, "segment", ragged.SEGMENT_OPS["sum"], DYNAMIC)
         if self.row_axis(e, recv if kind is CallKind.METHOD else args[0] if args else None):
             return self.ragged_node(e, "rows", None, RAGGED)
+        if kind is CallKind.METHOD and isinstance(recv, RaggedK) and what == "size" and len(e.args) == 1 and \
+                not e.kwargs and _const(e.args[0]) == 0:
+            return self.ragged_node(e, "length", None, HOST)  # the list's length
         if kind is CallKind.METHOD and isinstance(recv, RaggedK) and what in ragged.RESHAPE_METHODS:
             return self.ragged_reshape(e)
         if kind is CallKind.METHOD and isinstance(recv, RaggedK):
@@ -1294,21 +1318,23 @@ class _Analyzer:
                                 f"rows' new shape as constant ints; {_RAGGED_HINT}")
         return self.ragged_node(e, "view", None, RAGGED)
 
-    def ragged_binop(self, e: ir.BinOp, ka: Kind, kb: Kind) -> Kind:
-        """``a op b`` with a ragged operand: row by row, or (``a @ S`` of two) a weighted sum over the list."""
+    def ragged_binop(self, e: ir.BinOp | ir.Compare, ka: Kind, kb: Kind) -> Kind:
+        """``a op b`` with a ragged operand: row by row (arithmetic and comparisons), or (``a @ S`` of two) a
+        weighted sum over the list."""
         if BOTTOM in (ka, kb):
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         if any(isinstance(k, RaggedK) and k.depth > 1 for k in (ka, kb)):
             raise self.error(e, "a stack of stacked lists can be indexed, iterated and returned; to compute with "
                                 "it, loop over it")
-        both = isinstance(ka, RaggedK) and isinstance(kb, RaggedK)
-        if e.op == "@" and both:
-            return self.ragged_node(e, "contract", ragged.SEGMENT_OPS["sum"], DYNAMIC)
-        if e.op == "@" and not isinstance(ka, RaggedK):
-            raise self.error(e, "`w @ torch.stack(xs)` with a dense `w`: the list axis is contracted only by a "
-                                "1-D stacked weight vector (`alpha @ torch.stack(xs)`); " + _RAGGED_HINT)
-        if e.op not in ("+", "-", "*", "/", "@") or e.inplace:
-            raise self.error(e, f"`{e.op}` on a stacked list: {_RAGGED_HINT}")
+        if isinstance(e, ir.BinOp):
+            both = isinstance(ka, RaggedK) and isinstance(kb, RaggedK)
+            if e.op == "@" and both:
+                return self.ragged_node(e, "contract", ragged.SEGMENT_OPS["sum"], DYNAMIC)
+            if e.op == "@" and not isinstance(ka, RaggedK):
+                raise self.error(e, "`w @ torch.stack(xs)` with a dense `w`: the list axis is contracted only by a "
+                                    "1-D stacked weight vector (`alpha @ torch.stack(xs)`); " + _RAGGED_HINT)
+            if e.op not in ("+", "-", "*", "/", "//", "%", "**", "@") or e.inplace:
+                raise self.error(e, f"`{e.op}` on a stacked list: {_RAGGED_HINT}")
         for k in (ka, kb):
             if not isinstance(k, (RaggedK, TensorK, SharedK, HostK)):
                 raise self.error(e, f"a {k} operand of a stacked list: {_RAGGED_HINT}")
@@ -1386,6 +1412,8 @@ class _Analyzer:
                                 "e.g. `bool(x)`, `int(torch.argmax(s))` or `x.item()`")
 
     def subscript(self, e: ir.Subscript, o: ir.Expr, i: ir.Expr) -> Kind:
+        if isinstance(o, ir.Attr) and o.attr == "shape" and _const(i) == 0 and isinstance(self.expr(o.obj), RaggedK):
+            return self.ragged_node(e, "length", None, HOST)  # `S.shape[0]`: the list's length
         ko, ki = self.expr(o), self.expr(i)
         if isinstance(ko, RaggedK):  # a row, or some rows, of a stacked list: the list's items
             if ki is not HOST:
@@ -1463,6 +1491,8 @@ class _Analyzer:
         found = recurrent.call_kind(self, site)
         if found is None:
             found = self.ragged_call(e, site.recv, site.args, site.kws)
+        if found is None:
+            found = self.tensor_rows(e)
         if found is not None:
             return found
         for rule in rules.rules_for(site):
@@ -1953,6 +1983,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
                            fallback=False)
     an = _Analyzer(functions, fn.params, resolve, parse, implicit)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
+    an.instance = (key, fn.params[instance])
     an.request(key)
     an.changed = True
     while an.changed:

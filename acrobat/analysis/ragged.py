@@ -8,10 +8,11 @@ Python list of handles: stacking is free), and batches the operators
 users apply to it in two ways, each one launch for the whole batch
 whatever the lists' lengths:
 
-- **row-wise operators** (``S @ W``, ``S @ q``, ``S + h``, ``torch.tanh(S)``,
-  ``F.linear(S, W, b)``, ``alpha * S`` of two ragged tensors of one length)
-  act on every row alone: they run as a map loop over the rows, whose
-  nodes batch across rows and instances (§4.1);
+- **row-wise operators** (``S @ W``, ``S @ q``, ``S + h``, ``S != 0``,
+  ``torch.tanh(S)``, ``S.float()``, ``F.linear(S, W, b)``, ``F.embedding(S, W)``,
+  ``alpha * S`` of two ragged tensors of one length) act on every row alone:
+  they run as a map loop over the rows, whose nodes batch across rows and
+  instances (§4.1); ``S.shape[0]``/``S.size(0)`` is the list's length;
 - **reductions over the list axis** (``sum(xs)``, ``S.sum(0)``, ``mean``,
   ``max``/``amax``, ``min``/``amin``, ``logsumexp``) and **normalizations**
   over it (``softmax``/``log_softmax`` with ``dim=0``) are *segment*
@@ -25,6 +26,9 @@ whatever the lists' lengths:
 - **rankings** over the list axis (``sort``, ``argsort``, ``topk`` with a host
   ``k``) are segment operators too, whose outputs have one row per row
   (``acrobat.analysis.rankings``); ``S.tolist()`` reads every row.
+
+``torch.tensor(tokens)`` of a host list of per-instance length is a stacked
+list of 0-D rows (``acrobat.analysis.token_lists``).
 
 ``torch.cat`` of a comprehension's items each written with a leading unit
 axis (``e.unsqueeze(0)``) is rewritten into ``torch.stack`` of the items by
@@ -50,14 +54,21 @@ from acrobat.runtime.plan import SegmentOp
 from acrobat.runtime.segments import FLAT_OK, RANKINGS, SEGMENT_FUNCTIONS, SEGMENT_OPS
 
 
+#: Tensor methods that give the tensor another dtype (a row's own: the stacked list's).
+CASTS = frozenset({"float", "double", "half", "long", "int", "bool"})
 #: Pointwise operators applied to a ragged tensor alone: one row at a time gives the same rows.
 _ROWWISE_FUNCTIONS = dict.fromkeys((
     torch.tanh, torch.sigmoid, torch.relu, torch.exp, torch.log, torch.abs, torch.neg, torch.sqrt, torch.sin,
     torch.cos, torch.square, F.relu, F.gelu, F.silu, F.elu, F.leaky_relu, F.softplus, F.tanh, F.sigmoid,
 ), True)
-_ROWWISE_METHODS = frozenset({"tanh", "sigmoid", "relu", "exp", "log", "abs", "neg", "sqrt", "sin", "cos", "square"})
+_ROWWISE_METHODS = frozenset({"tanh", "sigmoid", "relu", "exp", "log", "abs", "neg", "sqrt", "sin", "cos", "square",
+                              *CASTS})
 #: Row-wise with further operands that must not reach into the list axis.
-_ROWWISE_WITH_OPERANDS = dict.fromkeys((F.linear, torch.matmul, torch.mul, torch.add, torch.sub, torch.div), True)
+_ROWWISE_WITH_OPERANDS = dict.fromkeys((F.linear, F.embedding, torch.matmul, torch.mul, torch.add, torch.sub,
+                                        torch.div), True)
+#: Row-wise with further operands that never meet the list axis: ``F.linear`` acts on the last dim only,
+#: ``F.embedding`` looks each index of its first operand up in its weight.
+_PER_ROW_OPERANDS = dict.fromkeys((F.linear, F.embedding), True)
 
 
 def segment_function(fn: Any) -> str | None:
@@ -68,6 +79,12 @@ def segment_function(fn: Any) -> str | None:
 def is_rowwise_function(fn: Any, only_operand: bool) -> bool:
     """True when the torch function ``fn`` applied to a ragged first operand acts row by row."""
     return bool(known(_ROWWISE_FUNCTIONS, fn) or not only_operand and known(_ROWWISE_WITH_OPERANDS, fn))
+
+
+def takes_dense_whole(fn: Any) -> bool:
+    """True when the torch function ``fn``, row-wise on a ragged first operand, takes its other operands whole
+    (their dimensions never meet the list axis: ``F.linear``'s weight, ``F.embedding``'s table)."""
+    return bool(known(_PER_ROW_OPERANDS, fn))
 
 
 def is_rowwise_method(name: str) -> bool:
@@ -104,8 +121,8 @@ def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tup
                              f"stacked list (rows of shape {tuple(rows[0].shape)}): acrobat applies operators to "
                              "such a tensor row by row; reduce it first or use operands with fewer dimensions")
     want = stacked_dtype(rows, dense)
-    if value.dtype != want and (value.is_floating_point() or value.is_complex()):
-        return value.to(want)
+    if value.dtype != want and _category(value.dtype) == _category(want) >= 2:
+        return value.to(want)  # a precision PyTorch's promotion of 0-D operands chose (an operator's own kept)
     return value
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from acrobat.analysis.kinds import BOTTOM, DYNAMIC, NONE, RAGGED, HostK, Kind, RaggedK, SharedK, TensorK, TupleK
+from acrobat.analysis.token_lists import is_constructor
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
 from acrobat.runtime.plan import RecurrentOp
@@ -37,8 +38,6 @@ RECURRENT_FACT = "recurrent "
 EMBEDDING_FACT = "embedding"
 #: The tensor methods a sequence may pass through between its embedding and the recurrent module.
 _RESHAPES = frozenset({"view", "reshape", "unsqueeze", "squeeze"})
-#: Host tensors of a token list, as ``torch.tensor(tokens)`` / ``torch.LongTensor(tokens)`` build them.
-_FROM_TOKENS = dict.fromkeys((torch.tensor, torch.LongTensor, torch.as_tensor), True)
 
 _HINT = ("give it a stacked list of the sequence's rows: torch.stack(xs), torch.stack(xs).unsqueeze(1), "
          "torch.stack(xs).view(len(xs), 1, -1), or emb(tokens) / emb(torch.tensor(tokens)) of an nn.Embedding, "
@@ -73,7 +72,7 @@ def call_kind(a: _Analyzer, s: Site) -> Kind | None:
     if fact.startswith(RECURRENT_FACT):
         return recurrent_call(a, s, fact[len(RECURRENT_FACT):])
     if fact == EMBEDDING_FACT and embeds_sequence(a, s) and feeds_recurrent(a, s.e):
-        a.spec.embeds.add(s.e.nid)
+        a.spec.forms[s.e.nid] = "embed"
         return a.rows_of(s.e)
     return None
 
@@ -121,12 +120,16 @@ def _states(a: _Analyzer, e: ir.Call, k: Kind, lstm: bool, what: str) -> int:
 def embeds_sequence(a: _Analyzer, s: Site) -> bool:
     """Whether the embedding call ``s`` looks up a sequence of host tokens: ``emb(x)`` of a per-instance host
     value (an int tensor of the instance), or ``emb(torch.tensor(tokens))`` of one, each read from a variable or
-    its attributes (``sentence``, ``pair.src``; an item ``tokens[0]`` is taken for a token, not a sequence)."""
+    its attributes (``sentence``, ``pair.src``; an item ``tokens[0]`` is taken for a token, not a sequence). Not
+    where ``torch.tensor(tokens)`` is built as a stacked list itself (``acrobat.analysis.token_lists``): the
+    embedding then acts on its rows."""
     e = s.e
     if len(e.args) != 1 or e.kwargs or not _chain(e.receiver):
         return False
     x = e.args[0]
-    if isinstance(x, ir.Call) and x.kind is CallKind.TORCH and ir.known(_FROM_TOKENS, x.target):
+    if x.nid in a.spec.rows:
+        return False
+    if isinstance(x, ir.Call) and x.kind is CallKind.TORCH and is_constructor(x.target):
         return len(x.args) == 1 and not x.kwargs and _chain(x.args[0]) and \
             type(a.spec.kinds.get(x.args[0].nid)) is HostK
     return type(s.args[0]) is HostK and _chain(x)

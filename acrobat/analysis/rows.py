@@ -40,16 +40,20 @@ it keeps, with Python's slice meaning for any bounds and step (those of ``range(
                                          for _c_row_1 in range(len(p.pos))[:len(tokens)]:
                                              _comp0.append(p.pos[_c_row_1])
                                          x = torch.stack(_comp0)
+
+**Tensors of host lists.** ``torch.tensor(tokens)`` of a host list whose length differs per instance
+(``acrobat.analysis.token_lists``) is a site too, built as the stack of ``torch.tensor(tokens[i])`` of its items.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
 import torch
 
+from acrobat.analysis import token_lists
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import COMPREHENSION
@@ -58,14 +62,14 @@ _ROWS = "rows"  # hint of the variable a tensor that is not a variable is put in
 _ROW = "c_row_"  # hint of the comprehension's position variable (a comprehension's variable, as messages show it)
 
 
-def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], cuts: Collection[int] = (),
-              embeds: Collection[int] = ()) -> ir.Function:
+def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], forms: Mapping[int, str] | None = None) -> ir.Function:
     """A copy of ``fn`` (node ids kept) in which each expression of ``sites`` (by node id: the tensors it
     iterates, ``x`` of ``for v in x`` and of ``zip(x, ys)``) is the list of its rows, built just before its
-    statement (see the module docstring); each site whose node id is in ``cuts`` (a cut ``W[a:b]`` by
-    per-instance bounds) is instead the stack of the rows it keeps, and each in ``embeds`` (``emb(tokens)`` feeding
-    a recurrent module, ``acrobat.analysis.recurrent``) the stack of one lookup per token; ``fn`` itself when
-    ``sites`` is empty.
+    statement (see the module docstring); a site whose node id ``forms`` maps to ``"cut"`` (a cut ``W[a:b]`` by
+    per-instance bounds) is instead the stack of the rows it keeps, to ``"embed"`` (``emb(tokens)`` feeding a
+    recurrent module, ``acrobat.analysis.recurrent``) the stack of one lookup per token, and to ``"tokens"``
+    (``torch.tensor(tokens)`` of a host list, ``acrobat.analysis.token_lists``) the stack of one tensor per item;
+    ``fn`` itself when ``sites`` is empty.
 
     Raises:
         CompileError: at a site evaluated only sometimes (a branch of ``a if c else b``, a later operand of
@@ -76,7 +80,7 @@ def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], cuts: Collection[in
     out = copy.deepcopy(fn, {id(fn.source_lines): fn.source_lines})
     fresh = _Fresh(out)
     left = set(sites)
-    out.body = _body(out.body, left, fresh, {**dict.fromkeys(cuts, "cut"), **dict.fromkeys(embeds, "embed")})
+    out.body = _body(out.body, left, fresh, forms or {})
     if left:  # in no statement's expressions: none the analysis should have found
         raise _error(sites[min(left)], "iterating a tensor's rows here is not analysed statically")
     return out
@@ -115,8 +119,9 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
     ``x``'s place then reads (``form`` ``"cut"``: ``x`` is ``W[a:b]``, built from the rows of ``W`` it keeps, and
     its place reads their ``torch.stack``; ``"embed"``: ``x`` is ``emb(tokens)``, built from one lookup per token,
     ``emb(tokens[i])`` or ``emb(torch.tensor(tokens[i]))`` for ``emb(torch.tensor(tokens))``, and its place reads
-    their ``torch.stack``); before them, what ``root`` evaluates before ``x`` (and is no variable or constant) put
-    in fresh variables."""
+    their ``torch.stack``; ``"tokens"``: ``x`` is ``torch.tensor(tokens)``, built from ``torch.tensor(tokens[i])``
+    of the items ``token_lists.host_rows`` checks, and its place reads their ``torch.stack``); before them, what
+    ``root`` evaluates before ``x`` (and is no variable or constant) put in fresh variables."""
     pre: list[ir.Stmt] = []
     path = _path(root, x)
     for parent, child in zip(path, path[1:]):
@@ -135,6 +140,9 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
             pre += _into_variable(parent, before, fresh)
     loc = x.loc
     tensor = x.obj if form == "cut" else _tokens(x) if form == "embed" else x  # type: ignore[attr-defined, arg-type]
+    if form == "tokens":  # the host list, checked and read once
+        where = ir.Const(loc, f"{loc.file}:{loc.line}")
+        tensor = ir.Call(loc, ir.CallKind.HOST, token_lists.host_rows, [x.args[0], where], {})  # type: ignore[attr-defined]
     src = tensor.id if isinstance(tensor, ir.Name) else fresh(_ROWS)  # the tensor, read once per row
     if not isinstance(tensor, ir.Name):
         pre.append(ir.Assign(loc, ir.Target(src), tensor))
@@ -146,6 +154,8 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
     item: ir.Expr = ir.Subscript(loc, ir.Name(loc, src), ir.Name(loc, i))
     if form == "embed":
         item = _lookup(x, item)  # type: ignore[arg-type]
+    elif form == "tokens":
+        item = token_lists.row_constructor(x, item)  # type: ignore[arg-type]
     append = ir.Call(loc, ir.CallKind.METHOD, "append", [item], {}, receiver=ir.Name(loc, rows))
     pre += [ir.Assign(loc, ir.Target(rows), ir.ListExpr(loc, [])),
             ir.For(loc, ir.Target(i), positions, [ir.ExprStmt(loc, append)])]

@@ -57,6 +57,10 @@ class SegmentKernel:
             raise ShapeError(f"instance {g.insts[0]}: {self.op.op} without dim= of a stacked list of empty rows: "
                              f"PyTorch raises (no identity for the reduction)\n{self.block.where()}",
                              instance=g.insts[0])
+        if self.op.op == "mean" and not (x.is_floating_point() or x.is_complex()):
+            raise ShapeError(f"instance {g.insts[0]}: mean of a stacked list of {x.dtype} rows: PyTorch's mean needs "
+                             f"floating point or complex values (it raises RuntimeError); write `.float()` first\n"
+                             f"{self.block.where()}", instance=g.insts[0])
         if self.op.dim < -x.dim():
             raise ShapeError(f"instance {g.insts[0]}: {self.op.op}(dim={self.op.dim}) of a stacked list of "
                              f"{x.dim() - 1}-D rows: dimension out of range (PyTorch raises IndexError)\n"
@@ -143,6 +147,9 @@ def segment_op(op: SegmentOp, x: torch.Tensor, lengths: torch.Tensor) -> tuple[t
 @defsegment("sum", torch.sum, flat_ok=True)
 @defsegment("mean", torch.mean, flat_ok=True)
 def _sums(op: SegmentOp, x: torch.Tensor, seg: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Sums (int64 for bool and integer rows, as ``torch.sum``) or means of each segment's rows."""
+    if not (x.is_floating_point() or x.is_complex()):
+        x = x.to(torch.int64)
     total = _segment_sum(x, seg, lengths.shape[0])
     return (total if op.op == "sum" else total / _per_row(lengths.to(x.dtype), x),)
 
