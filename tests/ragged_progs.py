@@ -183,6 +183,17 @@ def full_reductions(toks, p):
 
 
 @ab.program
+def kept_reductions(toks, p):
+    """Reductions kept as a (1, H) row, broadcast back against the list: ``S - S.mean(0, keepdim=True)``; of 0-D
+    rows, a (1,) one."""
+    S = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks])
+    z = (S - S.mean(0, keepdim=True)) / S.amax(dim=0, keepdim=True)
+    s = torch.stack([x.sum() for x in S])
+    return z.sum(0), (S * S.sum(0, keepdim=True)).max(0).values, (S.amin(0, keepdim=True) + S)[-1], \
+        (s - s.logsumexp(0, keepdim=True)).sum()
+
+
+@ab.program
 def cat_of_a_list_variable(toks, p):
     """torch.cat of unit-axis items held in a variable that only the cat (and len) reads: a comprehension's list,
     or a list filled by appends."""

@@ -1,4 +1,5 @@
-"""Negative dims of a stacked list and torch.cat of unit-axis items in the static tier (issue 18 §2).
+"""Negative dims of a stacked list, reductions kept (keepdim) and broadcast back against it, and torch.cat of
+unit-axis items in the static tier (issue 18 §2).
 
 Every program runs with ``Options(strict=True)``, so a fall back to the
 dynamic tier fails the test, and is checked against plain per-instance
@@ -24,7 +25,7 @@ from tests.test_tdc import P
 STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 PROGRAMS = [rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.cat_returned, rp.full_reductions,
-            rp.cat_of_a_list_variable]
+            rp.cat_of_a_list_variable, rp.kept_reductions]
 
 
 def _params() -> P:
@@ -65,7 +66,7 @@ def test_new_forms_on_random_lengths(batch, prog, backend):
 def test_gradients_through_negative_dims_equal_plain_pytorch():
     """softmax over a row axis runs over all rows at once; its gradients are those of the per-instance program."""
     batch = [[1, 2, 3], [4], [5, 6]]
-    for prog in (rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.full_reductions):
+    for prog in (rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.full_reductions, rp.kept_reductions):
         want_p, got_p = _params(), _params()
         sum(sum(o.float().sum() for o in prog(x, want_p)) for x in batch).backward()
         outs = prog.run(batch, got_p, backend="eager", options=STRICT)

@@ -338,11 +338,15 @@ class _Lowerer:
             value = _on_row(e, args)  # F.linear/F.embedding: per row (takes_dense_whole); a module is checked to act row-wise
             if e.receiver is not None:
                 self.row_calls.add(value.nid)
-        else:
-            row_op = self.op_node(_on_row(e, args))
+        else:  # a dense operand meets each row as it broadcasts against the list axis (`ragged.fitted`)
+            def fit(x: ir.Expr) -> ir.Expr:
+                return self.op_node(ir.Call(loc, ir.CallKind.TORCH, ragged.fitted,
+                                            [x, self.tensor_name(loc, rows[0][0])], {}))
+            dense_ids = {id(x) for x in dense}
+            row_op = self.op_node(_on_row(e, [fit(x) if id(x) in dense_ids else x for x in args]))
             row_names: list[ir.Expr] = [self.tensor_name(loc, r) for r, _ in rows]
             value = ir.Call(loc, ir.CallKind.TORCH, row_operands,
-                            [row_op, ir.TupleExpr(loc, row_names), ir.TupleExpr(loc, list(dense))], {})
+                            [row_op, ir.TupleExpr(loc, row_names), ir.TupleExpr(loc, [fit(x) for x in dense])], {})
         return self.op_node(value)
 
     def op_node(self, e: ir.Expr) -> ir.Expr:

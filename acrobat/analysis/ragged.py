@@ -100,13 +100,24 @@ def is_stack(fn: Any) -> bool:
 # --------------------------------------------------- per-instance semantics
 
 
+def fitted(dense: Any, row: torch.Tensor) -> Any:
+    """A dense operand of an operator on a stacked list as it meets one of its rows ``row``: a tensor of one
+    more dimension than the row whose size there is 1 broadcasts along the list axis, so each row meets its
+    ``[0]`` (``S - S.mean(0, keepdim=True)``: ``row - m[0]``, issue 18 §2); any other operand is itself
+    (``row_operands`` rejects one with more dimensions than the row)."""
+    if isinstance(dense, torch.Tensor) and dense.dim() == row.dim() + 1 and dense.shape[0] == 1:
+        return dense[0]
+    return dense
+
+
 def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tuple[Any, ...]) -> torch.Tensor:
-    """``value`` (an operator applied to ``rows`` and ``dense``), once checked to equal the stacked operator's row.
+    """``value`` (an operator applied to ``rows`` and ``dense``, each ``fitted`` to the rows), once checked to
+    equal the stacked operator's row.
 
     Row by row equals the operator on whole stacked lists only when every
     stacked operand has rows of one rank (broadcasting then pairs their list
-    axes) and no dense operand has as many dimensions as a stacked one (it
-    would broadcast against the list axis).
+    axes) and no dense operand has more dimensions than a row (it would
+    broadcast against the list axis, where it has not size 1: ``fitted``).
 
     Raises:
         LimitError: an operand would reach into a list axis.
