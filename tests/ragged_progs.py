@@ -194,6 +194,28 @@ def kept_reductions(toks, p):
 
 
 @ab.program
+def columns(toks, p):
+    """Indexing within every row: ``S[:, j]`` by a constant and a host int, ``S[:, 1:]``, ``S[..., :k]``, a new axis."""
+    S = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks])
+    j = len(toks) % 4
+    return S[:, 0].sum(), (S[:, j] * 2).max(0).values, S[:, 1:].sum(0), S[..., :2].amin(0), S[:, None, 2:].mean(0)
+
+
+@ab.program
+def ellipsis_into_the_list_axis(toks, p):
+    """``S[..., 0]`` of 0-D rows indexes the list itself: the static tier's limit, never a guess."""
+    s = torch.stack([(p.emb[t] @ p.W).sum() for t in toks])
+    return s[..., 0]  # M:ellipsis_list_axis
+
+
+@ab.program
+def column_by_tensor(toks, p):
+    """A per-instance tensor index within the rows: rejected."""
+    S = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks])
+    return S[:, S[0].argmax()]  # M:column_by_tensor
+
+
+@ab.program
 def cat_of_a_list_variable(toks, p):
     """torch.cat of unit-axis items held in a variable that only the cat (and len) reads: a comprehension's list,
     or a list filled by appends."""

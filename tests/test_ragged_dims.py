@@ -1,5 +1,5 @@
-"""Negative dims of a stacked list, reductions kept (keepdim) and broadcast back against it, and torch.cat of
-unit-axis items in the static tier (issue 18 §2).
+"""Negative dims of a stacked list, reductions kept (keepdim) and broadcast back against it, indexing within its
+rows (``S[:, j]``), and torch.cat of unit-axis items in the static tier (issue 18 §2).
 
 Every program runs with ``Options(strict=True)``, so a fall back to the
 dynamic tier fails the test, and is checked against plain per-instance
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import acrobat as ab
-from acrobat.errors import CompileError, DynamicFallbackWarning
+from acrobat.errors import CompileError, DynamicFallbackWarning, ShapeError
 from tests import ragged_progs as rp
 from tests.test_ragged import _line
 from tests.test_tdc import P
@@ -25,7 +25,7 @@ from tests.test_tdc import P
 STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 PROGRAMS = [rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.cat_returned, rp.full_reductions,
-            rp.cat_of_a_list_variable, rp.kept_reductions]
+            rp.cat_of_a_list_variable, rp.kept_reductions, rp.columns]
 
 
 def _params() -> P:
@@ -66,7 +66,8 @@ def test_new_forms_on_random_lengths(batch, prog, backend):
 def test_gradients_through_negative_dims_equal_plain_pytorch():
     """softmax over a row axis runs over all rows at once; its gradients are those of the per-instance program."""
     batch = [[1, 2, 3], [4], [5, 6]]
-    for prog in (rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.full_reductions, rp.kept_reductions):
+    for prog in (rp.scalar_rows, rp.vector_rows, rp.cat_unsqueezed, rp.full_reductions, rp.kept_reductions,
+                 rp.columns):
         want_p, got_p = _params(), _params()
         sum(sum(o.float().sum() for o in prog(x, want_p)) for x in batch).backward()
         outs = prog.run(batch, got_p, backend="eager", options=STRICT)
@@ -80,7 +81,8 @@ def test_gradients_through_negative_dims_equal_plain_pytorch():
     (rp.neg_dim_unknown_rank, "unknown_rank", "rank of the list's items is not known"),
     (rp.neg_dim_of_each_item, "each_item", "reduces each item"),
     (rp.neg_dim_out_of_range, "out_of_range", "out of range"),
-], ids=["unknown-rank", "each-item", "out-of-range"])
+    (rp.column_by_tensor, "column_by_tensor", "by host ints and slices"),
+], ids=["unknown-rank", "each-item", "out-of-range", "column-by-tensor"])
 def test_forms_still_rejected_name_the_line_and_why(prog, key, words):
     with pytest.raises(CompileError) as err:
         prog.compile(1, STRICT)
@@ -103,6 +105,19 @@ def test_cat_of_a_list_not_rewritten_to_a_stack_is_a_fold(backend):
                 warnings.simplefilter("ignore", DynamicFallbackWarning)
                 got = prog.run(mixed, p, backend=backend)
             torch.testing.assert_close(got, [prog(x, p) for x in mixed], **TOL)
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_an_index_reaching_the_list_axis_is_the_static_tiers_limit(backend):
+    """``S[..., 0]`` of 0-D rows would index the list: strict names it and the line, the default run reruns the
+    batch in the dynamic tier with the plain calls' results."""
+    where = rf"would reach its list axis(.|\n)*ragged_progs.py:{_line('ellipsis_list_axis')}"
+    with pytest.raises(ShapeError, match=where):
+        _check(rp.ellipsis_into_the_list_axis, [[1, 2], [3]], backend)
+    p = _params()
+    with pytest.warns(DynamicFallbackWarning), torch.inference_mode():
+        got = rp.ellipsis_into_the_list_axis.run([[1, 2], [3]], p, backend=backend)
+        torch.testing.assert_close(got, [rp.ellipsis_into_the_list_axis(x, p) for x in [[1, 2], [3]]])
 
 
 @pytest.mark.parametrize("name", ["relational_gnn"])

@@ -324,6 +324,15 @@ class _Lowerer:
         elif isinstance(e, ir.BinOp) and e.op == "@" or isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH \
                 and e.target is torch.matmul:
             value = ir.Call(loc, ir.CallKind.TORCH, row_matmul, args, {})
+        elif isinstance(e, ir.Subscript):  # `S[:, j]`: `row[j]`; `S[..., j]`: `row[..., j]`, checked to miss the list axis
+            assert isinstance(e.index, ir.TupleExpr)
+            items, row = e.index.items, args[0]
+            if not isinstance(items[0], ir.Slice):
+                axes = sum(not (isinstance(x, ir.Const) and x.value in (None, Ellipsis)) for x in items)
+                row = self.op_node(ir.Call(loc, ir.CallKind.TORCH, ragged.row_within, [row, ir.Const(loc, axes)], {}))
+            else:
+                items = items[1:]
+            value = ir.Subscript(loc, row, ir.TupleExpr(loc, list(items)))
         elif how == "view":  # `S.view(n, *shape)`: `row.view(*shape)` (n checked by host code)
             assert isinstance(e, ir.Call)
             value = ir.Call(loc, ir.CallKind.METHOD, e.target, args[2:], {}, receiver=args[0])
@@ -864,12 +873,14 @@ def chosen_position(index: Any, keys: range | tuple) -> int:
 
 
 def _operands(e: ir.Expr) -> list[ir.Expr]:
-    """The operands of an operator node: receiver, positional and keyword arguments, or both sides (of a
-    comparison too)."""
+    """The operands of an operator node: receiver, positional and keyword arguments, both sides (of a
+    comparison too), or what a subscript indexes."""
     if isinstance(e, ir.BinOp):
         return [e.left, e.right]
     if isinstance(e, ir.Compare):
         return list(e.operands)
+    if isinstance(e, ir.Subscript):  # its index is host data, kept in the row's subscript (`row_value`)
+        return [e.obj]
     assert isinstance(e, ir.Call)
     return ([e.receiver] if e.receiver is not None else []) + list(e.args) + list(e.kwargs.values())
 

@@ -1415,6 +1415,11 @@ class _Analyzer:
         if isinstance(o, ir.Attr) and o.attr == "shape" and _const(i) == 0 and isinstance(self.expr(o.obj), RaggedK):
             return self.ragged_node(e, "length", None, HOST)  # `S.shape[0]`: the list's length
         ko, ki = self.expr(o), self.expr(i)
+        if isinstance(ko, RaggedK) and isinstance(i, ir.TupleExpr) and i.items and ragged.keeps_list_axis(i.items[0]):
+            if ko.depth > 1 or not isinstance(ki, TupleK) or any(type(k) not in (HostK, NoneK) for k in ki.items):
+                raise self.error(i, "a stacked list is indexed within its rows (`S[:, j]`, `S[..., :k]`) by host ints "
+                                    "and slices, one level deep: " + _RAGGED_HINT)
+            return self.ragged_node(e, "rows", None, RAGGED)  # `S[:, j]`: `row[j]` of every row
         if isinstance(ko, RaggedK):  # a row, or some rows, of a stacked list: the list's items
             if ki is not HOST:
                 raise self.error(i, "index a stacked list (`torch.stack(xs)[i]`) with a host number or slice")

@@ -12,7 +12,9 @@ whatever the lists' lengths:
   ``torch.tanh(S)``, ``S.float()``, ``F.linear(S, W, b)``, ``F.embedding(S, W)``,
   ``alpha * S`` of two ragged tensors of one length) act on every row alone:
   they run as a map loop over the rows, whose nodes batch across rows and
-  instances (§4.1); ``S.shape[0]``/``S.size(0)`` is the list's length;
+  instances (§4.1); so do indices within the rows (``S[:, j]``, ``S[..., :k]``:
+  ``keeps_list_axis``, ``row_within``); ``S.shape[0]``/``S.size(0)`` is the
+  list's length;
 - **reductions over the list axis** (``sum(xs)``, ``S.sum(0)``, ``mean``,
   ``max``/``amax``, ``min``/``amin``, ``logsumexp``) and **normalizations**
   over it (``softmax``/``log_softmax`` with ``dim=0``) are *segment*
@@ -160,6 +162,28 @@ def stacked_dtype(rows: tuple[torch.Tensor, ...], dense: tuple[Any, ...]) -> tor
         if _category(z) > _category(want):
             want = z
     return want
+
+
+def keeps_list_axis(first: ir.Expr) -> bool:
+    """Whether ``first``, the first item of a tuple index of a stacked list, leaves its list axis whole: a full
+    slice ``:`` or ``...`` (``S[:, j]``, ``S[..., :k]``: the same index within every row, issue 18 §2)."""
+    if isinstance(first, ir.Slice):
+        return first.lower is None and first.upper is None and first.step is None
+    return isinstance(first, ir.Const) and first.value is Ellipsis
+
+
+def row_within(row: torch.Tensor, axes: int) -> torch.Tensor:
+    """``row``, once checked to have at least ``axes`` dimensions: ``S[..., i1, ..., ik]`` of a stacked list indexes
+    ``axes`` (k) trailing axes of every row, as ``row[..., i1, ..., ik]``.
+
+    Raises:
+        LimitError: the rows have fewer dimensions (the index would reach the list axis).
+    """
+    if row.dim() < axes:
+        raise LimitError(f"`S[..., ...]` indexes {axes} trailing axes of a stacked list with rows of shape "
+                         f"{tuple(row.shape)}, so it would reach its list axis, whose length differs per instance: "
+                         "index its rows (`S[:, j]`) or the list (`S[i]`, `S[a:b]`)")
+    return row
 
 
 def row_matmul(row: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
