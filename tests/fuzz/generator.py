@@ -746,7 +746,8 @@ class Gen:
     def dense_list(self, sc: Scope) -> list[str]:
         """A T from a list L by the dense forms of a per-instance-length list (issue 18 §2): ``torch.cat`` of its
         items with a leading unit axis, a softmax or reduction over ``dim=-1`` of a stack of 0-D items, a
-        softmax over ``dim=-1`` (each item) or ``dim=-2`` (the list) of a stack of items, ``keepdim=True``; topk,
+        softmax over ``dim=-1`` (each item) or ``dim=-2`` (the list) of a stack of items, ``keepdim=True`` (also
+        broadcast back, ``S - S.mean(0, keepdim=True)``), indices within the rows (``S[:, j]``, ``S[..., :2]``); topk,
         sort and argsort of a stack (values, ``.tolist()`` reads, an item picked by a stable sort's index)."""
         lst, name, v = self.ch.pick(sc.of("L")), self.fresh("t"), self.fresh("v")
         form = self.ch.int(0, 3)
@@ -766,7 +767,10 @@ class Gen:
             self.feat("softmax over dim=-1 of a stack")
             value = self.ch.pick([f"torch.softmax(torch.stack({lst}), dim=-1)[-1]",
                                   f"torch.log_softmax(torch.stack({lst}), dim=-2)[0]",
-                                  f"torch.stack({lst}).sum(0, keepdim=True)[0]"])
+                                  f"torch.stack({lst}).sum(0, keepdim=True)[0]",
+                                  f"(torch.stack({lst}) - torch.stack({lst}).mean(0, keepdim=True)).amax(0)",
+                                  f"{self.tensor(sc)} * torch.stack({lst})[:, {self.ch.int(0, 3)}].sum()",
+                                  f"torch.stack({lst})[:, None].sum(0)[0] + torch.stack({lst})[..., :2].sum()"])
         else:  # values, or indices of a stable sort: PyTorch's order of tied indices is unspecified otherwise
             self.feat("topk/sort of a stack")
             scores = f"torch.stack([({v} * {self.tensor(sc)}).sum() for {v} in {lst}])"
@@ -934,7 +938,8 @@ class Gen:
 
     def int_list_tensor(self, k: str, il: str, sc: Scope, d: int) -> str:
         """A T read from the host int list ``il``: an embedding lookup by ``torch.tensor`` of it (or of a non-empty
-        slice), ``nn.Embedding`` by its ids or by one id, or a float tensor of it scaling a tensor."""
+        slice), ``nn.Embedding`` by its ids (also masked by a comparison, ``F.embedding`` of ``torch.LongTensor``,
+        times ``.shape[0]``) or by one id, or a float tensor of it scaling a tensor."""
         self.feat("tensor of a host int list")
         ids = self.ch.pick([il, f"{il}[:1]", f"[{il}[0], {il}[-1]]", f"{il}[-2:]", f"{il}[:1] * 3", f"{il}[::-1]",
                             f"{il}[1:] + [{self.int(sc, d + 1)}]"])  # of per-instance length, or of one length
@@ -944,7 +949,12 @@ class Gen:
         if k == "il_embed":
             self.feat("nn.Embedding by ids")
             return self.ch.pick([f"p.embed(torch.tensor({ids}) % 7).max(0).values",
-                                 f"p.embed(torch.tensor({il}[-1] % 7))"])
+                                 f"p.embed(torch.tensor({il}[-1] % 7))",
+                                 f"(p.embed(torch.tensor({ids}) % 7) * (torch.tensor({ids}) % 3 != 0).float()"
+                                 f".unsqueeze(-1)).sum(0)",
+                                 f"F.embedding(torch.LongTensor({ids}) % 7, p.embed.weight).mean(0)",
+                                 f"p.embed(torch.tensor({ids}, dtype=torch.long) % 7).sum(0) * "
+                                 f"torch.tensor({ids}).shape[0]"])
         return f"(torch.tensor({ids}, dtype=torch.float32).mean() * {self.tensor(sc, d + 1)})"
 
     def int_list(self, sc: Scope) -> list[str]:
