@@ -37,10 +37,11 @@ STRICT_REJECTS = {
     "pointer_generator": "a stacked list",  # enc of nn.GRU on emb(src) is a stacked list; `enc @ w` is not rowwise
     "running_centered": "augmented assignment works on plain names only",  # model.seen += 1
 }
-#: Models the static tier takes whose instances give one static block tensors of different shapes (a token
-#: list's or a molecule's length): strict raises that ShapeError on batches of mixed sizes; the default options
-#: run such a batch in the dynamic tier (a DynamicFallbackWarning naming the limit).
-SHAPE_LIMITED = {"vae": "`tokens` different shapes", "pair_energy": "`pos` different shapes"}
+#: Models the static tier takes whose instances give one static block tensors of different shapes (a molecule's
+#: length): strict raises that ShapeError on batches of mixed sizes; the default options run such a batch in the
+#: dynamic tier (a DynamicFallbackWarning naming the limit). (``vae``'s ``emb(torch.tensor(tokens)).mean(0)`` is a
+#: stacked list: acrobat.analysis.token_lists.)
+SHAPE_LIMITED = {"pair_energy": "`pos` different shapes"}
 #: Models whose plain calls change state every instance shares in a way the dynamic tier refuses (a documented
 #: limit: README, "Host data changed after it was read"): an InstanceError naming the write.
 LIMITS = {"running_centered": "`mul_` writes into a tensor every instance shares"}
@@ -152,7 +153,7 @@ def test_vae_deterministic_parts_and_gradients(option):
     ``mu + eps * std`` (``check_vae``), a seeded run repeats itself exactly, and the gradients of ``mu`` and
     ``logvar`` equal the plain calls'."""
     m, options = MODELS["vae"], OPTIONS[option]
-    n = 1 if option == "strict" else 17  # strict: one instance (mixed lengths are the shape limit)
+    n = 17
     shared = m.params(0)
     with torch.no_grad():
         want = [m(x, *shared)[:2] for x in _batch(m, n)]
