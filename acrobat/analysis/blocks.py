@@ -21,7 +21,6 @@ import operator
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 
 from acrobat.analysis import ragged, rankings
 from acrobat.analysis.recurrent import module_ref

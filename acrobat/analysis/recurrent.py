@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from acrobat.analysis.kinds import BOTTOM, DYNAMIC, NONE, RAGGED, HostK, Kind, RaggedK, SharedK, TensorK, TupleK
 from acrobat.analysis.token_lists import is_constructor
 from acrobat.frontend import ir
