@@ -38,7 +38,7 @@ def tagger(sentence, model):
 
 
 class Params(nn.Module):
-    """Weights of the programs below: embeddings (20 x 6) and one module of each kind."""
+    """Weights of the programs below: embeddings (20 x 6), one module of each kind and a batch_first GRU."""
 
     def __init__(self):
         super().__init__()
@@ -47,6 +47,7 @@ class Params(nn.Module):
         self.gru = nn.GRU(6, 5)
         self.rnn = nn.RNN(6, 5, nonlinearity="relu")
         self.lstm = nn.LSTM(6, 5)
+        self.bgru = nn.GRU(6, 5, batch_first=True)
         self.init = nn.Linear(6, 5)
         self.out = nn.Linear(10, 3)
 
@@ -96,12 +97,58 @@ def fixed_shape_input(tokens, p):
 
 
 @ab.program
-def batch_first_unsqueezed(tokens, p):
-    """``torch.stack(xs).unsqueeze(0)`` (``(1, T, 6)``) of a batch_first module: a CompileError saying to give it
-    the stack itself."""
-    x = torch.stack([p.emb(torch.tensor(t)) for t in tokens]).unsqueeze(0)  # M:lead
-    out, _ = p.bilstm(x)
-    return out
+def batch_first_gru(tokens, p):
+    """The survey's idiom: a batch_first GRU on ``emb(torch.tensor(tokens)).unsqueeze(0)`` (``(1, T, 6)``), its
+    output read back by ``.squeeze(0)`` and ``[0, -1]``, its final state ``(1, 1, 5)`` by ``[-1]`` and
+    ``.squeeze(0)``."""
+    out, h = p.bgru(p.emb(torch.tensor(tokens)).unsqueeze(0))
+    return out.squeeze(0).mean(0), out[0, -1], h[-1], h.squeeze(0)
+
+
+@ab.program
+def batch_first_bilstm_view(tokens, p):
+    """A 2-layer BiLSTM (batch_first) on ``torch.stack(xs).view(1, len(xs), -1)`` from an initial pair of
+    ``(4, 1, 5)`` states computed per instance: the last step ``out[:, -1, :]`` (``(1, 10)``), the first row
+    ``out[0][0]``, the rows ``out[0, 1:]`` summed, and the final states."""
+    xs = [p.emb(torch.tensor(t)) for t in tokens]
+    h0 = torch.tanh(p.init(xs[0])).view(1, 1, 5).repeat(4, 1, 1)
+    out, (h, c) = p.bilstm(torch.stack(xs).view(1, len(xs), -1), (h0, torch.sigmoid(h0)))
+    return out[:, -1, :], out[0][0], out[0, 1:].sum(0) if len(tokens) > 1 else out[0, 0], h, c
+
+
+@ab.program
+def batch_first_none_index(tokens, p):
+    """``torch.stack(xs)[None]`` into the batch_first GRU; ``out`` returned as it is (``(1, T, 5)``), and
+    ``out[:, 0]`` through an operator."""
+    xs = []
+    for t in tokens:
+        xs.append(p.emb(torch.tensor(t)))
+    out, h = p.bgru(torch.stack(xs)[None])
+    return out, torch.tanh(out[:, 0]) * h[0]
+
+
+@ab.program
+def batch_first_reshape(tokens, p):
+    """``.reshape(1, -1, 6)`` and ``torch.unsqueeze(S, 0)`` forms, the second GRU started from the first's state."""
+    x = torch.stack([p.emb(torch.tensor(t)) for t in tokens])
+    out, h = p.bgru(x.reshape(1, -1, 6))
+    again, h2 = p.bgru(torch.unsqueeze(torch.tanh(x), 0), h)
+    return out[-1].sum(0) + again[0].amax(0), h2
+
+
+@ab.program
+def lead_misused(tokens, p):
+    """``out.sum()`` of a batch_first module's ``(1, T, 5)`` output: a CompileError saying how to read it."""
+    out, h = p.bgru(p.emb(torch.tensor(tokens)).unsqueeze(0))
+    return out.sum()  # M:lead
+
+
+@ab.program
+def not_batch_first_unsqueezed(tokens, p):
+    """``(1, T, 6)`` given to a GRU that is not batch_first (T sequences of length 1): a limit of the static tier
+    at run time; the default run takes the dynamic tier."""
+    out, h = p.gru(torch.stack([p.emb(torch.tensor(t)) for t in tokens]).unsqueeze(0))
+    return out.squeeze(0), h
 
 
 @ab.program

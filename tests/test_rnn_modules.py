@@ -22,7 +22,8 @@ from tests import rnn_module_progs as rp
 STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-9, "atol": 1e-10}
 BACKENDS = ["eager", "compiled"]
-PROGRAMS = [rp.bilstm_last, rp.gru_with_state, rp.rnn_rows, rp.lstm_with_state]
+PROGRAMS = [rp.bilstm_last, rp.gru_with_state, rp.rnn_rows, rp.lstm_with_state, rp.batch_first_gru,
+            rp.batch_first_bilstm_view, rp.batch_first_none_index, rp.batch_first_reshape]
 
 
 def _params() -> rp.Params:
@@ -102,7 +103,7 @@ def test_training_gradients_match_plain_pytorch(prog):
 @pytest.mark.parametrize("prog, marker, phrase", [
     (rp.fixed_shape_input, "fixed", "`p.lstm` is nn.LSTM, which acrobat batches over a sequence whose length "
                                     "differs per instance, but its input is not a stacked list"),
-    (rp.batch_first_unsqueezed, "lead", "A batch_first nn.LSTM/nn.GRU/nn.RNN takes the stack itself"),
+    (rp.lead_misused, "lead", "`.sum()` of a stacked list with a unit axis in front"),
 ])
 def test_other_inputs_are_rejected_clearly(prog, marker, phrase):
     """A CompileError at the model's line, saying what to write (the default run takes the dynamic tier)."""
@@ -121,3 +122,21 @@ def test_a_view_whose_first_size_is_not_the_length_fails_like_plain_pytorch(back
         rp.view_wrong_length(batch[0], _params())
     with pytest.raises(ab.AcrobatError, match=r"instance 0: .*first size"), torch.inference_mode():
         rp.view_wrong_length.run(batch, _params(), backend=backend, options=STRICT)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_unit_axis_in_front_for_a_module_without_batch_first_is_a_limit(backend):
+    """``(1, T, E)`` reads the list axis as the batch of a module without batch_first: the static tier stops at
+    run time (strict), and the default run equals plain PyTorch."""
+    with pytest.raises(ab.AcrobatError, match="without batch_first"), torch.inference_mode():
+        rp.not_batch_first_unsqueezed.run(_batch(3), _params(), backend=backend, options=STRICT)
+    with torch.inference_mode():
+        got = rp.not_batch_first_unsqueezed.run(_batch(3), _params(), backend=backend)
+        torch.testing.assert_close(got, [rp.not_batch_first_unsqueezed(x, _params()) for x in _batch(3)], **TOL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_first_gru_is_one_packed_call(backend):
+    stats = _check(rp.batch_first_gru, _batch(6, seed=2), _params(), backend)
+    gru = [b for b in stats.blocks.values() if "nn.GRU over a list" in b.name]
+    assert len(gru) == 1 and gru[0].launches == 1 and gru[0].nodes == 6

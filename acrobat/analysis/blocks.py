@@ -214,17 +214,44 @@ class _Lowerer:
         if how == "length":  # `S.shape[0]`, `S.size(0)`: the list's length, host data
             s = e.obj.obj if isinstance(e, ir.Subscript) else e.receiver  # type: ignore[attr-defined]
             return ir.Call(e.loc, ir.CallKind.BUILTIN, "len", [self.extract(s, pre, False)], {})
+        if how in ("lead", "unlead", "lead_row", "lead_unit_row"):
+            return self.lower_lead(e, how, pre)
         operands = _operands(e)
         lowered = [self.extract(x, pre, False) for x in operands]
-        if how == "view":  # host code checks the first size against the list's length first
-            infers = any(isinstance(x, ir.Const) and x.value == -1 for x in operands[2:])
+        if how in ("view", "lead_view"):  # host code checks the first size against the list's length first
+            at = 1 if how == "view" else 2
+            infers = any(isinstance(x, ir.Const) and x.value == -1 for x in operands[at + 1:])
             lowered[0] = ir.Call(e.loc, ir.CallKind.HOST, row_count,
-                                 [lowered[0], lowered[1], ir.Const(e.loc, infers)], {})
+                                 [lowered[0], lowered[at], ir.Const(e.loc, infers)], {})
             self.spec.kinds[lowered[0].nid] = RAGGED
         rows = self.map_rows(e, operands, lowered, pre)
         if how == "contract":  # a @ S: sum over the list of a_j * S_j
             return self.segment_call(e, SEGMENT_SUM, rows, pre)
         return rows
+
+    def lower_lead(self, e: ir.Expr, how: str, pre: list[ir.Stmt]) -> ir.Expr:
+        """A unit axis put in front of a stacked list or read back (``kinds.LeadK``, held as the same list of
+        rows): ``"lead"``/``"unlead"`` are the list itself, ``"lead_row"`` (``L[0, i]``) its item ``i``, and
+        ``"lead_unit_row"`` (``L[:, i]``) that item's ``.unsqueeze(0)``, an operator node."""
+        loc = e.loc
+        if how in ("lead", "unlead"):
+            return self.extract(e.obj if isinstance(e, ir.Subscript) else _operands(e)[0], pre, False)
+        assert isinstance(e, ir.Subscript) and isinstance(e.index, ir.TupleExpr)
+        item = ir.Subscript(loc, self.extract(e.obj, pre, False), self.extract(e.index.items[1], pre, False))
+        if how == "lead_row":
+            self.spec.kinds[item.nid] = self.kind(e)
+            return self.read_as(e, item)
+        row = self.temp(loc, item, TensorK(None))
+        pre.append(ir.Assign(loc, ir.Target(name=row.id), item))
+        unit = ir.Call(loc, ir.CallKind.METHOD, "unsqueeze", [ir.Const(loc, 0)], {},
+                       receiver=self.tensor_name(loc, row.id))
+        return self.extract(self.read_as(e, self.op_node(unit)), pre, False)
+
+    def read_as(self, e: ir.Expr, x: ir.Expr) -> ir.Expr:
+        """``x``, which stands for ``e``: host code that reads ``e``'s value reads ``x``'s (§4.2)."""
+        if e.nid in self.spec.reads:
+            self.spec.reads.add(x.nid)
+        return x
 
     def segment_call(self, e: ir.Expr, op: SegmentOp, rows: ir.Expr, pre: list[ir.Stmt]) -> ir.Name:
         """``t = op(rows)`` as a segment node: one per instance, one launch for the batch (analysis.ragged)."""
@@ -332,9 +359,9 @@ class _Lowerer:
             else:
                 items = items[1:]
             value = ir.Subscript(loc, row, ir.TupleExpr(loc, list(items)))
-        elif how == "view":  # `S.view(n, *shape)`: `row.view(*shape)` (n checked by host code)
+        elif how in ("view", "lead_view"):  # `S.view([1,] n, *shape)`: `row.view(*shape)` (n checked by host code)
             assert isinstance(e, ir.Call)
-            value = ir.Call(loc, ir.CallKind.METHOD, e.target, args[2:], {}, receiver=args[0])
+            value = ir.Call(loc, ir.CallKind.METHOD, e.target, args[2 if how == "view" else 3:], {}, receiver=args[0])
         elif isinstance(e, ir.Call) and ragged.row_axis(e) is not None:  # a dim past the list axis: a row's axis
             at = [id(x) for x in _operands(e)].index(id(ragged.dim_operand(e)))
             value = _on_row(e, [*args[:at], ir.Const(loc, ragged.row_axis(e) - 1), *args[at + 1:]])  # type: ignore[operator]

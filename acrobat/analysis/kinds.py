@@ -149,6 +149,21 @@ class RaggedK(Kind):
 
 
 @dataclass(frozen=True)
+class LeadK(Kind):
+    """A stacked list with a unit axis in front: ``torch.stack(xs).unsqueeze(0)``, of shape ``(1, T, ...)`` with
+    ``T`` the list's length, the input and output sequence of a ``batch_first`` recurrent module (issue 18 §2,
+    beyond the paper's §3 language; ``acrobat.analysis.recurrent``).
+
+    Held at run time as the list of its rows' handles, like a ``RaggedK`` of depth 1. Made from a stacked list
+    ``S`` by ``S.unsqueeze(0)``, ``S[None]``, ``S.view(1, len(xs), ...)``/``S.reshape(1, -1, ...)``; read back by
+    ``.squeeze(0)``/``[0]`` (the stacked list), ``[0, i]`` (a row) and ``[:, i]``/``[:, i, :]`` (a row with its
+    unit axis, ``(1, ...)``); given to an ``nn.LSTM``/``nn.GRU``/``nn.RNN``; returned. Nothing else applies."""
+
+    def __str__(self) -> str:
+        return "stacked list with a unit axis in front"
+
+
+@dataclass(frozen=True)
 class NoneK(HostK):
     """``None`` (host data; joins with a tensor kind into an ``OptionalK``)."""
 
@@ -205,6 +220,7 @@ class ChoiceK(Kind):
 BOTTOM = BottomK()
 NONE = NoneK()
 RAGGED = RaggedK()
+LEAD = LeadK()
 HOST = HostK()
 DYNAMIC = TensorK(None)
 LIFTED_DEPTH = -1  # a shared value turned per-instance is ready before every op
@@ -243,7 +259,7 @@ def contains(k: Kind, cls: type | tuple[type, ...]) -> bool:
 
 def has_tensor(k: Kind) -> bool:
     """True when ``k`` is or contains a per-instance tensor (ragged ones included)."""
-    return contains(k, (TensorK, RaggedK))
+    return contains(k, (TensorK, RaggedK, LeadK))
 
 
 def has_shared(k: Kind) -> bool:
@@ -272,7 +288,7 @@ def sdepth_of(k: Kind) -> int | None:
     """Largest static depth inside ``k`` (None if any part is dynamic; -1 if none)."""
     if isinstance(k, TensorK):
         return k.sdepth
-    if isinstance(k, RaggedK):
+    if isinstance(k, (RaggedK, LeadK)):
         return None
     if isinstance(k, ListK):
         return sdepth_of(k.elem)
@@ -1163,6 +1179,9 @@ class _Analyzer:
         if contains(k, RaggedK):
             raise self.error(node, f"a stacked list (`torch.stack(xs)`, its length differs per instance) cannot be "
                                    f"{where}: {_RAGGED_HINT}")
+        if contains(k, LeadK):
+            raise self.error(node, f"a stacked list with a unit axis in front (`torch.stack(xs).unsqueeze(0)`, of "
+                                   f"shape (1, T, ...)) cannot be {where}: {_LEAD_HINT}")
 
     def ragged_call(self, e: ir.Call, recv: Kind | None, args: list[Kind], kws: list[Kind]) -> Kind | None:
         """The kind of a call that stacks, reduces or maps a per-instance list of tensors; None if it does not."""
@@ -1178,6 +1197,11 @@ class _Analyzer:
             self.dim_zero(e, e.args[1:])
             elem = args[0].elem
             return self.ragged_node(e, "stack", None, RaggedK(elem.depth + 1) if isinstance(elem, RaggedK) else RAGGED)
+        if any(isinstance(k, LeadK) for k in ([recv] if recv is not None else []) + args + kws):
+            return self.lead_call(e, recv)
+        lead = self.lead_form(e, recv if kind is CallKind.METHOD else args[0] if args else None)
+        if lead is not None:
+            return self.ragged_node(e, lead, None, LEAD)
         for k in ([recv] if recv is not None else []) + args + kws:
             if isinstance(k, RaggedK) and k.depth > 1:
                 raise self.error(e, "a stack of stacked lists can be indexed, iterated and returned; to compute "
@@ -1212,12 +1236,9 @@ class _Analyzer:
             if what in ("squeeze", "unsqueeze") and len(e.args) == 1 and not e.kwargs and isinstance(
                     _const(e.args[0]), int) and _const(e.args[0]) < 0:  # a trailing axis: row by row
                 return self.ragged_node(e, "rows", None, RAGGED)
-            if what in ("squeeze", "unsqueeze") and e.args and _const(e.args[0]) == 0:
-                raise self.error(e, f"`.{what}(0)` of a stacked list acts on its list axis, whose length differs per "
-                                    "instance: acrobat does not batch it. A batch_first nn.LSTM/nn.GRU/nn.RNN takes "
-                                    "the stack itself, torch.stack(xs) of shape (T, E) (PyTorch's unbatched call, "
-                                    "whose output has one row per item); other modules take torch.stack(xs)"
-                                    f".unsqueeze(1); {_RAGGED_HINT}")
+            if what == "squeeze" and e.args and _const(e.args[0]) == 0:
+                raise self.error(e, "`.squeeze(0)` of a stacked list acts on its list axis, whose length differs per "
+                                    f"instance: acrobat does not batch it; {_RAGGED_HINT}")
             raise self.error(e, f"`.{what}()` of a stacked list: {_RAGGED_HINT}")
         if kind in (CallKind.METHOD, CallKind.VALUE) and isinstance(recv, SharedK) and any(
                 isinstance(k, RaggedK) for k in args + kws):  # p.lin(S): a module, checked at run time to act row-wise
@@ -1298,24 +1319,81 @@ class _Analyzer:
                                     "`torch.where(mask, v, x)` for other positions")
         return self.spec.written.setdefault(s.nid, inplace.item_assignment(s))
 
+    def lead_form(self, e: ir.Call, operand: Kind | None) -> str | None:
+        """How ``e`` puts a unit axis in front of the stacked list ``operand`` (a ``LeadK``): ``"lead"`` for
+        ``S.unsqueeze(0)``/``torch.unsqueeze(S, 0)`` (the same rows), ``"lead_view"`` for ``S.view(1, n, *shape)``
+        / ``S.reshape(1, n, *shape)`` (``row.view(*shape)`` of every row, once host code has checked that ``n`` is
+        the list's length or -1: ``ragged.row_count``); None for any other call."""
+        if not (isinstance(operand, RaggedK) and operand.depth == 1):
+            return None
+        if e.kind is CallKind.METHOD and e.target == "unsqueeze" or e.kind is CallKind.TORCH and \
+                e.target is torch.unsqueeze:
+            at = 0 if e.kind is CallKind.METHOD else 1
+            dim = e.args[at] if len(e.args) > at else e.kwargs.get("dim")
+            return "lead" if len(e.args) + len(e.kwargs) == at + 1 and _const(dim) == 0 else None
+        if e.kind is CallKind.METHOD and e.target in ragged.RESHAPE_METHODS and len(e.args) >= 3 and \
+                _const(e.args[0]) == 1 and type(_const(e.args[0])) is int:
+            self.ragged_reshape(e, lead=True)
+            return "lead_view"
+        return None
+
+    def lead_call(self, e: ir.Call, recv: Kind | None) -> Kind:
+        """A call with an operand of a stacked list with a unit axis in front (``LeadK``): ``.squeeze(0)`` gives
+        the stacked list (the same rows, ``"unlead"``); a recurrent module's call is ``recurrent_call``'s.
+
+        Raises:
+            CompileError: any other call (the fix: ``.squeeze(0)`` first).
+        """
+        if e.kind is CallKind.METHOD and isinstance(recv, LeadK) and e.target == "squeeze" and \
+                len(e.args) + len(e.kwargs) == 1 and _const(e.args[0] if e.args else e.kwargs.get("dim")) == 0:
+            return self.ragged_node(e, "unlead", None, RAGGED)
+        what = f".{e.target}()" if e.kind is CallKind.METHOD else f"{getattr(e.target, '__name__', e.target)}()"
+        raise self.error(e, f"`{what}` of a stacked list with a unit axis in front (`torch.stack(xs).unsqueeze(0)`, "
+                            f"of shape (1, T, ...)): {_LEAD_HINT}")
+
+    def lead_subscript(self, e: ir.Subscript, i: ir.Expr) -> Kind:
+        """``L[i]`` of a stacked list with a unit axis in front, ``(1, T, ...)``: ``L[0]`` (``L[-1]``) is the
+        stacked list (``"unlead"``), ``L[0, i]`` its row ``i`` (a slice: some rows) and ``L[:, i]`` (``L[:, i, :]``)
+        that row with its unit axis, ``(1, ...)`` (``"lead_row"``, ``"lead_unit_row"``); ``i`` host data.
+
+        Raises:
+            CompileError: any other index.
+        """
+        items = i.items if isinstance(i, ir.TupleExpr) else [i]
+        kinds = [self.expr(x) for x in items]
+        full = [isinstance(x, ir.Slice) and not ir.children(x) for x in items]
+        unit = [isinstance(x, ir.Const) and type(x.value) is int and x.value in (0, -1) for x in items]
+        if all(k is HOST for k in kinds):
+            if len(items) == 1 and unit[0]:
+                return self.ragged_node(e, "unlead", None, RAGGED)
+            if len(items) == 2 and unit[0]:
+                return self.ragged_node(e, "lead_row", None, RAGGED if isinstance(items[1], ir.Slice) else DYNAMIC)
+            if len(items) in (2, 3) and full[0] and not isinstance(items[1], ir.Slice) and all(full[2:]):
+                return self.ragged_node(e, "lead_unit_row", None, DYNAMIC)
+        raise self.error(i, f"this index of a stacked list with a unit axis in front (`torch.stack(xs).unsqueeze(0)`, "
+                            f"of shape (1, T, ...)): {_LEAD_HINT}")
+
     def row_axis(self, e: ir.Call, operand: Kind | None) -> bool:
         """Whether ``e`` applies ``squeeze``/``unsqueeze``/``softmax``/``log_softmax`` to the stacked list
         ``operand`` along a constant positive ``dim``: past the list axis, axis ``dim - 1`` of every row, so row by
         row (``acrobat.analysis.ragged.row_axis``)."""
         return isinstance(operand, RaggedK) and operand.depth == 1 and ragged.row_axis(e) is not None
 
-    def ragged_reshape(self, e: ir.Call) -> Kind:
+    def ragged_reshape(self, e: ir.Call, lead: bool = False) -> Kind:
         """``S.view(n, *shape)`` (``.reshape``) of a stacked list: ``row.view(*shape)`` of every row, once host code
-        has checked that ``n`` is the list's length (``ragged.row_count``; issue 18 §2).
+        has checked that ``n`` is the list's length (``ragged.row_count``; issue 18 §2). ``lead``: the form
+        ``S.view(1, n, *shape)``, a unit axis in front (``LeadK``; its caller ``lead_form`` records it).
 
         Raises:
             CompileError: sizes that are not ints given one by one, or a first size that is a tensor.
         """
-        if len(e.args) < 1 or e.kwargs or any(type(_const(x)) is not int for x in e.args[1:]) or \
-                has_tensor(self.spec.kinds.get(e.args[0].nid, HOST)) or isinstance(e.args[0], ir.TupleExpr):
+        count = e.args[int(lead)] if len(e.args) > int(lead) else None
+        if count is None or e.kwargs or any(type(_const(x)) is not int for x in e.args[int(lead) + 1:]) or \
+                has_tensor(self.spec.kinds.get(count.nid, HOST)) or isinstance(count, ir.TupleExpr):
+            front = "1, " if lead else ""
             raise self.error(e, f"`.{e.target}()` of a stacked list (its length differs per instance) is batched row "
-                                f"by row: write `.{e.target}(len(xs), ...)` with the list's length first, then the "
-                                f"rows' new shape as constant ints; {_RAGGED_HINT}")
+                                f"by row: write `.{e.target}({front}len(xs), ...)` with the list's length first, then "
+                                f"the rows' new shape as constant ints; {_RAGGED_HINT}")
         return self.ragged_node(e, "view", None, RAGGED)
 
     def ragged_binop(self, e: ir.BinOp | ir.Compare, ka: Kind, kb: Kind) -> Kind:
@@ -1415,6 +1493,10 @@ class _Analyzer:
         if isinstance(o, ir.Attr) and o.attr == "shape" and _const(i) == 0 and isinstance(self.expr(o.obj), RaggedK):
             return self.ragged_node(e, "length", None, HOST)  # `S.shape[0]`: the list's length
         ko, ki = self.expr(o), self.expr(i)
+        if isinstance(ko, LeadK):
+            return self.lead_subscript(e, i)
+        if isinstance(ko, RaggedK) and isinstance(i, ir.Const) and i.value is None and ko.depth == 1:
+            return self.ragged_node(e, "lead", None, LEAD)  # `S[None]`: a unit axis in front
         if isinstance(ko, RaggedK) and isinstance(i, ir.TupleExpr) and i.items and ragged.keeps_list_axis(i.items[0]):
             if ko.depth > 1 or not isinstance(ki, TupleK) or any(type(k) not in (HostK, NoneK) for k in ki.items):
                 raise self.error(i, "a stacked list is indexed within its rows (`S[:, j]`, `S[..., :k]`) by host ints "
@@ -1818,6 +1900,9 @@ _ATTR_FIXES = {
 }
 _ATTR_FIX = ("read shapes with `.shape`/`.size()`/`.ndim`/`len()`, transpose with `.T`, or compute other tensor "
              "properties with torch operators")
+_LEAD_HINT = ("acrobat batches it as the input of a batch_first nn.LSTM/nn.GRU/nn.RNN, returned, or read back by "
+              "`.squeeze(0)` or `[0]` (the stacked list), `[0, i]` (a row) and `[:, i]` / `[:, i, :]` (a row with its "
+              "unit axis); take `.squeeze(0)` first for anything else")
 _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0 (sum, mean, max, min, amax, amin, "
                 "logsumexp, softmax, log_softmax; or sum(xs)) or over all of it without dim (sum, mean, max, min, "
                 "amax, amin), by ranking it over the list axis (sort, argsort, "

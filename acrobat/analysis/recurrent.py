@@ -8,6 +8,11 @@ sequence (``acrobat.runtime.recurrent``). ``out`` is a stacked list, one row per
 per-instance tensors of the unbatched call's shape, ``(layers * dirs, H)``, or ``(layers * dirs, 1, H)`` for
 ``(T, 1, E)`` input.
 
+**batch_first.** A ``batch_first`` module's input may be the stacked list with a unit axis in front, ``(1, T, E)``
+(``S.unsqueeze(0)``, ``S[None]``, ``S.view(1, len(xs), -1)``, ``S.reshape(1, -1, E)``: ``kinds.LeadK``); its
+``out`` is then of that kind too, ``(1, T, D*H)`` (read back by ``.squeeze(0)``, ``[0]``, ``[0, i]``, ``[:, i]``),
+and ``h_n``/``c_n`` are ``(layers * dirs, 1, H)``. The runtime checks that the module is ``batch_first``.
+
 **The embedding of a sequence.** ``emb(sentence)`` of a per-instance int tensor, or ``emb(torch.tensor(tokens))``
 of a host list, has a per-instance length, which no batched tensor holds. Where it feeds a recurrent module
 (``feeds_recurrent``: the module's input is it, through variables and ``.view``/``.reshape``/``.unsqueeze``/
@@ -20,7 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from acrobat.analysis.kinds import BOTTOM, DYNAMIC, NONE, RAGGED, HostK, Kind, RaggedK, SharedK, TensorK, TupleK
+from acrobat.analysis.kinds import (BOTTOM, DYNAMIC, LEAD, NONE, RAGGED, HostK, Kind, LeadK, RaggedK, SharedK, TensorK,
+                                   TupleK)
 from acrobat.analysis.token_lists import is_constructor
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind
@@ -38,7 +44,8 @@ EMBEDDING_FACT = "embedding"
 _RESHAPES = frozenset({"view", "reshape", "unsqueeze", "squeeze"})
 
 _HINT = ("give it a stacked list of the sequence's rows: torch.stack(xs), torch.stack(xs).unsqueeze(1), "
-         "torch.stack(xs).view(len(xs), 1, -1), or emb(tokens) / emb(torch.tensor(tokens)) of an nn.Embedding, "
+         "torch.stack(xs).view(len(xs), 1, -1), torch.stack(xs).unsqueeze(0) (batch_first), or emb(tokens) / "
+         "emb(torch.tensor(tokens)) of an nn.Embedding, "
          "written straight into the call or through variables and .view/.unsqueeze (the dynamic tier runs any "
          "other form)")
 
@@ -88,15 +95,16 @@ def recurrent_call(a: _Analyzer, s: Site, name: str) -> Kind:
     kinds = s.args + s.kws
     if BOTTOM in kinds:
         return BOTTOM  # an operand is not known yet: the fixpoint comes back
-    if not isinstance(kinds[0], RaggedK) or kinds[0].depth != 1:
+    lead = isinstance(kinds[0], LeadK)
+    if not lead and (not isinstance(kinds[0], RaggedK) or kinds[0].depth != 1):
         raise a.error(e.args[0], f"{what}, which acrobat batches over a sequence whose length differs per "
                                  f"instance, but its input is not a stacked list of the sequence's rows (it is "
                                  f"{kinds[0]} data): {_HINT}")
     lstm = name == "LSTM"
     states = 0 if len(kinds) == 1 or kinds[1] == NONE else _states(a, e, kinds[1], lstm, what)
-    op = RecurrentOp(name, 3 if lstm else 2, ragged_out=True, states=states)
+    op = RecurrentOp(name, 3 if lstm else 2, ragged_out=True, states=states, lead=lead)
     a.spec.ragged[e.nid] = ("recurrent", op)
-    return TupleK((RAGGED, TupleK((DYNAMIC, DYNAMIC)) if lstm else DYNAMIC))
+    return TupleK((LEAD if lead else RAGGED, TupleK((DYNAMIC, DYNAMIC)) if lstm else DYNAMIC))
 
 
 def _states(a: _Analyzer, e: ir.Call, k: Kind, lstm: bool, what: str) -> int:
@@ -153,6 +161,8 @@ def _source(fn: ir.Function, x: ir.Expr, seen: frozenset[str] = frozenset()) -> 
     while True:
         if isinstance(x, ir.Call) and x.kind is CallKind.METHOD and x.target in _RESHAPES and x.receiver is not None:
             x = x.receiver
+        elif isinstance(x, ir.Subscript) and isinstance(x.index, ir.Const) and x.index.value is None:
+            x = x.obj  # `e[None]`
         elif isinstance(x, ir.Name) and x.id not in seen and x.id not in fn.params:
             binds = [st for st in ir.walk_stmts(fn.body)
                      if isinstance(st, (ir.Assign, ir.For)) and x.id in st.target.names()]

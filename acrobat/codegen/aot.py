@@ -15,7 +15,8 @@ from __future__ import annotations
 import builtins
 from typing import Mapping
 
-from acrobat.analysis.kinds import BOTTOM, DictK, HostOrK, Kind, ListK, OptionalK, RaggedK, Spec, TensorK, TupleK
+from acrobat.analysis.kinds import (BOTTOM, DictK, HostOrK, Kind, LeadK, ListK, OptionalK, RaggedK, Spec, TensorK,
+                                   TupleK)
 from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
@@ -329,6 +330,8 @@ def result_layout(kind: Kind) -> Layout:
             return TensorLayout()
         case RaggedK():
             return RaggedLayout(result_layout(kind.rows))
+        case LeadK():
+            return RaggedLayout(TensorLayout(), lead=True)
         case OptionalK(inner=inner):
             return OptionalLayout(result_layout(inner))
         case HostOrK(inner=inner):

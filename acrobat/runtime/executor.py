@@ -627,11 +627,12 @@ def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
     match layout:
         case TensorLayout():
             return next(tensors)
-        case RaggedLayout(rows=rows):
+        case RaggedLayout(rows=rows, lead=lead):
             if isinstance(x, NoRows):
                 like = next(tensors)
                 return like.new_empty((0, *like.shape))
-            return torch.stack([_rebuild(i, rows, tensors) for i in x])
+            stacked = torch.stack([_rebuild(i, rows, tensors) for i in x])
+            return stacked.unsqueeze(0) if lead else stacked
         case OptionalLayout(inner=inner):
             return None if x is None else _rebuild(x, inner, tensors)
         case HostOrLayout(inner=inner):

@@ -87,9 +87,12 @@ class RecurrentOp(SegmentOp):
 
     ``op`` is the module's class name (``"LSTM"``); a node holds the instance's rows, then ``states`` handles of
     its initial state (0: none given; 1: ``h0``; 2: ``(h0, c0)`` of an LSTM). Its outputs: one handle per row
-    (the output sequence), then ``h_n`` (and ``c_n``) of the instance; ``n_outputs`` counts them."""
+    (the output sequence), then ``h_n`` (and ``c_n``) of the instance; ``n_outputs`` counts them. ``lead``: the
+    rows are those of a ``(1, T, E)`` input of a ``batch_first`` module (``kinds.LeadK``), whose ``h_n``/``c_n``
+    are ``(layers * dirs, 1, H)``."""
 
     states: int = 0
+    lead: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,9 +160,11 @@ class TensorLayout(Layout):
 
 @dataclass(frozen=True)
 class RaggedLayout(Layout):
-    """A stacked list (a ragged tensor): a list of rows, stacked into one tensor in the result."""
+    """A stacked list (a ragged tensor): a list of rows, stacked into one tensor in the result (``lead``: with a
+    unit axis in front, ``(1, T, ...)``: ``kinds.LeadK``)."""
 
     rows: Layout
+    lead: bool = False
 
 
 class NoRows(list):

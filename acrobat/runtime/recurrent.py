@@ -11,7 +11,8 @@ other segment operators (``acrobat.runtime.segments``); it runs in PyTorch (outs
 backends, and autograd runs through it (the module's own parameters take the gradients).
 
 Each instance's rows have one shape, ``(E,)`` (the unbatched call: a ``(T, E)`` sequence, ``h_n`` of shape
-``(layers * dirs, H)``) or ``(k, E)`` (a ``(T, k, E)`` input of a module that is not ``batch_first``: ``k``
+``(layers * dirs, H)``; or, ``RecurrentOp.lead``, a ``(1, T, E)`` input of a ``batch_first`` module, ``h_n`` of shape
+``(layers * dirs, 1, H)``) or ``(k, E)`` (a ``(T, k, E)`` input of a module that is not ``batch_first``: ``k``
 sequences of length T, ``h_n`` of shape ``(layers * dirs, k, H)``), as PyTorch reads the stacked tensor.
 """
 
@@ -24,7 +25,6 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_sequence, pad_packed_sequence
 
-from acrobat.diagnosis import mark_limit
 from acrobat.errors import AcrobatError, LimitError, ShapeError
 from acrobat.runtime.dfg import Group
 from acrobat.runtime.gather import gather
@@ -49,12 +49,14 @@ def recurrent_kind(module: Any) -> str | None:
 
 def recurrent_reference(op: RecurrentOp) -> Callable[..., tuple[Any, ...]]:
     """What a node of ``op`` computes for one instance (plain PyTorch): ``module(torch.stack(rows), hx)`` with
-    ``hx`` its ``op.states`` state tensors (none: zeros), flattened to ``(output rows, h_n[, c_n])``."""
+    ``hx`` its ``op.states`` state tensors (none: zeros), flattened to ``(output rows, h_n[, c_n])``; with
+    ``op.lead``, ``module(torch.stack(rows).unsqueeze(0), hx)`` and the rows of ``out[0]``."""
     def run(rows: list[torch.Tensor], *rest: Any) -> tuple[Any, ...]:
         *states, module = rest
         hx = None if not states else states[0] if len(states) == 1 else tuple(states)
-        out, h = module(torch.stack(rows), hx)
-        return (list(out), *(h if isinstance(h, tuple) else (h,)))
+        x = torch.stack(rows)
+        out, h = module(x.unsqueeze(0) if op.lead else x, hx)
+        return (list(out[0] if op.lead else out), *(h if isinstance(h, tuple) else (h,)))
     run.__name__ = f"packed_{op.op}"
     return run
 
@@ -65,8 +67,9 @@ class RecurrentKernel:
 
     Raises (when called):
         ShapeError: an instance's rows or state do not fit the module (names the instance and source line);
-            marked a limit where PyTorch would run it but acrobat does not (a ``batch_first`` module given
-            ``(T, k, E)``, whose batch axis is the list axis).
+            a ``static_limit`` where PyTorch would run it but acrobat does not (a ``batch_first`` module given
+            ``(T, k, E)``, or one without ``batch_first`` given ``(1, T, E)``: the batch axis is the list axis),
+            which ``Program.run`` reruns in the dynamic tier.
     """
 
     def __init__(self, block: BlockCode):
@@ -85,7 +88,7 @@ class RecurrentKernel:
         try:
             x = timed(rt.stats, "gather_ms", rt.sync, lambda: gather(rt.table, rows, rt.device))
             states = [gather(rt.table, handles[starts + np.array(lengths) + j], rt.device) for j in range(s)]
-            return timed(rt.stats, "kernel_ms", rt.sync, lambda: packed_call(module, x, lengths, states))
+            return timed(rt.stats, "kernel_ms", rt.sync, lambda: packed_call(module, x, lengths, states, self.op.lead))
         except AcrobatError:
             raise
         except Exception as exc:  # noqa: BLE001 - named by the instance whose sequence fails alone
@@ -100,7 +103,7 @@ class RecurrentKernel:
         for inst, a, n in zip(g.insts, starts, lengths):
             try:
                 values = [rt.table.tensor(int(h)) for h in handles[a:a + n + self.op.states]]
-                check_rows(module, values[:n])
+                check_rows(module, values[:n], values[n:], self.op.lead)
                 run(values[:n], *values[n:], module)
             except Exception as failed:  # noqa: BLE001 - reported with its location
                 found = (inst, failed)
@@ -108,37 +111,57 @@ class RecurrentKernel:
         inst, e = found
         err = ShapeError(f"instance {inst}: nn.{self.op.op} over a stacked list: {type(e).__name__}: {e}\n"
                          f"{self.block.where()}", instance=inst)
-        return mark_limit(err) if isinstance(e, LimitError) else err
+        if isinstance(e, LimitError):  # the static tier's limit (Program.run reruns it in the dynamic tier)
+            err.static_limit = "a limit of the static tier"  # type: ignore[attr-defined]
+        return err
 
 
-def check_rows(module: nn.Module, rows: list[torch.Tensor]) -> None:
-    """Check that ``module`` reads the stack of ``rows`` with the list axis as its time axis.
+def check_rows(module: nn.Module, rows: list[torch.Tensor], states: list[torch.Tensor], lead: bool) -> None:
+    """Check that ``module`` reads the stack of ``rows`` with the list axis as its time axis, and that the initial
+    ``states`` have the rank PyTorch wants for that input (``lead``: the stack has a unit axis in front,
+    ``(1, T, E)``).
 
     Raises:
-        LimitError: the rows are ``(k, E)`` and the module is ``batch_first`` (the list axis would be its batch).
+        LimitError: the rows are ``(k, E)`` and the module is ``batch_first`` (the list axis would be its batch);
+            the stack has a unit axis in front and the module is not ``batch_first`` (its batch would be the list
+            axis).
+        RuntimeError: a state of another rank (PyTorch raises too), or a ``(1, T, k, E)`` input.
     """
-    if rows and rows[0].dim() == 2 and getattr(module, "batch_first", False):
+    first = getattr(module, "batch_first", False)
+    if rows and rows[0].dim() == 2 and first and not lead:
         raise LimitError(f"a batch_first module given a stacked list of {tuple(rows[0].shape)} rows reads the list "
                          "axis as its batch: give it the rows themselves, torch.stack(xs) of shape (T, E), or use "
                          "a module without batch_first on torch.stack(xs).unsqueeze(1)")
+    if lead and not first:
+        raise LimitError("a module without batch_first given torch.stack(xs).unsqueeze(0), of shape (1, T, E), reads "
+                         "the list axis as its batch (T sequences of length 1): give a batch_first module that "
+                         "input, or this module torch.stack(xs).unsqueeze(1)")
+    if lead and rows and rows[0].dim() != 1:
+        raise RuntimeError(f"a recurrent module takes 2-D or 3-D input, got {rows[0].dim() + 2}-D (1, T, "
+                           f"{', '.join(map(str, rows[0].shape))})")
+    want = rows[0].dim() + 1 + int(lead) if rows else None
+    for s in states:
+        if want is not None and s.dim() != want:
+            raise RuntimeError(f"for {want - 1}-D input the initial state must be {want}-D, got {s.dim()}-D "
+                               f"{tuple(s.shape)}")
 
 
 def packed_call(module: nn.Module, x: torch.Tensor, lengths: list[int],
-                states: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+                states: list[torch.Tensor], lead: bool = False) -> tuple[torch.Tensor, ...]:
     """``module`` over the sequences of ``x`` in one call over a packed sequence.
 
     ``x`` is ``(N, E)`` or ``(N, k, E)``: the rows of B instances, instance after instance (``lengths``, ``(B,)``
     Python ints summing to N, each at least 1); ``states`` the B instances' initial states stacked, each
-    ``(B, L*D, H)`` (``(B, L*D, k, H)`` for ``(N, k, E)`` rows), none for zeros. Returns the output rows ``(N, D*H)``
-    (``(N, k, D*H)``) in the same order, then the final states ``(B, L*D, H)`` (``(B, L*D, k, H)``): ``h_n``, and
-    ``c_n`` for an LSTM. Out of place (autograd works).
+    ``(B, L*D, H)`` (``(B, L*D, k, H)`` for ``(N, k, E)`` rows or ``lead``), none for zeros. ``lead``: each
+    instance's input is ``(1, T, E)`` to a ``batch_first`` module. Returns the output rows ``(N, D*H)``
+    (``(N, k, D*H)``) in the same order, then the final states ``(B, L*D, H)`` (``(B, L*D, k, H)``; ``lead``:
+    ``(B, L*D, 1, H)``): ``h_n``, and ``c_n`` for an LSTM. Out of place (autograd works).
 
     Raises:
-        LimitError: see ``check_rows``.
-        RuntimeError: PyTorch's own errors (an input or state of the wrong size).
+        LimitError, RuntimeError: see ``check_rows``; PyTorch's own errors (an input or state of the wrong size).
     """
     b, unbatched = len(lengths), x.dim() == 2
-    check_rows(module, [x[0]])
+    check_rows(module, [x[0]], [s[0] for s in states], lead)
     k = 1 if unbatched else x.shape[1]
     seqs = x.split(lengths) if unbatched else [s for part in x.split(lengths) for s in part.unbind(1)]
     packed = pack_sequence(seqs, enforce_sorted=False)
@@ -151,5 +174,5 @@ def packed_call(module: nn.Module, x: torch.Tensor, lengths: list[int],
     rows = padded[mask]  # (N, k, D*H), instance after instance
     finals = [f.reshape(f.shape[0], b, k, -1).transpose(0, 1) for f in (h if isinstance(h, tuple) else (h,))]
     if unbatched:
-        return (rows.squeeze(1), *(f.squeeze(2) for f in finals))
+        return (rows.squeeze(1), *(f if lead else f.squeeze(2) for f in finals))
     return (rows, *finals)
