@@ -772,7 +772,7 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
                                          prologue.slots, entry_fn.spec.fn, prog.__name__, prog.instance_pos)
     fields = {name: result_layout(k) for name, k in table.fields.items() if has_tensor(k)}
     plan = Plan(entry, located_prologue, codes, skeleton.base, skeleton.needs_fibers,
-                result_layout(entry_fn.spec.ret), fields=fields)
+                result_layout(entry_fn.spec.ret), fields=fields, run_list=table.run_list)
     facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
     grad_off = tuple(dict.fromkeys(str(loc) for sp in table.specs.values() for loc in sp.fn.grad_off))
     return Compiled(plan, skeleton.source, prologue.source, dict(kernels.blocks), n_phases, lowered, table.entry,

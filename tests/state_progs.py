@@ -179,3 +179,69 @@ def helper_reads_a_field(tree, p):
     if ready(tree):
         return tree.state
     return p.b
+
+
+# -- a list a shared module holds for the run: `m.outputs = []`, `self.outputs.append(h)` (issue 18 §2) ----------
+
+
+class Collector(torch.nn.Module):
+    """Embedding (10, 4), composition 8 -> 4, classifier 4 -> 3; ``outputs``: the list its methods append to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(5)
+        self.emb = torch.nn.Parameter(torch.randn(10, 4, generator=g))
+        self.W = torch.nn.Parameter(torch.randn(8, 4, generator=g) / 3)
+        self.C = torch.nn.Parameter(torch.randn(4, 3, generator=g) / 2)
+        self.outputs: list = ["left from before the run"]
+
+    @ab.function
+    def forward(self, node):
+        """The subtree's state (4,); appends every node's scores (3,) to ``self.outputs``, children first."""
+        if node.left is None:
+            h = torch.tanh(self.emb[node.word])
+        else:
+            h = torch.tanh(torch.cat([self.forward(node.left), self.forward(node.right)]) @ self.W)
+        self.outputs.append(h @ self.C)
+        return h
+
+
+@ab.program
+def collects_per_node(tree, m):
+    """The root state and every node's scores stacked, from ``m.outputs`` (the recursive_module example's form)."""
+    m.outputs = []
+    root = m(tree)
+    return root, torch.stack(m.outputs)
+
+
+@ab.program
+def collects_in_the_entry(tree, m):
+    """A loop of the entry appending to ``m.outputs``; the result read from it."""
+    m.outputs = []
+    h = torch.zeros(4)
+    for node in postorder(tree):
+        h = torch.tanh(m.emb[node.word] + h)
+        m.outputs.append(h * 2)
+    return torch.stack(m.outputs).sum(0)
+
+
+@ab.program
+def reads_outputs_first(tree, m):
+    n = len(m.outputs)
+    m.outputs = []
+    m(tree)
+    return torch.stack(m.outputs).sum(0) + n
+
+
+@ab.program
+def sets_outputs_on_one_path(tree, m):
+    if tree.left is None:
+        m.outputs = []
+    m(tree)
+    return torch.stack(m.outputs).sum(0)
+
+
+@ab.program
+def appends_without_setting(tree, m):
+    m(tree)
+    return torch.stack(m.outputs).sum(0)

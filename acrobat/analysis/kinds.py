@@ -47,7 +47,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import inplace, ragged, rankings, ranks, rows, token_lists
+from acrobat.analysis import inplace, ragged, rankings, ranks, rows, run_lists, token_lists
+from acrobat.analysis.run_lists import RunList
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -444,12 +445,14 @@ class Spec:
 class KindTable:
     """Result of the analysis: every reachable specialization; the entry's key; which paths into the
     shared arguments were found to hold (``facts``: ref -> ``shared_fact``), where the run's values were
-    known; and the kind of every field the program stores (``fields``: attribute name -> kind)."""
+    known; the kind of every field the program stores (``fields``: attribute name -> kind); and the list a
+    shared module holds for the run, which the entry returns after its result (``run_list``)."""
 
     specs: dict[SpecKey, Spec]
     entry: SpecKey
     facts: dict[tuple, str] = field(default_factory=dict)
     fields: dict[str, Kind] = field(default_factory=dict)
+    run_list: RunList | None = None  # the list a shared module holds for the run (``acrobat.analysis.run_lists``)
 
 
 _VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}  # tensor attributes that are operators
@@ -516,8 +519,13 @@ def module_keys(v: Any) -> range | tuple | None:
 class _Analyzer:
     def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None,
                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None,
-                 implicit: Callable[[Callable], Any] | None = None):
+                 implicit: Callable[[Callable], Any] | None = None, run_list: RunList | None = None,
+                 threads: Mapping[Any, int | None] | None = None):
         self.functions = functions
+        self.run_list = run_list  # the list a shared module holds for the run, a variable of it (``run_lists``)
+        # the functions taking that variable as their last parameter -> the position of their parameter holding
+        # the module (None: they only pass the list on)
+        self.threads = threads or {}
         self.implicit = implicit  # the program function of an undecorated helper of the model (``helper_call``)
         # attribute name -> kind of the values stored there (see "fields"), every stored name from the start, so
         # that a read analysed before the store waits for its kind (BOTTOM) instead of taking host data
@@ -1075,6 +1083,9 @@ class _Analyzer:
                 k = self.expr(o)
                 if isinstance(k, TupleK) and len(k.items) == 2 and a in ("values", "indices"):
                     return k.items[a == "indices"]  # torch.return_types of max/min (a segment result)
+                if self.run_list is not None and isinstance(k, SharedK) and \
+                        k.ref == ("arg", self.run_list.arg) and a == self.run_list.attr:
+                    raise self.run_list_read(e, o)
                 if isinstance(k, SharedK) and k.ref[0] == "arg":
                     return self.shared_path(k.ref + ((".", a),))
                 if isinstance(k, SharedK) and a in rules.SHAPE_ATTRS and not _shared_operand(o, k):
@@ -1642,7 +1653,7 @@ class _Analyzer:
             if quiet:
                 return False
             raise
-        self.functions.update(found)
+        self.functions.update({f: fn_ir for f, fn_ir in found.items() if f not in self.functions})  # kept as rewritten
         for attr in (a for f in found.values() for a in _stored_attrs(f)):
             self.fields.setdefault(attr, BOTTOM)  # a field its methods store (read as host data until now: a
             # read analysed before is then a conflict, a CompileError, never a host read of a tensor)
@@ -1744,6 +1755,8 @@ class _Analyzer:
             raise self.error(e, f"this call runs `.{site[0]}()` of modules of different classes (the function is "
                                 "called with different modules): acrobat analyses one method per call site")
         fn = self.functions[what]
+        if what in self.threads:
+            arg_kinds = self.pass_run_list(e, what, fn, arg_kinds)
         if len(arg_kinds) != len(fn.params):
             captured = len(getattr(what, "captured", ()))  # a nested def's captures: not the user's arguments
             raise self.error(e, f"`{what.__name__}` takes {len(fn.params) - captured} arguments, "
@@ -1765,6 +1778,49 @@ class _Analyzer:
             raise self.error(e, f"`{fn.name}` returns host data on one path and a tensor on another "
                                 f"({callee.ret}): its result can only be returned as it is (`return {fn.name}(...)`)")
         return callee.ret
+
+    def run_list_read(self, e: ir.Attr, obj: ir.Expr) -> CompileError:
+        """The error for ``e``, a read of the list a shared module holds for the run (``run_lists``) that this
+        function does not read as its variable yet: marked for ``analyze_kinds`` to thread the variable through
+        the function (``run_lists.threaded``) where the module is a parameter of it, else a plain error."""
+        rl, fn = self.run_list, self.spec.key[0]
+        assert rl is not None
+        if isinstance(obj, ir.Name) and obj.id in self.spec.fn.params and fn not in self.threads \
+                and not any(obj.id in ir.assigned_names(s) for s in self.spec.fn.body):
+            err = self.error(e, f"`{obj.id}.{rl.attr}` is read before the function takes the run's list")
+            err.run_list = (fn, obj.id)  # type: ignore[attr-defined]
+            return err
+        module = self.entry_params[rl.arg]
+        return self.error(e, f"`.{rl.attr}` of `{module}`, the list the entry sets up for the run "
+                             f"(`{module}.{rl.attr} = []`), is read here through something other than a parameter "
+                             "of the function holding the module, which acrobat does not follow: pass the module "
+                             "as a parameter")
+
+    def pass_run_list(self, e: ir.Call, what: Any, fn: ir.Function, arg_kinds: tuple[Kind, ...]) -> tuple[Kind, ...]:
+        """The argument kinds of ``e``, a call of a function taking the run's list (``threads``), with the list
+        passed: the caller's variable of it, put in ``e`` once (the caller is the entry or takes the list too;
+        else it is marked for ``analyze_kinds`` to thread the list through it).
+
+        Raises:
+            CompileError: the call passes another module than the one holding the run's list.
+        """
+        rl, caller = self.run_list, self.spec.key[0]
+        assert rl is not None
+        if len(e.args) == len(fn.params) - 1:
+            if caller not in self.threads and caller is not self.instance[0][0]:  # type: ignore[index]
+                err = self.error(e, f"`{fn.name}` takes the run's list, which its caller does not hold yet")
+                err.run_list = (caller, None)  # type: ignore[attr-defined]
+                raise err
+            e.args.append(ir.Name(e.loc, rl.var))
+            arg_kinds = (*arg_kinds, self.expr(e.args[-1]))
+        at = self.threads[what]
+        if at is not None and arg_kinds[at] is not BOTTOM and arg_kinds[at] != SharedK(("arg", rl.arg)):
+            module = self.entry_params[rl.arg]
+            raise self.error(e, f"`{fn.name}` reads `.{rl.attr}` of its parameter `{fn.params[at]}`, the list "
+                                f"`{module}` holds for the run (`{module}.{rl.attr} = []` in the entry), and this "
+                                f"call passes it {arg_kinds[at]}: acrobat keeps one such list per run; pass "
+                                f"`{module}` there, or keep the other list in a variable")
+        return arg_kinds
 
     def operator(self, s: rules.Site) -> Kind:
         """The call rules' fallback: an operator (a torch function, a method of a tensor, module or host value,
@@ -2039,12 +2095,20 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
             mixed with tensors, tensor-dependent control flow, ...).
     """
     tried: set[tuple[Any, str, Callable]] = set()  # (function, variable, rewrite) already applied
+    functions[entry], run_list = run_lists.found(functions[entry], instance)
+    threads: dict[Any, int | None] = {}  # functions taking the run's list (``_Analyzer.threads``)
     while True:
         try:
-            table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit)
+            table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit, run_list, threads)
             aliases.check_lists(table.specs)
             return table
         except CompileError as err:
+            through = getattr(err, "run_list", None)
+            if through is not None and run_list is not None and through[0] not in threads:
+                f, param = through
+                threads[f] = None if param is None else functions[f].params.index(param)
+                functions[f] = run_lists.threaded(functions[f], param, run_list)
+                continue  # analyse again, the function taking the list
             var = getattr(err, "variable", None)
             fn = None
             # `inputs = self.emb(inputs)`: one variable per top-level binding; `loss = 0` ... `loss += t`: the
@@ -2062,7 +2126,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
 
 def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int, resolve: Resolver | None,
               parse: Callable[[Any], Mapping[Any, ir.Function]] | None,
-              implicit: Callable[[Callable], Any] | None) -> KindTable:
+              implicit: Callable[[Callable], Any] | None, run_list: RunList | None = None,
+              threads: Mapping[Any, int | None] | None = None) -> KindTable:
     """One run of the kind analysis to its fixpoint (``analyze_kinds``, which may split a variable and run it
     again)."""
     fn = functions[entry]
@@ -2071,7 +2136,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
                            fallback=False)
-    an = _Analyzer(functions, fn.params, resolve, parse, implicit)
+    an = _Analyzer(functions, fn.params, resolve, parse, implicit, run_list, threads)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.instance = (key, fn.params[instance])
     an.request(key)
@@ -2102,7 +2167,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
         # became per-instance once the fixpoint saw tensor operands (an op's kind, or its operand's: the item of
         # what was a shared op and became a tuple of tensors is no op at all)
         spec.shared_ops = {n for n in spec.shared_ops - spec.ops if isinstance(spec.kinds.get(n), SharedK)}
-    return KindTable(reachable, key, an.facts, an.fields)
+    return KindTable(reachable, key, an.facts, an.fields, run_list)
 
 
 # The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import

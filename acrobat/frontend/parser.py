@@ -51,7 +51,7 @@ def shown_name(name: str) -> str:
     if re.fullmatch(f"_{STARRED}\\d+", name):
         return "a starred value"
     # a comprehension's variable, a version (analysis.versions), an accumulator's part (analysis.accumulators)
-    while written := re.fullmatch(r"_[cva]_(\w+)_\d+", name):
+    while written := re.fullmatch(r"_[cvar]_(\w+)_\d+", name):
         name = written[1]
     return f"`{name}`"
 

@@ -378,6 +378,8 @@ class Runtime:
             self.flush()
             t_copy = time.perf_counter()
             out = self.results(results, plan.result)
+            if plan.run_list is not None:
+                out = plan.run_list.settle(out, shared_args)
             if plan.dynamic is not None:
                 self.settle(out, instances, shared_args)
             elif self.objects:

@@ -27,6 +27,8 @@ import torch.utils._pytree as pytree
 if TYPE_CHECKING:
     from torch.fx import GraphModule
 
+    from acrobat.analysis.run_lists import RunList
+
 
 class Site(NamedTuple):
     """A model source location (``file:line``) and the text of its line, stripped: where an error points."""
@@ -249,7 +251,9 @@ class Plan:
     (``acrobat.runtime.dynamic``): the entry is the user's own function, and
     this says why the static tier did not take it; ``site`` is its entry's line. ``fields``: the layout of
     each attribute that holds tensors and the program stores on the instance's objects (``node.state``),
-    whose handles the runtime replaces by tensors on the objects after the run.
+    whose handles the runtime replaces by tensors on the objects after the run. ``run_list``: the list a shared
+    module holds for the run (``acrobat.analysis.run_lists``), which the entry returns after its result; the
+    runtime sets the last instance's on the module after the run.
     """
 
     entry: Callable
@@ -261,6 +265,7 @@ class Plan:
     dynamic: str | None = None
     site: Site | None = None
     fields: Mapping[str, Layout] = field(default_factory=dict)
+    run_list: RunList | None = None
 
 
 # ---------------------------------------------------------------- values and kernels compiled code hands over
