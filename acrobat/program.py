@@ -414,6 +414,15 @@ class Program(Function[P, R]):
         check_batch(instances, self.__name__)
         self.check_arity(len(shared))
         options = self._grad_tier(instances, shared, options or self.options)
+        run_list = self.compile(len(shared), options, shared).plan.run_list
+        if run_list is None:
+            return self._run(instances, shared, backend, options, stats, sync, sparse_grads)
+        with run_list.held(shared):  # the prologue's shared values too see it held
+            return self._run(instances, shared, backend, options, stats, sync, sparse_grads)
+
+    def _run(self, instances: Sequence, shared: tuple, backend: str, options: Options, stats: RunStats | None,
+             sync: bool, sparse_grads: bool) -> list[Any]:
+        """``run``, once the options are the run's (``_grad_tier``) and a run list is held (``run_lists``)."""
         c, be, rt = self._start(instances, shared, backend, options)
         rt.sync = sync
         trial: Trial[str] | None = None  # the tier trial of a program the static tier rejected

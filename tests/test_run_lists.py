@@ -68,3 +68,37 @@ def test_the_example_runs_statically():
 def test_other_forms_keep_the_shared_module_error(name):
     with pytest.raises(ab.CompileError, match="changes a model parameter, which every instance shares"):
         getattr(sp, name).run(sp.trees(2, 1, binary=True), sp.Collector(), options=STRICT)
+
+
+class _Peeker:
+    """A host object the module holds, which holds the module itself."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+
+    def count(self) -> int:
+        return len(self.module.outputs)
+
+
+@ab.program
+def _run_list_read_by_plain_python(tokens, p):
+    p.outputs = []
+    h = p.emb[tokens[0]]
+    for t in tokens:
+        h = torch.tanh(h + p.emb[t])
+        p.outputs.append(h)
+    return h * p.peeker.count()
+
+
+def test_a_plain_python_helper_reading_the_run_list_fails_loudly_not_stale():
+    """The static tier keeps `p.outputs` as a variable of each instance's run, so a plain Python method of an
+    object the module holds (computed once per run, a shared value) read what the attribute held before the run
+    (3 stale items: a silent wrong answer). During the run the attribute refuses any use, naming the line; the
+    attribute is put back after the failure."""
+    p = sp.Collector()
+    p.outputs = [torch.zeros(4)] * 3
+    p.peeker = _Peeker(p)
+    before = p.outputs
+    with torch.no_grad(), pytest.raises(ab.AcrobatError, match=r"run's list(.|\n)*test_run_lists.py:\d+: return len"):
+        _run_list_read_by_plain_python.run([[1, 2], [3]], p, backend="eager", options=ab.Options(strict=True))
+    assert p.outputs is before
