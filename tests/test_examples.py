@@ -100,12 +100,15 @@ def _tiny(tokens, p):
     return h
 
 
-# One acrobat rejects, for the REJECTED path: a list as an operand (torch.cat of a per-instance list).
+# One the static tier rejects, for the REJECTED path: `try`/`except` (outside the static subset).
 @ab.program
 def _tiny_cat(tokens, p):
     hs = []
     for t in tokens:
-        hs.append(p.emb[t])
+        try:
+            hs.append(p.emb[t])
+        except IndexError:
+            hs.append(p.emb[0])
     return torch.cat(hs)
 
 
