@@ -42,6 +42,7 @@ from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.lookup import sparse_grads as lookup_grads
 from acrobat.runtime.plan import DynamicLayout, Plan, RecurrentOp, Site
 from acrobat.runtime.recurrent import RecurrentKernel
+from acrobat.runtime.run_list import held
 from acrobat.runtime.segments import SegmentKernel
 from acrobat.runtime.stats import RunStats
 from acrobat.runtime.tier import DYNAMIC, PLAIN, TierChoice
@@ -417,7 +418,7 @@ class Program(Function[P, R]):
         run_list = self.compile(len(shared), options, shared).plan.run_list
         if run_list is None:
             return self._run(instances, shared, backend, options, stats, sync, sparse_grads)
-        with run_list.held(shared):  # the prologue's shared values too see it held
+        with held(run_list, shared):  # the prologue's shared values too see it held
             return self._run(instances, shared, backend, options, stats, sync, sparse_grads)
 
     def _run(self, instances: Sequence, shared: tuple, backend: str, options: Options, stats: RunStats | None,

@@ -48,7 +48,6 @@ from typing import Any, Callable, Mapping
 import torch
 
 from acrobat.analysis import inplace, ragged, rankings, ranks, rows, run_lists, token_lists
-from acrobat.analysis.run_lists import RunList
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -56,7 +55,7 @@ from acrobat.frontend.ir import CallKind
 from acrobat.frontend.globals import is_host_data
 from acrobat.frontend.parser import bind_arguments, is_comprehension_list, shown_name
 from acrobat.frontend.source import SourceSnapshot
-from acrobat.runtime.plan import SegmentOp
+from acrobat.runtime.plan import RunList, SegmentOp
 from acrobat.runtime.recurrent import recurrent_kind
 
 #: Static depths above this are treated as dynamic, so specialization terminates.

@@ -11,58 +11,23 @@ attribute (``threaded``: a trailing parameter, which every call of such a functi
 callee appends to are the caller's, in Python's order (§4.2: host effects keep program order).
 
 Plain calls run instance after instance, so they leave the attribute holding the LAST instance's list;
-``acrobat.program`` sets it so after a batched run (``RunList.settle``).
+the runtime sets it so after a batched run (``acrobat.runtime.plan.RunList``, ``acrobat.runtime.run_list``).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
-from acrobat.diagnosis import calling_line
-from acrobat.errors import AcrobatError
 from acrobat.frontend import ir
+from acrobat.runtime.plan import RunList
 
 HINT = "r"
 """Hint of the names of the run's lists (``_r_outputs_0``; ``parser.shown_name`` shows ``outputs``)."""
 
 #: Calls that may reach a shared module some way the entry's statements do not show.
 _OPAQUE = (ir.CallKind.PROGRAM, ir.CallKind.VALUE, ir.CallKind.HOST, ir.CallKind.METHOD)
-
-
-@dataclass(frozen=True)
-class RunList:
-    """The list ``<entry parameter arg>.attr`` holds for the run, as the variable ``var`` of the run."""
-
-    arg: int  # the entry parameter's position (the kind analysis's shared root ``("arg", arg)``)
-    shared: int  # its position among the shared arguments a run passes
-    attr: str
-    var: str
-
-    @contextmanager
-    def held(self, shared_args: tuple) -> Iterator[None]:
-        """The attribute holds a ``Held`` while a batched run computes the list (from its prologue on), so code
-        acrobat does not analyse that reads it then (a plain Python method of an object the module holds) fails
-        loudly instead of reading what it held before the run; what it held is put back unless the run set
-        the list (``settle``), or the user's code did (a rerun in the dynamic tier)."""
-        module = shared_args[self.shared]
-        old = getattr(module, self.attr, None)
-        setattr(module, self.attr, Held(self.attr))
-        try:
-            yield
-        finally:
-            if isinstance(getattr(module, self.attr, None), Held):
-                setattr(module, self.attr, old)
-
-    def settle(self, results: list, shared_args: tuple) -> list:
-        """Per-instance results ``(result, list)`` as the rewritten entry returns them (tensors) -> the results;
-        the last instance's list set on the module (``shared_args[self.shared]``), as plain calls, instance
-        after instance, leave it."""
-        setattr(shared_args[self.shared], self.attr, results[-1][1])
-        return [r[0] for r in results]
 
 
 def found(fn: ir.Function, instance: int) -> tuple[ir.Function, RunList | None]:
@@ -148,25 +113,3 @@ def _return_list(fn: ir.Function, var: str) -> None:
     if not fn.body or not isinstance(fn.body[-1], ir.Return):
         fn.body.append(ir.Return(fn.loc, ir.TupleExpr(fn.loc, [ir.Const(fn.loc, None), ir.Name(fn.loc, var)])))
 
-
-class Held:
-    """What a module's run list attribute holds while a batched run computes it (``RunList.hold``): any use
-    raises an ``AcrobatError`` naming the line, as acrobat holds the list as a variable of the run."""
-
-    def __init__(self, attr: str) -> None:
-        self._attr = attr
-
-    def _refuse(self, *_: Any, **__: Any) -> Any:
-        raise AcrobatError(f"`.{object.__getattribute__(self, '_attr')}` of the module is the run's list "
-                            "(`acrobat.analysis.run_lists`), which the static tier keeps as a variable of each "
-                            "instance's run and sets after the batch: code acrobat does not analyse (a plain Python "
-                            "function given the module) cannot read it during the run; read it after the run, or "
-                            "pass the list to that function\n" + calling_line())
-
-    def __getattr__(self, name: str) -> Any:
-        return self._refuse()
-
-    __len__ = __iter__ = __getitem__ = __setitem__ = __bool__ = __contains__ = __add__ = __iadd__ = _refuse
-
-    def __repr__(self) -> str:
-        return f"<the run's list .{object.__getattribute__(self, '_attr')}, held by acrobat during a batched run>"

@@ -27,7 +27,6 @@ import torch.utils._pytree as pytree
 if TYPE_CHECKING:
     from torch.fx import GraphModule
 
-    from acrobat.analysis.run_lists import RunList
 
 
 class Site(NamedTuple):
@@ -237,6 +236,26 @@ class DynamicLayout(Layout):
 
 
 
+
+@dataclass(frozen=True)
+class RunList:
+    """The list ``<entry parameter arg>.attr`` a shared module holds for the run, as the variable ``var`` of the
+    run (``acrobat.analysis.run_lists`` rewrites the program so; ``acrobat.runtime.run_list`` holds the attribute
+    while a batch runs)."""
+
+    arg: int  # the entry parameter's position (the kind analysis's shared root ``("arg", arg)``)
+    shared: int  # its position among the shared arguments a run passes
+    attr: str
+    var: str
+
+    def settle(self, results: list, shared_args: tuple) -> list:
+        """Per-instance results ``(result, list)`` as the rewritten entry returns them (tensors) -> the results;
+        the last instance's list set on the module (``shared_args[self.shared]``), as plain calls, instance
+        after instance, leave it."""
+        setattr(shared_args[self.shared], self.attr, results[-1][1])
+        return [r[0] for r in results]
+
+
 @dataclass(frozen=True)
 class Plan:
     """A compiled program as the runtime runs it (``Runtime(plan, kernels, slots).run(instances, shared)``).
@@ -252,7 +271,7 @@ class Plan:
     this says why the static tier did not take it; ``site`` is its entry's line. ``fields``: the layout of
     each attribute that holds tensors and the program stores on the instance's objects (``node.state``),
     whose handles the runtime replaces by tensors on the objects after the run. ``run_list``: the list a shared
-    module holds for the run (``acrobat.analysis.run_lists``), which the entry returns after its result; the
+    module holds for the run (``RunList``), which the entry returns after its result; the
     runtime sets the last instance's on the module after the run.
     """
 
