@@ -118,3 +118,16 @@ def half_sum(toks, p):
     for t in toks:
         total = total + (p.emb[t] @ p.h0).half()
     return total
+
+
+@ab.program
+def cat_after_the_read(tokens, p):
+    """The accumulator read after its loop (the rest of the function runs once per path: number or tensor), then
+    `torch.cat` of unit-axis items of a comprehension, which the rules make a stack."""
+    h = p.emb[tokens[0]]
+    outs = [h, torch.tanh(h)]
+    total = -0.5
+    for t in tokens:
+        total -= torch.tanh(p.emb[t]).mean()
+    shifted = h + total
+    return torch.cat([v.view(1, -1) for v in outs]).max(dim=0).values, shifted

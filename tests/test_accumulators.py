@@ -137,3 +137,12 @@ def test_backward_through_the_accumulated_loss():
        st.sampled_from([ap.loss_from_zero, ap.product, ap.returned_early, ap.int32_counts]))
 def test_accumulators_on_random_lengths_including_zero(batch, prog):
     _check(prog, batch)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_comprehension_after_the_read_is_its_own_in_each_path(backend):
+    """The two copies of the rest of the function (``accumulators.both``) shared the comprehension's list name
+    `_comp0`, and the rules find a comprehension's appends by that name: the cat of one copy became a stack and
+    the appends of both lost their unit axis, so the other copy's cat (the path every instance took) became a fold
+    of rows, and `.max(dim=0)` of it a number (fuzz: a silent wrong answer, found by the regions helper's seed 4)."""
+    _check(ap.cat_after_the_read, [[1, 2], [3], [4, 5, 6]], backend)

@@ -38,9 +38,10 @@ variable, an initialisation that is not a number constant, an update reading ``x
 from __future__ import annotations
 
 import copy
+import re
 
 from acrobat.frontend import ir
-from acrobat.frontend.parser import STARRED, is_comprehension_list
+from acrobat.frontend.parser import COMPREHENSION, STARRED, is_comprehension_list
 
 ACCUMULATOR = "a"
 """Hint of the names ``split`` makes (``_a_loss_0``, ``_a_y_1``); ``parser.shown_name`` shows ``loss``, ``y``."""
@@ -161,9 +162,14 @@ class _Splitter:
         """``if _a_x_0 is None: stmts`` ``else: stmts'``: ``stmts'`` a copy with new node ids reading the tensor
         for the accumulator, and its own variable ``_a_y_k`` for each ``y`` first bound in ``stmts``."""
         fresh = set().union(*(ir.assigned_names(s) for s in stmts)) - self.bound_before
+        # a hoisted comprehension's list or a starred call's temporary gets a fresh name of its own form: the
+        # rules find a comprehension's appends by its list's name (``ranks.comprehension_puts``), so two copies
+        # sharing one name had one copy's `torch.cat` rewritten to a stack and the other's appends with it (the
+        # items lost their unit axis, the other cat became a fold of them: a silent wrong answer)
         names = {self.name: self.tensor} | {
-            y: f"_{ACCUMULATOR}_{y}_{k}" for k, y in enumerate(sorted(fresh), 1)
-            if not is_comprehension_list(y) and not y.startswith(f"_{STARRED}")}
+            y: f"_{COMPREHENSION}{ir.fresh_id()}" if is_comprehension_list(y) else
+            f"_{STARRED}{ir.fresh_id()}" if re.fullmatch(f"_{STARRED}\\d+", y) else f"_{ACCUMULATOR}_{y}_{k}"
+            for k, y in enumerate(sorted(fresh), 1)}
         copied = copy.deepcopy(stmts)
         for s in ir.walk_stmts(copied):
             s.nid = ir.fresh_id()
