@@ -419,3 +419,12 @@ def noisy_ragged(toks, p):
 def int8_from_host(toks, p):
     """`torch.tensor(n, dtype=torch.int8)` of a host number past 127: the plain call raises (overflow)."""
     return torch.tensor(toks[0] * 20, dtype=torch.int8) + p.h0.to(torch.int8)
+
+
+@ab.program
+def extended_then_limit(toks, p):
+    """`toks += [7]` extends the instance's own list in place, then a tensor of its per-instance length meets the
+    static tier's shape limit at run time on a batch of mixed lengths."""
+    toks += [7]
+    x = torch.tensor(toks, dtype=torch.float32)
+    return x.mean() * p.h0

@@ -280,3 +280,23 @@ def test_an_int_accumulator_taking_a_float_raises_as_in_place_does(option):
         hp.int_start_float_and_int_tensors(batch[0], hp.HP())
     with torch.no_grad(), pytest.raises(ab.AcrobatError, match="can't be cast|different dtypes"):
         _run(hp.int_start_float_and_int_tensors, batch, hp.HP(), "eager", option)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="`toks += [7]` on a host list (HostK) is not recorded as a change of host state "
+                          "(kinds: a list `+=` calls `mutate` only for a ListK receiver; `.append` on host data "
+                          "is a host effect, rules._host_effect), so c.effects is empty and Program.run reruns "
+                          "the batch in the dynamic tier after the static tier's run-time limit, on instances the "
+                          "failed static attempt and blame's plain call already extended: 7 appended 2-3 times, "
+                          "and the means computed from the longer lists")
+def test_a_host_list_extended_in_place_is_not_rerun_after_a_limit():
+    batch, p = [[2, 3], [4]], hp.HP()
+    plain_batch = copy.deepcopy(batch)
+    with torch.no_grad():
+        want = [hp.extended_then_limit(x, p) for x in plain_batch]
+        try:
+            got = _run(hp.extended_then_limit, batch, p, "eager", "default")
+        except ab.AcrobatError:
+            return  # an error (no rerun) is right too
+    assert batch == plain_batch, (batch, plain_batch)
+    _same(got, want)
