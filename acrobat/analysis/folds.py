@@ -21,10 +21,14 @@ def cat_items(dim: int) -> Function:
     """The program function ``xs -> torch.cat(xs, dim)`` for a non-empty list ``xs`` of tensors that agree on
     every axis but ``dim`` (the result's ``dim`` axis is the sum of the items'), one per ``dim`` (a constant of
     its code, as a static block needs it): ``xs[0]``, then ``torch.cat([acc, x], dim)`` for each later item.
-    Calling it with an empty ``xs`` raises IndexError (PyTorch's ``torch.cat([])`` a RuntimeError)."""
+    A list of one item gives ``torch.cat([xs[0]], dim)``, as PyTorch's checks of the item (a 0-D item, ``dim``
+    out of range: RuntimeError, IndexError) and its copy come only from the call. Calling it with an empty ``xs``
+    raises IndexError (PyTorch's ``torch.cat([])`` a RuntimeError)."""
     found = _FOLDS.get(dim)
     if found is None:
         def cat_fold(xs):  # type: ignore[no-untyped-def]
+            if len(xs) == 1:
+                return torch.cat([xs[0]], dim)
             acc = xs[0]
             for i in range(1, len(xs)):
                 acc = torch.cat([acc, xs[i]], dim)

@@ -37,6 +37,23 @@ def tensor_of(data: Any, dtype: torch.dtype | None = None, device: Any = None, r
     return out.requires_grad_() if requires_grad else out
 
 
+def full_of(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, device: Any = None,
+            requires_grad: bool = False, **kwargs: Any) -> torch.Tensor:
+    """``torch.full(size, fill_value, ...)`` that also takes a tensor fill value (a batched host number, §5).
+
+    Shape ``size``; dtype ``dtype``, or what ``torch.full`` infers from the Python number the tensor stands
+    for (the default dtype for a float, int64 for an int, bool for a bool); no gradient flows to the fill
+    value, as ``torch.full`` reads it as a number. A Python number goes to ``torch.full`` itself (``kwargs``:
+    its other keywords)."""
+    if not isinstance(fill_value, torch.Tensor):
+        return torch.full(size, fill_value, dtype=dtype, device=device, requires_grad=requires_grad, **kwargs)
+    if dtype is None:
+        dtype = torch.get_default_dtype() if fill_value.is_floating_point() else _dtype_of(
+            True if fill_value.dtype == torch.bool else 0)
+    out = fill_value.detach().to(dtype=dtype, device=device).expand(size).clone()
+    return out.requires_grad_() if requires_grad else out
+
+
 def _dtype_of(x: bool | int | float) -> torch.dtype:
     """The dtype a Python number keeps exactly until ``tensor_of`` infers the result's (float64, int64, bool)."""
     return torch.bool if type(x) is bool else torch.int64 if type(x) is int else torch.float64
@@ -91,6 +108,6 @@ def double_tensor_of(*args: Any) -> torch.Tensor:
 
 
 #: torch functions that make a tensor from host data, and the forms blocks call instead.
-FROM_HOST: dict[Callable, Callable] = {torch.tensor: tensor_of, torch.as_tensor: tensor_of,
+FROM_HOST: dict[Callable, Callable] = {torch.tensor: tensor_of, torch.as_tensor: tensor_of, torch.full: full_of,
                                        torch.LongTensor: long_tensor_of, torch.IntTensor: int_tensor_of,
                                        torch.FloatTensor: float_tensor_of, torch.DoubleTensor: double_tensor_of}

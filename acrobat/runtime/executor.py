@@ -532,7 +532,7 @@ class Runtime:
         """Re-run a failed group instance by instance to name the instance and source line.
 
         Returns ``ShapeError`` (an operator fails for an instance, or instances
-        disagree on shapes), ``InstanceError`` (a host operand is no number) or
+        disagree on shapes or dtypes), ``InstanceError`` (a host operand is no number) or
         ``BatchError`` (only the batched form fails); each names the model source line.
         """
         block = g.block
@@ -568,6 +568,15 @@ class Runtime:
                     f"{shapes[odd]} in static block {block.name}: instances batched together must agree on tensor "
                     f"shapes\n{p.site.where()}", instance=g.insts[odd])
                 err.static_limit = "the static tier batches tensors of equal shapes only"  # type: ignore[attr-defined]
+                return err
+            dtypes = [v[j].dtype for v in per_instance]
+            if len(set(dtypes)) > 1:  # (`acc` of a cat fold: float32 items in one instance, float64 in another)
+                odd = next(r for r, d in enumerate(dtypes) if d != dtypes[0])
+                err = ShapeError(
+                    f"instances {g.insts[0]} and {g.insts[odd]} give `{p.source}` different dtypes {dtypes[0]} vs "
+                    f"{dtypes[odd]} in static block {block.name}: instances batched together must agree on tensor "
+                    f"dtypes\n{p.site.where()}", instance=g.insts[odd])
+                err.static_limit = "the static tier batches tensors of equal dtypes only"  # type: ignore[attr-defined]
                 return err
         why = ("an operator there has no batching rule, or reads a tensor's value inside the block"
                if self.arena is None else "an operator there has no batching rule or is rejected by the kernel "

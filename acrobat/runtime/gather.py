@@ -141,6 +141,8 @@ def gather(table: ValueTable, handles: np.ndarray, device: torch.device) -> torc
 
     Raises:
         AcrobatError: a value whose group has not run yet.
+        RuntimeError: the values have different dtypes (instances whose values a static block takes differ in
+            dtype: ``Executor.diagnose`` names them).
     """
     src = handles >> ROW_BITS
     rows = handles & ROW_MASK
@@ -154,6 +156,8 @@ def gather(table: ValueTable, handles: np.ndarray, device: torch.device) -> torc
     for seg in segments:
         g, k = table.source(int(src[seg[0]]))
         parts.append(select_rows(g.outputs()[k], rows[seg], device))
+    if any(part.dtype != parts[0].dtype for part in parts):  # torch.cat would promote them, silently
+        raise RuntimeError(f"gathered values of different dtypes ({parts[0].dtype}, ...)")
     if (order[1:] > order[:-1]).all():  # the sources came in runs: already in batch order
         return torch.cat(parts)
     out = parts[0].new_empty((len(handles), *parts[0].shape[1:]))
