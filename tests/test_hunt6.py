@@ -283,14 +283,10 @@ def test_an_int_accumulator_taking_a_float_raises_as_in_place_does(option):
         _run(hp.int_start_float_and_int_tensors, batch, hp.HP(), "eager", option)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="`toks += [7]` on a host list (HostK) is not recorded as a change of host state "
-                          "(kinds: a list `+=` calls `mutate` only for a ListK receiver; `.append` on host data "
-                          "is a host effect, rules._host_effect), so c.effects is empty and Program.run reruns "
-                          "the batch in the dynamic tier after the static tier's run-time limit, on instances the "
-                          "failed static attempt and blame's plain call already extended: 7 appended 2-3 times, "
-                          "and the means computed from the longer lists")
 def test_a_host_list_extended_in_place_is_not_rerun_after_a_limit():
+    """`toks += [7]` on the instance's own list is a change of host state (kinds: a HostK `+=` of a list, or of a
+    parameter by a non-constant): the batch is never rerun on instances a failed attempt already extended (7
+    appended 2-3 times, the means computed from the longer lists: a silent wrong answer before)."""
     batch, p = [[2, 3], [4]], hp.HP()
     plain_batch = copy.deepcopy(batch)
     with torch.no_grad():

@@ -1132,6 +1132,12 @@ class _Analyzer:
                     k = self.op_kind(e, [a, b], [ka, kb], host_result=True)
                     self.augmented_tensor(e, a, ka, k)
                     return k
+                if e.inplace and isinstance(ka, HostK) and op in ("+", "*") and (
+                        isinstance(kb, ListK) or isinstance(b, (ir.ListExpr, ir.TupleExpr))
+                        or isinstance(a, ir.Name) and a.id in self.spec.fn.params and not isinstance(b, ir.Const)):
+                    # `toks += [7]` of host data that may be a list (the instance's own: it changes in place) counts
+                    # as a change of host state (a parameter's `depth += 1` does not)
+                    self.spec.lists.host_effects[e.nid] = e
                 if e.inplace and isinstance(ka, ListK) and op == "+":  # extends the list in place
                     self.mutate(e, a, kb.elem if isinstance(kb, ListK) else BOTTOM)
                     if isinstance(kb, ListK) and contains(kb.elem, ListK):
