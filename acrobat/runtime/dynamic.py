@@ -161,10 +161,9 @@ class _Mode(TorchFunctionMode):
         rec = self.rec
         if not rec.active:  # the runtime's own operators (a flush between fibers' steps)
             return func(*args, **(kwargs or {}))
-        if not kwargs:  # `call`'s first step inline
-            out = rec.record(func, args)
-            if out is not NotImplemented:
-                return out
+        out = rec.record(func, args, kwargs)  # `call`'s first step inline
+        if out is not NotImplemented:
+            return out
         return rec.call(func, args, kwargs or {})
 
 
@@ -339,12 +338,12 @@ class Recorder:
         lazy value's ``Meta``, the ``Meta.Host`` of the instance's own tensor, the ``id`` of a shared tensor
         (alive for the run: ``Recorder.held``), a constant's ``(type, value)``. Positional arguments with
         no list or tuple among them (the common call: ``x @ W``, ``torch.sigmoid(x)``) are the leaves
-        themselves; others go through ``_flatten``.
+        themselves; others go through ``_flatten``. A signature seen before is recorded by
+        ``acrobat._native.Recording`` (keyword arguments and list arguments too: ``torch.cat([a, b], dim=-1)``).
         """
-        if not kwargs:  # (the C path declines a call with grad off: its own signatures, `add`)
-            out = self.record(func, args)
-            if out is not NotImplemented:
-                return out
+        out = self.record(func, args, kwargs)  # (the C path declines a call with grad off: its own signatures, `add`)
+        if out is not NotImplemented:
+            return out
         info = _FUNCS.get(func) or _info(func)
         if info.random:  # (a signature's first call in a run takes this path: the C path records known ones)
             self.stats.random = True
