@@ -604,13 +604,14 @@ static PyTypeObject LazyBaseType = {
 
 #define MAX_FAST_ARGS 8 /* positional arguments Recording.record takes (acrobat.runtime.dynamic._MAX_POSITIONAL) */
 
-/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, run_grad): the
+/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, run_grad, lookups): the
  * common call of acrobat.runtime.dynamic.Recorder.call in C. record(func, args, kwargs) signs the call exactly as the Python
  * path does, key = (func, structure, *parts): the structure ``positional[n]`` for n positional arguments with no list or
  * tuple among them and no keyword (else the one ``_flatten`` builds: per argument 0 or (list or tuple, length), then
  * the keywords' names), per leaf (``call_leaves``) the part of a Lazy (its meta), a constant of a
  * type in ``scalars`` ((type, value)) or a shared tensor (its id, a key of ``shared``, whose value is its
- * requires_grad); when every argument is one of these, at least one is a Lazy and ``ops`` holds the key's op
+ * requires_grad); when every argument is one of these, at least one is a Lazy (or the call is a lookup: ``func``
+ * in ``lookups`` indexing shared tensors by per-instance ints, ``lookup_hosts``) and ``ops`` holds the key's op
  * (a tuple: block id, output metas, their floating flags, kind 0 one tensor / 1 a tuple of tensors, OpStats),
  * it adds the node to ``dfg``, counts it on the OpStats and returns the Lazy result (or tuple of them);
  * otherwise NotImplemented, having changed nothing (the Python path takes the call). An op whose field 8 (its
@@ -621,7 +622,7 @@ static PyTypeObject LazyBaseType = {
  * it a signature of its own (Recorder.grad_off). */
 typedef struct {
     PyObject_HEAD
-    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log;
+    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log, *lookups;
     long long output_step;
     int run_grad;
 } RecordingObject;
@@ -630,23 +631,23 @@ static PyObject *nodes_str, *one; /* "nodes", interned; the int 1 */
 
 static int Recording_init(RecordingObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"dfg", "ops", "shared", "scalars", "positional", "lazy", "rec", "grad_enabled",
-                             "output_step", "view_log", "run_grad", NULL};
-    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log;
+                             "output_step", "view_log", "run_grad", "lookups", NULL};
+    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log, *lookups;
     long long step;
     int run_grad;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOLO!p", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOLO!pO!", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
                                      &PyDict_Type, &shared, &PyFrozenSet_Type, &scalars, &PyTuple_Type, &positional,
                                      &PyType_Type, &lazy, &rec, &grad_enabled, &step, &PyList_Type, &view_log,
-                                     &run_grad))
+                                     &run_grad, &PyFrozenSet_Type, &lookups))
         return -1;
     if (!PyType_IsSubtype((PyTypeObject *)lazy, &LazyBaseType)) {
         PyErr_SetString(PyExc_TypeError, "Recording: lazy must subclass LazyBase");
         return -1;
     }
-    PyObject *fields[] = {dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, view_log};
+    PyObject *fields[] = {dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, view_log, lookups};
     PyObject **slots[] = {&self->dfg, &self->ops, &self->shared, &self->scalars, &self->positional, &self->lazy,
-                          &self->rec, &self->grad_enabled, &self->view_log};
-    for (int i = 0; i < 9; i++)
+                          &self->rec, &self->grad_enabled, &self->view_log, &self->lookups};
+    for (int i = 0; i < 10; i++)
         Py_XSETREF(*slots[i], Py_NewRef(fields[i]));
     self->output_step = step;
     self->run_grad = run_grad;
@@ -663,6 +664,7 @@ static int Recording_traverse(RecordingObject *self, visitproc visit, void *arg)
     Py_VISIT(self->rec);
     Py_VISIT(self->grad_enabled);
     Py_VISIT(self->view_log);
+    Py_VISIT(self->lookups);
     return 0;
 }
 
@@ -676,6 +678,7 @@ static int Recording_clear(RecordingObject *self) {
     Py_CLEAR(self->rec);
     Py_CLEAR(self->grad_enabled);
     Py_CLEAR(self->view_log);
+    Py_CLEAR(self->lookups);
     return 0;
 }
 
@@ -726,6 +729,35 @@ static PyObject *op_results(RecordingObject *self, PyObject *op, long kind, PyOb
             PyTuple_SET_ITEM(out, k, z);
     }
     return out;
+}
+
+/* A lookup (Recorder.lookup): ``func`` in ``lookups`` indexing shared tensors by per-instance ints (an int among
+ * the leaves after the first; no Lazy among them). Rewrites the key's part of every int leaf to ``int`` (the type:
+ * the number is the node's host value) and returns the tuple of those ints (a new reference), as the Python path
+ * signs and adds the node; NULL where the call is no lookup (or with an exception). */
+static PyObject *lookup_hosts(RecordingObject *self, PyObject *func, PyObject *key, PyObject **leaves, Py_ssize_t n) {
+    int found = PySet_Contains(self->lookups, func);
+    if (found <= 0)
+        return NULL;
+    Py_ssize_t ints = 0, later = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyLong_CheckExact(leaves[i])) {
+            ints++;
+            later |= i > 0;
+        }
+    if (!later)
+        return NULL;
+    PyObject *hosts = PyTuple_New(ints);
+    if (hosts == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0, k = 0; i < n; i++)
+        if (PyLong_CheckExact(leaves[i])) {
+            PyTuple_SET_ITEM(hosts, k++, Py_NewRef(leaves[i]));
+            PyObject *old = PyTuple_GET_ITEM(key, i + 2);
+            PyTuple_SET_ITEM(key, i + 2, Py_NewRef((PyObject *)&PyLong_Type));
+            Py_DECREF(old);
+        }
+    return hosts;
 }
 
 #define MAX_LEAVES 64 /* leaves (arguments, items of a list argument, keyword values) Recording.record signs */
@@ -836,9 +868,9 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
     }
     PyTuple_SET_ITEM(key, 0, Py_NewRef(func));
     PyTuple_SET_ITEM(key, 1, structure); /* the key holds it: borrowed from here on */
-    PyObject *handles[MAX_LEAVES];
+    PyObject *handles[MAX_LEAVES], *hosts = NULL;
     Py_ssize_t nh = 0, depth = 0;
-    int grad = 0;
+    int grad = 0, shared_seen = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = leaves[i], *part;
         PyTypeObject *tp = Py_TYPE(x);
@@ -873,12 +905,20 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
                     goto python; /* the instance's own tensor, a container, another object */
                 }
                 grad |= requires_grad == Py_True;
+                shared_seen = 1;
             }
         }
         PyTuple_SET_ITEM(key, i + 2, part);
     }
-    if (nh == 0)
-        goto python; /* shared values and constants only: computed once, or run eagerly */
+    if (nh == 0) { /* shared values and constants only: a lookup, else computed once or run eagerly (Python) */
+        hosts = shared_seen ? lookup_hosts(self, func, key, leaves, n) : NULL;
+        if (hosts == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            goto python;
+        }
+        grad = 0; /* as Recorder.lookup adds it */
+    }
     PyObject *op = PyDict_GetItemWithError(self->ops, key); /* borrowed */
     if (op == NULL) {
         if (PyErr_Occurred())
@@ -898,7 +938,7 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
     PyObject *depth_obj = PyLong_FromSsize_t(depth + 1), *h = NULL, *nodes = NULL, *result = NULL;
     GroupObject *g = depth_obj == NULL ? NULL : pending_group((DfgObject *)self->dfg, depth_obj, PyTuple_GET_ITEM(op, 0));
     if (g != NULL)
-        h = add_node((DfgObject *)self->dfg, g, handles, 0, nh, NULL);
+        h = add_node((DfgObject *)self->dfg, g, handles, 0, nh, hosts);
     PyObject *stats = PyTuple_GET_ITEM(op, 4);
     if (h != NULL)
         nodes = PyObject_GetAttr(stats, nodes_str);
@@ -939,12 +979,15 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
     Py_XDECREF(depth_obj);
     Py_DECREF(op);
     Py_DECREF(key);
+    Py_XDECREF(hosts);
     return result;
 python:
     Py_DECREF(key);
+    Py_XDECREF(hosts);
     Py_RETURN_NOTIMPLEMENTED;
 error:
     Py_DECREF(key);
+    Py_XDECREF(hosts);
     return NULL;
 }
 
@@ -958,7 +1001,7 @@ static PyMethodDef Recording_methods[] = {
 static PyTypeObject RecordingType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Recording",
     .tp_doc = "Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, "
-              "run_grad): the dynamic tier's common operator call, recorded in C (see the module source).",
+              "run_grad, lookups): the dynamic tier's common operator call, recorded in C (see the module source).",
     .tp_basicsize = sizeof(RecordingObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

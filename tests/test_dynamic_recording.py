@@ -248,3 +248,43 @@ def test_keyword_and_list_arguments_on_the_native_path(batch):
     for name in repeated:  # a signature met again is recorded in C: the Python path added fewer nodes than launched
         op = name.split(" ")[0]
         assert native_added.get(op, 0) < sum(n for b, _, n in blocks if b == name), name
+
+
+@ab.program
+def lookups(tokens, p):
+    """(4,): rows of two tables of one shape (``W``, ``V``) and single entries of ``W``, by per-instance ints."""
+    h = p.emb[tokens[0]]
+    for t in tokens:
+        if t % 3 == 0:
+            h = h + p.W[t % 4]
+        elif t % 3 == 1:
+            h = h * p.V[t % 4]
+        else:
+            h = h - p.W[t % 4, 3 - t % 4] * p.emb[t]
+    return h
+
+
+def test_lookups_on_the_native_path():
+    """A shared table indexed by the instance's ints (``p.emb[t]``, ``p.W[i, j]``) is signed in C as
+    ``Recorder.lookup`` signs it (the ints are the node's host values, its key holds ``int``): after the first
+    call of a signature the Python path adds none, and each table and index keeps its own rows."""
+    p = Params()
+    batch = [[t, (t * 7) % 10, (t * 3) % 10, 9 - t] for t in range(10)]
+    with torch.no_grad():
+        want = [lookups(x, p) for x in batch]
+    added: Counter[str] = Counter()
+    add = dynamic.Recorder.add
+
+    def counting(self, key, *args):
+        added[dynamic._name(key[0])] += 1
+        return add(self, key, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dynamic.Recorder, "add", counting)
+        stats = ab.RunStats()
+        with torch.no_grad():
+            got = lookups.run(batch, p, backend="eager", options=DYNAMIC, stats=stats)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+    nodes = sum(b.nodes for b in stats.blocks.values() if b.name == "__getitem__ (dynamic)")
+    expected = sum(1 + len(x) + sum(t % 3 == 2 for t in x) for x in batch)  # emb[tokens[0]], a row a step, emb[t]
+    assert (nodes, added["__getitem__"]) == (expected, 4), "one Python-path call per signature (emb, W, V, W[i, j])"

@@ -313,7 +313,8 @@ class Recorder:
         self.grad = torch.is_grad_enabled()  # the run's grad mode (made by the run, before its fibers start)
         # `call`'s common case, in C; it declines a call made with autograd off in a run that records (`grad_off`)
         self.record = Recording(rt.dfg, self.ops, self.shared, _FAST_SCALARS, _POSITIONAL, Lazy, self,
-                                torch.is_grad_enabled, OUTPUT_STEP, self.view_log, self.grad).record
+                                torch.is_grad_enabled, OUTPUT_STEP, self.view_log, self.grad,
+                                frozenset(_LOOKUPS)).record
         self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
         self.views: dict[int, _View] = {}  # id of a lazy view -> how it was made from its base
         self.view_lazies: dict[int, list[Lazy]] = {}  # id of a lazy value -> the lazy views made from it
