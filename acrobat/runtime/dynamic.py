@@ -855,6 +855,10 @@ def tensors_of(values: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
 
 
 _ATOMS = (torch.Tensor, int, float, bool, complex, str, bytes, type(None), type, torch.dtype, torch.device)
+_PLAIN = frozenset({int, float, bool, complex, str, bytes, type(None)})
+"""The exact types of the commonest ``_ATOMS``: ``_walk`` passes their values by without a call."""
+_SLOTS: dict[type, list[str]] = {}
+"""Per class, the ``__slots__`` names of it and its bases that ``_walk`` reads (not ``__dict__``, ``__weakref__``)."""
 
 
 def lazy_left_in(roots: Sequence) -> list[Lazy]:
@@ -886,7 +890,7 @@ def _walk(x: Any, fn: Callable[[Lazy], Any], memo: Any) -> Any:
     t = type(x)
     if t is Lazy:
         return fn(x)
-    if isinstance(x, _ATOMS) or callable(x) and not isinstance(x, torch.nn.Module):
+    if t in _PLAIN or isinstance(x, _ATOMS) or callable(x) and not isinstance(x, torch.nn.Module):
         return x
     if id(x) in memo:
         return memo[id(x)] if isinstance(memo, dict) else x
@@ -896,6 +900,8 @@ def _walk(x: Any, fn: Callable[[Lazy], Any], memo: Any) -> Any:
         memo.add(id(x))
     if isinstance(x, list):
         for i, v in enumerate(x):
+            if type(v) in _PLAIN:
+                continue
             new = _walk(v, fn, memo)
             if new is not v:
                 x[i] = new
@@ -921,9 +927,14 @@ def _walk(x: Any, fn: Callable[[Lazy], Any], memo: Any) -> Any:
             _walk(m, fn, memo)
     elif hasattr(x, "__dict__") or hasattr(type(x), "__slots__"):
         names = list(vars(x)) if hasattr(x, "__dict__") else []
-        names += [s for c in type(x).__mro__ for s in getattr(c, "__slots__", ()) if s not in ("__dict__", "__weakref__")]
-        for k in names:
+        slots = _SLOTS.get(t)
+        if slots is None:
+            slots = _SLOTS[t] = [s for c in t.__mro__ for s in getattr(c, "__slots__", ())
+                                 if s not in ("__dict__", "__weakref__")]
+        for k in names + slots if slots else names:
             v = getattr(x, k, None)
+            if type(v) in _PLAIN:
+                continue
             new = _walk(v, fn, memo)
             if new is not v:
                 object.__setattr__(x, k, new)  # as plain code set it (a frozen dataclass's too)
