@@ -288,3 +288,22 @@ def test_lookups_on_the_native_path():
     nodes = sum(b.nodes for b in stats.blocks.values() if b.name == "__getitem__ (dynamic)")
     expected = sum(1 + len(x) + sum(t % 3 == 2 for t in x) for x in batch)  # emb[tokens[0]], a row a step, emb[t]
     assert (nodes, added["__getitem__"]) == (expected, 4), "one Python-path call per signature (emb, W, V, W[i, j])"
+
+
+@ab.program
+def _write_into_a_row_looked_up_in_c(t, p):
+    first = p.emb[0]  # the signature's first call (the Python path); `p.emb[t]` below is recorded in C
+    h = p.emb[t]  # a view of the parameter in PyTorch: the plain call's write changes p.emb
+    h.mul_(2.0)
+    return h + first
+
+
+def test_a_write_into_a_lookup_recorded_in_c_is_an_error_not_a_wrong_answer():
+    """A lookup recorded on the native path is logged as a view of its shared table as the Python path logs it
+    (``Recorder.view_log``), so a write through it is the error the Python path's lookup gives, never a write
+    into the instance's own copy."""
+    p = Params()
+    before = p.emb.detach().clone()
+    with torch.no_grad(), pytest.raises(ab.InstanceError, match="view of a tensor every instance shares"):
+        _write_into_a_row_looked_up_in_c.run([1, 2, 3], p, backend="eager", options=DYNAMIC)
+    torch.testing.assert_close(p.emb.detach(), before)
