@@ -639,7 +639,9 @@ class Signatures:
     (two weights of one shape) are signatures of their own in the run, so the n-th of them a run meets takes
     the kept entry n (``claim``). Kept blocks have ids ``first + [0, KEPT)``, one each for good; past that a
     run makes its other signatures' blocks itself, ids ``first + KEPT`` on, as a run made every block before.
-    Safe to share between runs at once: an entry is only ever added, whole.
+    Safe to share between runs at once: an entry is only ever appended, whole, and a run takes entry n of a key
+    once. The blocks are the dynamic tier's static blocks, their kernels §5's batched kernels (a batching rule
+    or ``vmap``, explicit gathers).
     """
 
     KEPT = 1 << 15
@@ -662,9 +664,8 @@ class Signatures:
             return entries[n]
         bid = next(self.ids)
         if bid < self.first + self.KEPT:
-            kept = make(bid)
-            entries.append(kept)
-            return kept
+            entries.append(make(bid))
+            return entries[n]  # (a run at once may have appended entry n meanwhile: this run takes that one)
         bid = next(own)
         return make(bid) if bid < 1 << 16 else None
 
