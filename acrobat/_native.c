@@ -604,11 +604,11 @@ static PyTypeObject LazyBaseType = {
 
 #define MAX_FAST_ARGS 8 /* positional arguments Recording.record takes (acrobat.runtime.dynamic._MAX_POSITIONAL) */
 
-/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, run_grad, lookups): the
- * common call of acrobat.runtime.dynamic.Recorder.call in C. record(func, args, kwargs) signs the call exactly as the Python
- * path does, key = (func, structure, *parts): the structure ``positional[n]`` for n positional arguments with no list or
- * tuple among them and no keyword (else the one ``_flatten`` builds: per argument 0 or (list or tuple, length), then
- * the keywords' names), per leaf (``call_leaves``) the part of a Lazy (its meta), a constant of a
+/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, run_grad,
+ * lookups): the common call of acrobat.runtime.dynamic.Recorder.call in C. record(func, args, kwargs) signs the call
+ * exactly as the Python path does, key = (func, structure, *parts): the structure ``positional[n]`` for n positional
+ * arguments with no list or tuple among them and no keyword (else the one ``_flatten`` builds: per argument 0 or
+ * (list or tuple, length), then the keywords' names), per leaf (``call_leaves``) the part of a Lazy (its meta), a constant of a
  * type in ``scalars`` ((type, value)) or a shared tensor (its id, a key of ``shared``, whose value is its
  * requires_grad); when every argument is one of these, at least one is a Lazy (or the call is a lookup: ``func``
  * in ``lookups`` indexing shared tensors by per-instance ints, ``lookup_hosts``) and ``ops`` holds the key's op

@@ -250,9 +250,9 @@ class Plan:
     of the entry's result. ``dynamic``: the program runs in the dynamic tier
     (``acrobat.runtime.dynamic``): the entry is the user's own function, and
     this says why the static tier did not take it; ``site`` is its entry's line, ``signatures`` its operator
-    signatures' blocks and kernels, kept across its runs (``acrobat.runtime.dynamic.Signatures``). ``fields``: the layout of
-    each attribute that holds tensors and the program stores on the instance's objects (``node.state``),
-    whose handles the runtime replaces by tensors on the objects after the run. ``run_list``: the list a shared
+    signatures' blocks and kernels, kept across its runs (``acrobat.runtime.dynamic.Signatures``). ``fields``:
+    the layout of each attribute that holds tensors and the program stores on the instance's objects
+    (``node.state``), whose handles the runtime replaces by tensors on the objects after the run. ``run_list``: the list a shared
     module holds for the run (``acrobat.analysis.run_lists``), which the entry returns after its result; the
     runtime sets the last instance's on the module after the run.
     """
