@@ -45,8 +45,8 @@
  * 3. The dynamic tier's operator call (per recorded node; DESIGN.md "two tiers").
  *
  *   LazyBase holds a Lazy's fields (handle, meta, depth, requires_grad, recorder); Recording.record(func,
- *   args) is Recorder.call's common case: positional arguments that are lazy values, constants and shared
- *   tensors, a signature seen before. It builds the same key the Python path builds, adds the node and
+ *   args, kwargs) is Recorder.call's common case: arguments (positional, items of a list or tuple argument,
+ *   keyword values) that are lazy values, constants and shared tensors, a signature seen before. It builds the same key the Python path builds, adds the node and
  *   makes the Lazy results (about 0.3 µs a call, node included, where the Python path takes 1.2-1.4 µs); anything else it
  *   declines (NotImplemented) before changing anything, and the Python path, which made every op it can
  *   find, takes the call.
@@ -604,22 +604,25 @@ static PyTypeObject LazyBaseType = {
 
 #define MAX_FAST_ARGS 8 /* positional arguments Recording.record takes (acrobat.runtime.dynamic._MAX_POSITIONAL) */
 
-/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, run_grad): the
- * common call of acrobat.runtime.dynamic.Recorder.call in C. record(func, args) signs the call exactly as the Python path
- * does, key = (func, positional[n], *parts) with per argument the part of a Lazy (its meta), a constant of a
+/* Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, run_grad,
+ * lookups): the common call of acrobat.runtime.dynamic.Recorder.call in C. record(func, args, kwargs) signs the call
+ * exactly as the Python path does, key = (func, structure, *parts): the structure ``positional[n]`` for n positional
+ * arguments with no list or tuple among them and no keyword (else the one ``_flatten`` builds: per argument 0 or
+ * (list or tuple, length), then the keywords' names), per leaf (``call_leaves``) the part of a Lazy (its meta), a constant of a
  * type in ``scalars`` ((type, value)) or a shared tensor (its id, a key of ``shared``, whose value is its
- * requires_grad); when every argument is one of these, at least one is a Lazy and ``ops`` holds the key's op
+ * requires_grad); when every argument is one of these, at least one is a Lazy (or the call is a lookup: ``func``
+ * in ``lookups`` indexing shared tensors by per-instance ints, ``lookup_hosts``) and ``ops`` holds the key's op
  * (a tuple: block id, output metas, their floating flags, kind 0 one tensor / 1 a tuple of tensors, OpStats),
  * it adds the node to ``dfg``, counts it on the OpStats and returns the Lazy result (or tuple of them);
  * otherwise NotImplemented, having changed nothing (the Python path takes the call). An op whose field 8 (its
  * ``aliases``) is a non-empty tuple makes views of its lazy arguments (``torch.chunk``, ``y[:2]``): the call is
- * also appended to the list ``view_log`` as ``(op, func, args, positional[n], result)``, which
+ * also appended to the list ``view_log`` as ``(op, func, leaves, structure, result)``, which
  * Recorder.index_views reads when the instance writes in place. ``run_grad``: the run records autograd, so a call
  * made while ``grad_enabled()`` is false (the model's own ``torch.no_grad()``) is declined: the Python path gives
  * it a signature of its own (Recorder.grad_off). */
 typedef struct {
     PyObject_HEAD
-    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log;
+    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log, *lookups;
     long long output_step;
     int run_grad;
 } RecordingObject;
@@ -628,23 +631,23 @@ static PyObject *nodes_str, *one; /* "nodes", interned; the int 1 */
 
 static int Recording_init(RecordingObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"dfg", "ops", "shared", "scalars", "positional", "lazy", "rec", "grad_enabled",
-                             "output_step", "view_log", "run_grad", NULL};
-    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log;
+                             "output_step", "view_log", "run_grad", "lookups", NULL};
+    PyObject *dfg, *ops, *shared, *scalars, *positional, *lazy, *rec, *grad_enabled, *view_log, *lookups;
     long long step;
     int run_grad;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOLO!p", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!OOLO!pO!", kwlist, &DfgType, &dfg, &PyDict_Type, &ops,
                                      &PyDict_Type, &shared, &PyFrozenSet_Type, &scalars, &PyTuple_Type, &positional,
                                      &PyType_Type, &lazy, &rec, &grad_enabled, &step, &PyList_Type, &view_log,
-                                     &run_grad))
+                                     &run_grad, &PyFrozenSet_Type, &lookups))
         return -1;
     if (!PyType_IsSubtype((PyTypeObject *)lazy, &LazyBaseType)) {
         PyErr_SetString(PyExc_TypeError, "Recording: lazy must subclass LazyBase");
         return -1;
     }
-    PyObject *fields[] = {dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, view_log};
+    PyObject *fields[] = {dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, view_log, lookups};
     PyObject **slots[] = {&self->dfg, &self->ops, &self->shared, &self->scalars, &self->positional, &self->lazy,
-                          &self->rec, &self->grad_enabled, &self->view_log};
-    for (int i = 0; i < 9; i++)
+                          &self->rec, &self->grad_enabled, &self->view_log, &self->lookups};
+    for (int i = 0; i < 10; i++)
         Py_XSETREF(*slots[i], Py_NewRef(fields[i]));
     self->output_step = step;
     self->run_grad = run_grad;
@@ -661,6 +664,7 @@ static int Recording_traverse(RecordingObject *self, visitproc visit, void *arg)
     Py_VISIT(self->rec);
     Py_VISIT(self->grad_enabled);
     Py_VISIT(self->view_log);
+    Py_VISIT(self->lookups);
     return 0;
 }
 
@@ -674,6 +678,7 @@ static int Recording_clear(RecordingObject *self) {
     Py_CLEAR(self->rec);
     Py_CLEAR(self->grad_enabled);
     Py_CLEAR(self->view_log);
+    Py_CLEAR(self->lookups);
     return 0;
 }
 
@@ -726,17 +731,120 @@ static PyObject *op_results(RecordingObject *self, PyObject *op, long kind, PyOb
     return out;
 }
 
-/* record(func, args: tuple) -> the call's lazy result, or NotImplemented (see Recording). */
+/* A lookup (Recorder.lookup): ``func`` in ``lookups`` indexing shared tensors by per-instance ints (an int among
+ * the leaves after the first; no Lazy among them). Rewrites the key's part of every int leaf to ``int`` (the type:
+ * the number is the node's host value) and returns the tuple of those ints (a new reference), as the Python path
+ * signs and adds the node; NULL where the call is no lookup (or with an exception). */
+static PyObject *lookup_hosts(RecordingObject *self, PyObject *func, PyObject *key, PyObject **leaves, Py_ssize_t n) {
+    int found = PySet_Contains(self->lookups, func);
+    if (found <= 0)
+        return NULL;
+    Py_ssize_t ints = 0, later = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyLong_CheckExact(leaves[i])) {
+            ints++;
+            later |= i > 0;
+        }
+    if (!later)
+        return NULL;
+    PyObject *hosts = PyTuple_New(ints);
+    if (hosts == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0, k = 0; i < n; i++)
+        if (PyLong_CheckExact(leaves[i])) {
+            PyTuple_SET_ITEM(hosts, k++, Py_NewRef(leaves[i]));
+            PyObject *old = PyTuple_GET_ITEM(key, i + 2);
+            PyTuple_SET_ITEM(key, i + 2, Py_NewRef((PyObject *)&PyLong_Type));
+            Py_DECREF(old);
+        }
+    return hosts;
+}
+
+#define MAX_LEAVES 64 /* leaves (arguments, items of a list argument, keyword values) Recording.record signs */
+
+/* The leaves of a call, as acrobat.runtime.dynamic._flatten makes them: the positional arguments, the items of a
+ * list or tuple among them (exactly list or tuple: a namedtuple is one leaf), then the keyword values, into
+ * leaves[] (borrowed); *struct is a new reference to the call's structure (``positional[n]`` when there is no
+ * container and no keyword: the same value _flatten gives). Returns the number of leaves, or -1 where the Python
+ * path takes the call (a container in a container, a dict, more than MAX_LEAVES leaves) with *struct NULL, or -2
+ * with an exception. */
+static Py_ssize_t call_leaves(RecordingObject *self, PyObject *targs, PyObject *kwargs, PyObject **leaves,
+                              PyObject **structure) {
+    Py_ssize_t n = PyTuple_GET_SIZE(targs), nl = 0, nkw = kwargs == NULL ? 0 : PyDict_GET_SIZE(kwargs);
+    int plain = nkw == 0;
+    *structure = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(targs, i);
+        if (PyList_CheckExact(x) || PyTuple_CheckExact(x))
+            plain = 0;
+        else if (PyDict_CheckExact(x))
+            return -1;
+    }
+    if (plain) {
+        if (n > MAX_FAST_ARGS || n >= PyTuple_GET_SIZE(self->positional))
+            return -1;
+        for (Py_ssize_t i = 0; i < n; i++)
+            leaves[i] = PyTuple_GET_ITEM(targs, i);
+        *structure = Py_NewRef(PyTuple_GET_ITEM(self->positional, n));
+        return n;
+    }
+    PyObject *parts = PyTuple_New(n + (nkw > 0));
+    if (parts == NULL)
+        return -2;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(targs, i), *part;
+        if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(x);
+            PyObject **items = PySequence_Fast_ITEMS(x);
+            for (Py_ssize_t j = 0; j < m; j++) {
+                PyObject *item = items[j];
+                if (PyList_CheckExact(item) || PyTuple_CheckExact(item) || PyDict_CheckExact(item) || nl >= MAX_LEAVES)
+                    goto python;
+                leaves[nl++] = item;
+            }
+            part = Py_BuildValue("(On)", (PyObject *)Py_TYPE(x), m);
+        } else {
+            if (nl >= MAX_LEAVES)
+                goto python;
+            leaves[nl++] = x;
+            part = PyLong_FromLong(0);
+        }
+        if (part == NULL)
+            goto error;
+        PyTuple_SET_ITEM(parts, i, part);
+    }
+    if (nkw > 0) {
+        PyObject *names = PyTuple_New(nkw), *name, *value;
+        Py_ssize_t pos = 0, k = 0;
+        if (names == NULL)
+            goto error;
+        PyTuple_SET_ITEM(parts, n, names);
+        while (PyDict_Next(kwargs, &pos, &name, &value)) {
+            if (PyList_CheckExact(value) || PyTuple_CheckExact(value) || PyDict_CheckExact(value) || nl >= MAX_LEAVES)
+                goto python;
+            PyTuple_SET_ITEM(names, k++, Py_NewRef(name));
+            leaves[nl++] = value;
+        }
+    }
+    *structure = parts;
+    return nl;
+python:
+    Py_DECREF(parts);
+    return -1;
+error:
+    Py_DECREF(parts);
+    return -2;
+}
+
+/* record(func, args: tuple, kwargs: dict | None = None) -> the call's lazy result, or NotImplemented (see
+ * Recording). */
 static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "record(func, args) takes 2 arguments");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "record(func, args, kwargs=None) takes 2 or 3 arguments");
         return NULL;
     }
-    PyObject *func = args[0], *targs = args[1];
-    if (!PyTuple_Check(targs))
-        Py_RETURN_NOTIMPLEMENTED;
-    Py_ssize_t n = PyTuple_GET_SIZE(targs);
-    if (n > MAX_FAST_ARGS || n >= PyTuple_GET_SIZE(self->positional))
+    PyObject *func = args[0], *targs = args[1], *kwargs = nargs == 3 && args[2] != Py_None ? args[2] : NULL;
+    if (!PyTuple_Check(targs) || (kwargs != NULL && !PyDict_CheckExact(kwargs)))
         Py_RETURN_NOTIMPLEMENTED;
     if (self->run_grad) { /* autograd off inside a run that records it: the Python path (grad_off) */
         PyObject *enabled = PyObject_CallNoArgs(self->grad_enabled);
@@ -747,16 +855,24 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
         if (!on)
             Py_RETURN_NOTIMPLEMENTED;
     }
-    PyObject *key = PyTuple_New(n + 2);
-    if (key == NULL)
+    PyObject *leaves[MAX_LEAVES], *structure;
+    Py_ssize_t n = call_leaves(self, targs, kwargs, leaves, &structure);
+    if (n == -2)
         return NULL;
+    if (n == -1)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *key = PyTuple_New(n + 2);
+    if (key == NULL) {
+        Py_DECREF(structure);
+        return NULL;
+    }
     PyTuple_SET_ITEM(key, 0, Py_NewRef(func));
-    PyTuple_SET_ITEM(key, 1, Py_NewRef(PyTuple_GET_ITEM(self->positional, n)));
-    PyObject *handles[MAX_FAST_ARGS];
+    PyTuple_SET_ITEM(key, 1, structure); /* the key holds it: borrowed from here on */
+    PyObject *handles[MAX_LEAVES], *hosts = NULL;
     Py_ssize_t nh = 0, depth = 0;
-    int grad = 0;
+    int grad = 0, shared_seen = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PyTuple_GET_ITEM(targs, i), *part;
+        PyObject *x = leaves[i], *part;
         PyTypeObject *tp = Py_TYPE(x);
         if ((PyObject *)tp == self->lazy) {
             LazyObject *z = (LazyObject *)x;
@@ -789,12 +905,20 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
                     goto python; /* the instance's own tensor, a container, another object */
                 }
                 grad |= requires_grad == Py_True;
+                shared_seen = 1;
             }
         }
         PyTuple_SET_ITEM(key, i + 2, part);
     }
-    if (nh == 0)
-        goto python; /* shared values and constants only: computed once, or run eagerly */
+    if (nh == 0) { /* shared values and constants only: a lookup, else computed once or run eagerly (Python) */
+        hosts = shared_seen ? lookup_hosts(self, func, key, leaves, n) : NULL;
+        if (hosts == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            goto python;
+        }
+        grad = 0; /* as Recorder.lookup adds it */
+    }
     PyObject *op = PyDict_GetItemWithError(self->ops, key); /* borrowed */
     if (op == NULL) {
         if (PyErr_Occurred())
@@ -811,11 +935,10 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
     if (kind != 0 && kind != 1)
         goto python; /* a result of another structure: pytree builds it */
     Py_INCREF(op);
-    Py_DECREF(key);
     PyObject *depth_obj = PyLong_FromSsize_t(depth + 1), *h = NULL, *nodes = NULL, *result = NULL;
     GroupObject *g = depth_obj == NULL ? NULL : pending_group((DfgObject *)self->dfg, depth_obj, PyTuple_GET_ITEM(op, 0));
     if (g != NULL)
-        h = add_node((DfgObject *)self->dfg, g, handles, 0, nh, NULL);
+        h = add_node((DfgObject *)self->dfg, g, handles, 0, nh, hosts);
     PyObject *stats = PyTuple_GET_ITEM(op, 4);
     if (h != NULL)
         nodes = PyObject_GetAttr(stats, nodes_str);
@@ -840,7 +963,14 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
         result = op_results(self, op, kind, h, depth + 1, grad);
     if (result != NULL && PyTuple_GET_SIZE(op) > 8 && PyTuple_Check(PyTuple_GET_ITEM(op, 8)) &&
         PyTuple_GET_SIZE(PyTuple_GET_ITEM(op, 8)) > 0) { /* views of lazy arguments: logged for index_views */
-        PyObject *entry = PyTuple_Pack(5, op, func, targs, PyTuple_GET_ITEM(self->positional, n), result);
+        Py_ssize_t m = PyTuple_GET_SIZE(targs);
+        int plain = m < PyTuple_GET_SIZE(self->positional) &&
+                    PyTuple_GET_ITEM(key, 1) == PyTuple_GET_ITEM(self->positional, m);
+        PyObject *flat = plain ? Py_NewRef(targs) : PyTuple_New(n); /* the leaves, as the Python path logs them */
+        for (Py_ssize_t i = 0; flat != NULL && flat != targs && i < n; i++)
+            PyTuple_SET_ITEM(flat, i, Py_NewRef(leaves[i]));
+        PyObject *entry = flat == NULL ? NULL : PyTuple_Pack(5, op, func, flat, PyTuple_GET_ITEM(key, 1), result);
+        Py_XDECREF(flat);
         if (entry == NULL || PyList_Append(self->view_log, entry) < 0)
             Py_CLEAR(result); /* the node is added but its result is not returned: the run fails with the error */
         Py_XDECREF(entry);
@@ -848,25 +978,30 @@ static PyObject *Recording_record(RecordingObject *self, PyObject *const *args, 
     Py_XDECREF(h);
     Py_XDECREF(depth_obj);
     Py_DECREF(op);
+    Py_DECREF(key);
+    Py_XDECREF(hosts);
     return result;
 python:
     Py_DECREF(key);
+    Py_XDECREF(hosts);
     Py_RETURN_NOTIMPLEMENTED;
 error:
     Py_DECREF(key);
+    Py_XDECREF(hosts);
     return NULL;
 }
 
 static PyMethodDef Recording_methods[] = {
     {"record", (PyCFunction)(void (*)(void))Recording_record, METH_FASTCALL,
-     "record(func, args: tuple) -> the call's lazy result, or NotImplemented for the Python path"},
+     "record(func, args: tuple, kwargs: dict | None = None) -> the call's lazy result, or NotImplemented for the "
+     "Python path"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyTypeObject RecordingType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "acrobat._native.Recording",
     .tp_doc = "Recording(dfg, ops, shared, scalars, positional, lazy, rec, grad_enabled, output_step, view_log, "
-              "run_grad): the dynamic tier's common operator call, recorded in C (see the module source).",
+              "run_grad, lookups): the dynamic tier's common operator call, recorded in C (see the module source).",
     .tp_basicsize = sizeof(RecordingObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -37,7 +37,7 @@ from acrobat.frontend import ir
 from acrobat.frontend.parser import NestedFunction, parse_function
 from acrobat.frontend.source import SourceSnapshot
 from acrobat.runtime.backend import check_trains, choose_backend, get_backend, records_grad
-from acrobat.runtime.dynamic import tensors_of
+from acrobat.runtime.dynamic import Signatures, tensors_of
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.lookup import sparse_grads as lookup_grads
 from acrobat.runtime.plan import DynamicLayout, Plan, RecurrentOp, Site
@@ -749,7 +749,8 @@ def _dynamic(prog: Program, reason: str, resolved: bool) -> Compiled:
 
     code = getattr(fn, "__code__", None)
     site = Site(f"{code.co_filename}:{code.co_firstlineno}" if code else prog.__name__, f"def {prog.__name__}")
-    plan = Plan(entry, tensors_of, {}, 0, True, DynamicLayout(), dynamic=reason, site=site)
+    plan = Plan(entry, tensors_of, {}, 0, True, DynamicLayout(), dynamic=reason, site=site,
+                signatures=Signatures())
     note = f"# {prog.__name__} runs in the dynamic tier (acrobat.runtime.dynamic): {reason}\n"
     # ``resolved``: made for a run's shared arguments; later runs reuse it whatever their arguments (facts {}),
     # where a compile without them (``source``, ``explain``) is kept apart (None), as for the static tier

@@ -78,7 +78,7 @@ def _python_only(monkeypatch: pytest.MonkeyPatch) -> None:
         def __init__(self, *args: object) -> None:
             pass
 
-        def record(self, func: object, args: tuple) -> object:
+        def record(self, func: object, args: tuple, kwargs: dict | None = None) -> object:
             return NotImplemented
 
     monkeypatch.setattr(dynamic, "Recording", Declines)
@@ -182,3 +182,128 @@ def test_constants_that_compare_equal_but_compute_differently_have_their_own_sig
         want = [_signed_zeros(x, p) for x in batch]
         got = _signed_zeros.run(batch, p, backend="eager", options=ab.Options(static=False))
     torch.testing.assert_close(got, want)
+
+
+@ab.program
+def keywords_and_lists(inst, p):
+    """(4,): steps with keyword arguments and list arguments whose signatures differ only in a keyword's value,
+    in a list's length or order, or in a keyword's name."""
+    tokens, script = inst
+    h = p.emb[tokens[0]]
+    for t, s in zip(tokens, script):
+        x = p.emb[t]
+        if s == 0:
+            h = torch.sub(h, x, alpha=2.0)
+        elif s == 1:
+            h = torch.sub(h, x, alpha=3.0)
+        elif s == 2:
+            h = torch.softmax(torch.stack([h, x]), dim=0)[0]
+        elif s == 3:
+            h = torch.softmax(torch.stack([h, x]), dim=1)[0]
+        elif s == 4:
+            h = torch.cat([h, x], dim=0)[1:5]
+        elif s == 5:
+            h = torch.cat([x, h, x], dim=-1)[3:7]
+        elif s == 6:
+            h = torch.stack((h, x, h)).sum(dim=0)
+        else:
+            h = torch.tanh(torch.stack([h, x], dim=1) @ p.W[:2, :1]).reshape(4)
+    return h
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(st.lists(st.integers(1, 6).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, 9), min_size=n, max_size=n), st.lists(st.integers(0, 7), min_size=n, max_size=n))),
+    min_size=1, max_size=5))
+def test_keyword_and_list_arguments_on_the_native_path(batch):
+    """Calls with keyword arguments or list arguments are signed in C as the Python path signs them
+    (``acrobat._native.Recording``: the items of a list are leaves, the keywords' names part of the structure,
+    their values leaves): a key that merged two of these steps' signatures gives a wrong answer here. The
+    same batch through the Python path alone makes the same launches."""
+    p = Params()
+    with torch.no_grad():
+        want = [keywords_and_lists(x, p) for x in batch]
+    added: Counter[str] = Counter()
+    add = dynamic.Recorder.add
+
+    def counting(self, key, *args):
+        added[dynamic._name(key[0])] += 1
+        return add(self, key, *args)
+
+    results = []
+    for python_only in (False, True):
+        with pytest.MonkeyPatch.context() as mp:
+            if python_only:
+                _python_only(mp)
+            mp.setattr(dynamic.Recorder, "add", counting)
+            stats = ab.RunStats()
+            added.clear()
+            with torch.no_grad():
+                got = keywords_and_lists.run(batch, p, backend="eager", options=DYNAMIC, stats=stats)
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+        results.append((sorted((b.name, b.launches, b.nodes) for b in stats.blocks.values()), dict(added)))
+    (blocks, native_added), (blocks_py, _) = results
+    assert blocks == blocks_py, "the same nodes in the same launches on both paths"
+    repeated = [name for name, launches, nodes in blocks if name.startswith(("sub", "cat", "stack")) and nodes > launches]
+    for name in repeated:  # a signature met again is recorded in C: the Python path added fewer nodes than launched
+        op = name.split(" ")[0]
+        assert native_added.get(op, 0) < sum(n for b, _, n in blocks if b == name), name
+
+
+@ab.program
+def lookups(tokens, p):
+    """(4,): rows of two tables of one shape (``W``, ``V``) and single entries of ``W``, by per-instance ints."""
+    h = p.emb[tokens[0]]
+    for t in tokens:
+        if t % 3 == 0:
+            h = h + p.W[t % 4]
+        elif t % 3 == 1:
+            h = h * p.V[t % 4]
+        else:
+            h = h - p.W[t % 4, 3 - t % 4] * p.emb[t]
+    return h
+
+
+def test_lookups_on_the_native_path():
+    """A shared table indexed by the instance's ints (``p.emb[t]``, ``p.W[i, j]``) is signed in C as
+    ``Recorder.lookup`` signs it (the ints are the node's host values, its key holds ``int``): after the first
+    call of a signature the Python path adds none, and each table and index keeps its own rows."""
+    p = Params()
+    batch = [[t, (t * 7) % 10, (t * 3) % 10, 9 - t] for t in range(10)]
+    with torch.no_grad():
+        want = [lookups(x, p) for x in batch]
+    added: Counter[str] = Counter()
+    add = dynamic.Recorder.add
+
+    def counting(self, key, *args):
+        added[dynamic._name(key[0])] += 1
+        return add(self, key, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dynamic.Recorder, "add", counting)
+        stats = ab.RunStats()
+        with torch.no_grad():
+            got = lookups.run(batch, p, backend="eager", options=DYNAMIC, stats=stats)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+    nodes = sum(b.nodes for b in stats.blocks.values() if b.name == "__getitem__ (dynamic)")
+    expected = sum(1 + len(x) + sum(t % 3 == 2 for t in x) for x in batch)  # emb[tokens[0]], a row a step, emb[t]
+    assert (nodes, added["__getitem__"]) == (expected, 4), "one Python-path call per signature (emb, W, V, W[i, j])"
+
+
+@ab.program
+def _write_into_a_row_looked_up_in_c(t, p):
+    first = p.emb[0]  # the signature's first call (the Python path); `p.emb[t]` below is recorded in C
+    h = p.emb[t]  # a view of the parameter in PyTorch: the plain call's write changes p.emb
+    h.mul_(2.0)
+    return h + first
+
+
+def test_a_write_into_a_lookup_recorded_in_c_is_an_error_not_a_wrong_answer():
+    """A lookup recorded on the native path is logged as a view of its shared table as the Python path logs it
+    (``Recorder.view_log``), so a write through it is the error the Python path's lookup gives, never a write
+    into the instance's own copy."""
+    p = Params()
+    before = p.emb.detach().clone()
+    with torch.no_grad(), pytest.raises(ab.InstanceError, match="view of a tensor every instance shares"):
+        _write_into_a_row_looked_up_in_c.run([1, 2, 3], p, backend="eager", options=DYNAMIC)
+    torch.testing.assert_close(p.emb.detach(), before)

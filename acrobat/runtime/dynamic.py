@@ -50,7 +50,7 @@ from __future__ import annotations
 import itertools
 from struct import pack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -161,10 +161,9 @@ class _Mode(TorchFunctionMode):
         rec = self.rec
         if not rec.active:  # the runtime's own operators (a flush between fibers' steps)
             return func(*args, **(kwargs or {}))
-        if not kwargs:  # `call`'s first step inline
-            out = rec.record(func, args)
-            if out is not NotImplemented:
-                return out
+        out = rec.record(func, args, kwargs)  # `call`'s first step inline
+        if out is not NotImplemented:
+            return out
         return rec.call(func, args, kwargs or {})
 
 
@@ -298,7 +297,7 @@ class Recorder:
     by them) are shared values, passed to launches unbatched (parameter reuse, §5.1).
     """
 
-    def __init__(self, rt: "Runtime", shared: tuple, site: Site, first_block: int):
+    def __init__(self, rt: "Runtime", shared: tuple, site: Site, signatures: Signatures):
         self.rt = rt
         self.site = site
         self.ops: dict[Any, _Op] = {}
@@ -314,12 +313,15 @@ class Recorder:
         self.grad = torch.is_grad_enabled()  # the run's grad mode (made by the run, before its fibers start)
         # `call`'s common case, in C; it declines a call made with autograd off in a run that records (`grad_off`)
         self.record = Recording(rt.dfg, self.ops, self.shared, _FAST_SCALARS, _POSITIONAL, Lazy, self,
-                                torch.is_grad_enabled, OUTPUT_STEP, self.view_log, self.grad).record
+                                torch.is_grad_enabled, OUTPUT_STEP, self.view_log, self.grad,
+                                frozenset(_LOOKUPS)).record
         self.memo: dict[Any, Any] = {}  # operators over shared values only, computed once this run
         self.views: dict[int, _View] = {}  # id of a lazy view -> how it was made from its base
         self.view_lazies: dict[int, list[Lazy]] = {}  # id of a lazy value -> the lazy views made from it
         self.shared_views: dict[int, Lazy] = {}  # id -> a lazy value that is a view of a shared tensor (`p.emb[t]`)
-        self.block_ids = itertools.count(first_block)
+        self.signatures = signatures  # the program's operator signatures, kept across runs
+        self.claimed: dict[tuple, int] = {}  # per kept signature, how many of this run's took an entry (``claim``)
+        self.own_ids = signatures.own_ids()
         self.stats = DynamicStats()
         self.mode = _Mode(self)
         self.active = False  # a fiber runs: operators are recorded (set by the fiber scheduler)
@@ -337,12 +339,12 @@ class Recorder:
         lazy value's ``Meta``, the ``Meta.Host`` of the instance's own tensor, the ``id`` of a shared tensor
         (alive for the run: ``Recorder.held``), a constant's ``(type, value)``. Positional arguments with
         no list or tuple among them (the common call: ``x @ W``, ``torch.sigmoid(x)``) are the leaves
-        themselves; others go through ``_flatten``.
+        themselves; others go through ``_flatten``. A signature seen before is recorded by
+        ``acrobat._native.Recording`` (keyword arguments and list arguments too: ``torch.cat([a, b], dim=-1)``).
         """
-        if not kwargs:  # (the C path declines a call with grad off: its own signatures, `add`)
-            out = self.record(func, args)
-            if out is not NotImplemented:
-                return out
+        out = self.record(func, args, kwargs)  # (the C path declines a call with grad off: its own signatures, `add`)
+        if out is not NotImplemented:
+            return out
         info = _FUNCS.get(func) or _info(func)
         if info.random:  # (a signature's first call in a run takes this path: the C path records known ones)
             self.stats.random = True
@@ -466,61 +468,23 @@ class Recorder:
     def new_op(self, key: tuple, leaves: list, struct: Any, info: _FuncInfo, off: bool = False) -> _Op | None:
         """The block of a new operator signature (the caller keeps it in ``ops``), or None when meta tensors cannot
         run it (it runs eagerly); ``off``: recorded with autograd off in a run that records (``grad_off``), its
-        launches run without it."""
+        launches run without it. The block and its kernel are the program's ``Signatures`` entry for the
+        signature, made by an earlier run where one did; the run gives it this call's shared tensors."""
         func = key[0]
         sig = key[2:]
-        meta_key = (func, struct, tuple(("shared", tuple(x.shape), x.dtype) if type(part) is int else part
-                                        for x, part in zip(leaves, sig)))
-        meta = _META_CACHE.get(meta_key, False)
+        stable = (func, struct, tuple(_shared_part(x) if type(part) is int else part for x, part in zip(leaves, sig)))
+        meta = _META_CACHE.get(stable, False)
         if meta is False:
-            meta = _META_CACHE[meta_key] = _infer(func, leaves, struct)
+            meta = _META_CACHE[stable] = _infer(func, leaves, struct)
         if meta is None:
             return None
-        out_spec, out_meta, out_where, aliases = meta
-        batched: list[int] = []  # leaf positions of the batched arguments (lazy values, instance data, numbers)
-        shared: list[int] = []
-        params = []
-        for i, (x, part) in enumerate(zip(leaves, sig)):
-            if type(x) is Lazy:
-                batched.append(i)
-                params.append(BatchedParam(f"x{i}", "tensor", info.name, self.site))
-            elif isinstance(part, Meta.Host) or part is int:
-                batched.append(i)
-                params.append(BatchedParam(f"x{i}", "host", info.name, self.site))
-            elif type(part) is int:
-                shared.append(i)
-        template = list(leaves)
-        for i in batched + shared:
-            template[i] = None
-        n_batched = len(batched)
-
-        def fn(*values: Any) -> tuple:
-            filled = list(template)
-            for i, v in zip(batched, values[:n_batched]):
-                filled[i] = v
-            for i, v in zip(shared, values[n_batched:]):
-                filled[i] = v
-            a, kw = _unflatten(filled, struct)
-            out = func(*a, **kw)
-            return (out,) if out_spec is None else tuple(pytree.tree_leaves(out)[i] for i in out_where)
-
-        bid = next(self.block_ids)
-        if bid >= 1 << 16:
+        kept = self.signatures.claim((stable, off), self.claimed, self.own_ids,
+                                     lambda bid: _signature(func, leaves, sig, struct, info, meta, bid, off, self.site))
+        if kept is None:
             return None  # more distinct operator signatures than a group key holds: run eagerly
-        block = BlockCode(bid, f"{info.name} (dynamic)", self.site, tuple(params), tuple(range(len(shared))),
-                          tuple(f"out{k}" for k in range(len(out_meta))), fn, hoisted=False)
-        kernel = RowLoopKernel(block, _direct(func, leaves, sig, struct, batched, shared, template, out_spec,
-                                              out_meta, out_where))
-        self.rt.add_block(block, _NoGrad(kernel) if off else kernel, [leaves[i] for i in shared])
-        kind = _ONE if out_spec is None else _TUPLE if out_spec.type is tuple and len(out_where) == (
-            out_spec.num_leaves) and all(c.is_leaf() for c in out_spec.children()) else _TREE
-        # the outputs that share memory with a lazy value or the instance's own tensor (the leaf's position), or
-        # with a shared tensor (``_SHARED_VIEW``: a lookup `p.emb[t]` is a view of the parameter, a node all the
-        # same, whose result a write must not reach: ``write_own``)
-        aliases = tuple(-1 if i < 0 else i if type(leaves[i]) is Lazy or isinstance(sig[i], Meta.Host) else
-                        _SHARED_VIEW for i in aliases)
-        return _Op(bid, out_meta, tuple(m.floating for m in out_meta), kind, self.stats.op(info.name), block,
-                   out_spec, out_where, aliases if any(i != -1 for i in aliases) else ())
+        self.rt.add_block(kept.block, kept.kernel, [leaves[i] for i in kept.shared])
+        return _Op(kept.block.id, kept.out_meta, tuple(m.floating for m in kept.out_meta), kept.kind,
+                   self.stats.op(info.name), kept.block, kept.out_spec, kept.out_where, kept.aliases)
 
     def shared_value(self, func: Any, leaves: Sequence, struct: Any, key: tuple) -> Any:
         """An operator over shared values and constants only: computed once per run, its result shared too."""
@@ -646,6 +610,123 @@ class _NoGrad:
     def __call__(self, g: Any, rt: "Runtime") -> tuple[torch.Tensor, ...]:
         with torch.no_grad():
             return self.kernel(g, rt)
+
+
+class _Kept(NamedTuple):
+    """One operator signature's block as a program keeps it across runs (``Signatures``): what ``_Op`` holds but
+    the run's own figures, and the leaf positions of its shared tensors (which each run passes its own of)."""
+
+    block: BlockCode
+    kernel: Any  # RowLoopKernel, or _NoGrad of one
+    out_meta: tuple[Meta, ...]
+    kind: int
+    out_spec: Any
+    out_where: tuple[int, ...]
+    aliases: tuple[int, ...]
+    shared: tuple[int, ...]
+
+
+class Signatures:
+    """A dynamic-tier program's operator signatures, kept across its runs: per signature its block and batched
+    kernel (the batching rule found, ``vmap`` made), made by the first run that met it, so a later run's first
+    call of it costs a dictionary lookup instead of building them again (about 70 µs a signature: a
+    Transformer over sentences of 16 lengths met 417 a batch).
+
+    A signature is kept by what its block depends on: the operator, the call's structure, its lazy values' and
+    the instance's tensors' shapes and dtypes, its constants, and per shared tensor its shape, strides, dtype
+    and device (``_shared_part``; never its identity, which a run's key holds: ``Recorder.ops``), and whether
+    it ran with autograd off (``_NoGrad``). Calls of one run that differ only in which shared tensor they read
+    (two weights of one shape) are signatures of their own in the run, so the n-th of them a run meets takes
+    the kept entry n (``claim``). Kept blocks have ids ``first + [0, KEPT)``, one each for good; past that a
+    run makes its other signatures' blocks itself, ids ``first + KEPT`` on, as a run made every block before.
+    Safe to share between runs at once: an entry is only ever appended, whole, and a run takes entry n of a key
+    once. The blocks are the dynamic tier's static blocks, their kernels §5's batched kernels (a batching rule
+    or ``vmap``, explicit gathers).
+    """
+
+    KEPT = 1 << 15
+    """Signatures kept per program (block ids); a group key holds block ids below ``1 << 16``."""
+
+    def __init__(self, first: int = 0):
+        self.first = first
+        self.kept: dict[tuple, list[_Kept]] = {}
+        self.ids = itertools.count(first)
+
+    def claim(self, key: tuple, claimed: dict[tuple, int], own: Iterator[int],
+              make: Callable[[int], _Kept]) -> _Kept | None:
+        """The entry for the next signature of kept key ``key`` the run meets (``claimed``: the run's count per
+        key), made by ``make(block id)`` if none is kept yet; once ``KEPT`` are kept, made for the run alone with
+        the next of its own block ids ``own``; None when no block id is left for it."""
+        n = claimed.get(key, 0)
+        claimed[key] = n + 1
+        entries = self.kept.setdefault(key, [])
+        if n < len(entries):
+            return entries[n]
+        bid = next(self.ids)
+        if bid < self.first + self.KEPT:
+            entries.append(make(bid))
+            return entries[n]  # (a run at once may have appended entry n meanwhile: this run takes that one)
+        bid = next(own)
+        return make(bid) if bid < 1 << 16 else None
+
+    def own_ids(self) -> Iterator[int]:
+        """The block ids of a run's signatures past the kept ones."""
+        return itertools.count(self.first + self.KEPT)
+
+
+def _shared_part(x: torch.Tensor) -> tuple:
+    """What a block of a signature depends on of a shared tensor it reads (``Signatures``)."""
+    return ("shared", tuple(x.shape), x.stride(), x.dtype, x.device)
+
+
+def _signature(func: Any, leaves: list, sig: tuple, struct: Any, info: _FuncInfo, meta: tuple, bid: int, off: bool,
+               site: Site) -> _Kept:
+    """The block (id ``bid``) and batched kernel of a new operator signature: ``func`` called on ``leaves``
+    (``struct``), signed ``sig``, its result as ``_infer`` gives it (``meta``); ``off``: its launches run without
+    autograd (``_NoGrad``). Its kernel takes the lazy values, the instance's tensors and numbers batched, the
+    shared tensors as they are (a rule of ``acrobat.runtime.batching``, else ``vmap``)."""
+    out_spec, out_meta, out_where, aliases = meta
+    batched: list[int] = []  # leaf positions of the batched arguments (lazy values, instance data, numbers)
+    shared: list[int] = []
+    params = []
+    for i, (x, part) in enumerate(zip(leaves, sig)):
+        if type(x) is Lazy:
+            batched.append(i)
+            params.append(BatchedParam(f"x{i}", "tensor", info.name, site))
+        elif isinstance(part, Meta.Host) or part is int:
+            batched.append(i)
+            params.append(BatchedParam(f"x{i}", "host", info.name, site))
+        elif type(part) is int:
+            shared.append(i)
+    template = list(leaves)
+    for i in batched + shared:
+        template[i] = None
+    n_batched = len(batched)
+
+    def fn(*values: Any) -> tuple:
+        filled = list(template)
+        for i, v in zip(batched, values[:n_batched]):
+            filled[i] = v
+        for i, v in zip(shared, values[n_batched:]):
+            filled[i] = v
+        a, kw = _unflatten(filled, struct)
+        out = func(*a, **kw)
+        return (out,) if out_spec is None else tuple(pytree.tree_leaves(out)[i] for i in out_where)
+
+    block = BlockCode(bid, f"{info.name} (dynamic)", site, tuple(params), tuple(range(len(shared))),
+                      tuple(f"out{k}" for k in range(len(out_meta))), fn, hoisted=False)
+    lazy = [leaves[i].meta for i in batched if type(leaves[i]) is Lazy]
+    kernel = RowLoopKernel(block, _direct(func, leaves, sig, struct, batched, shared, template, out_spec, out_meta,
+                                          out_where), merged=len(lazy) > 1 and len(set(lazy)) == 1)
+    kind = _ONE if out_spec is None else _TUPLE if out_spec.type is tuple and len(out_where) == (
+        out_spec.num_leaves) and all(c.is_leaf() for c in out_spec.children()) else _TREE
+    # the outputs that share memory with a lazy value or the instance's own tensor (the leaf's position), or
+    # with a shared tensor (``_SHARED_VIEW``: a lookup `p.emb[t]` is a view of the parameter, a node all the
+    # same, whose result a write must not reach: ``write_own``)
+    aliases = tuple(-1 if i < 0 else i if type(leaves[i]) is Lazy or isinstance(sig[i], Meta.Host) else
+                    _SHARED_VIEW for i in aliases)
+    return _Kept(block, _NoGrad(kernel) if off else kernel, out_meta, kind, out_spec, out_where,
+                 aliases if any(i != -1 for i in aliases) else (), tuple(shared))
 
 
 def _direct(func: Any, leaves: list, sig: tuple, struct: Any, batched: list[int], shared: list[int], template: list,
@@ -775,6 +856,10 @@ def tensors_of(values: Any, seen: set[int] | None = None) -> list[torch.Tensor]:
 
 
 _ATOMS = (torch.Tensor, int, float, bool, complex, str, bytes, type(None), type, torch.dtype, torch.device)
+_PLAIN = frozenset({int, float, bool, complex, str, bytes, type(None)})
+"""The exact types of the commonest ``_ATOMS``: ``_walk`` passes their values by without a call."""
+_SLOTS: dict[type, list[str]] = {}
+"""Per class, the ``__slots__`` names of it and its bases that ``_walk`` reads (not ``__dict__``, ``__weakref__``)."""
 
 
 def lazy_left_in(roots: Sequence) -> list[Lazy]:
@@ -806,7 +891,7 @@ def _walk(x: Any, fn: Callable[[Lazy], Any], memo: Any) -> Any:
     t = type(x)
     if t is Lazy:
         return fn(x)
-    if isinstance(x, _ATOMS) or callable(x) and not isinstance(x, torch.nn.Module):
+    if t in _PLAIN or isinstance(x, _ATOMS) or callable(x) and not isinstance(x, torch.nn.Module):
         return x
     if id(x) in memo:
         return memo[id(x)] if isinstance(memo, dict) else x
@@ -816,6 +901,8 @@ def _walk(x: Any, fn: Callable[[Lazy], Any], memo: Any) -> Any:
         memo.add(id(x))
     if isinstance(x, list):
         for i, v in enumerate(x):
+            if type(v) in _PLAIN:
+                continue
             new = _walk(v, fn, memo)
             if new is not v:
                 x[i] = new
@@ -841,9 +928,14 @@ def _walk(x: Any, fn: Callable[[Lazy], Any], memo: Any) -> Any:
             _walk(m, fn, memo)
     elif hasattr(x, "__dict__") or hasattr(type(x), "__slots__"):
         names = list(vars(x)) if hasattr(x, "__dict__") else []
-        names += [s for c in type(x).__mro__ for s in getattr(c, "__slots__", ()) if s not in ("__dict__", "__weakref__")]
-        for k in names:
+        slots = _SLOTS.get(t)
+        if slots is None:
+            slots = _SLOTS[t] = [s for c in t.__mro__ for s in getattr(c, "__slots__", ())
+                                 if s not in ("__dict__", "__weakref__")]
+        for k in names + slots if slots else names:
             v = getattr(x, k, None)
+            if type(v) in _PLAIN:
+                continue
             new = _walk(v, fn, memo)
             if new is not v:
                 object.__setattr__(x, k, new)  # as plain code set it (a frozen dataclass's too)

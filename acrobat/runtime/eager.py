@@ -136,11 +136,18 @@ class TracedKernel(EagerKernel):
 class RowLoopKernel(EagerKernel):
     """``EagerKernel``, falling back to running the block row by row (and stacking the rows' results) when
     ``vmap`` cannot batch it: an operator with no batching rule (``torch.lstm_cell``), met by the dynamic
-    tier (``acrobat.runtime.dynamic``), runs as it would per instance rather than failing."""
+    tier (``acrobat.runtime.dynamic``), runs as it would per instance rather than failing.
 
-    def __init__(self, block: BlockCode, batched: Callable[..., tuple[torch.Tensor, ...]] | None = None):
+    ``merged``: the block's tensor parameters all take values of one shape and dtype (``torch.stack`` of a
+    list of lazy values), so a launch gathers them all at once: one gather of its ``(P * B)`` handles, cut
+    into the ``P`` columns ``(B, ...)`` (views), instead of one gather per column.
+    """
+
+    def __init__(self, block: BlockCode, batched: Callable[..., tuple[torch.Tensor, ...]] | None = None,
+                 merged: bool = False):
         super().__init__(block, batched)
         self.row_by_row = False
+        self.merged = merged
 
     def __call__(self, g: Group, rt: Runtime) -> tuple[torch.Tensor, ...]:
         if not self.row_by_row:
@@ -157,6 +164,18 @@ class RowLoopKernel(EagerKernel):
             return tuple(torch.stack(col) for col in zip(*outs))
 
         return timed(rt.stats, "kernel_ms", rt.sync, rows)
+
+    def arguments(self, g: Group, rt: Runtime) -> list[torch.Tensor]:
+        """The launch's batched arguments, ``(B, ...)`` each, in parameter order; a ``merged`` block's columns
+        from one gather."""
+        if not self.merged:
+            return super().arguments(g, rt)
+        handles, hosts = columns(g, rt.device)
+        assert handles is not None
+        p, b = handles.shape
+        gathered = timed(rt.stats, "gather_ms", rt.sync, lambda: gather(rt.table, handles.reshape(p * b), rt.device))
+        cols = iter(gathered.unflatten(0, (p, b)).unbind(0))
+        return [next(cols) if h is None else h for h in hosts]
 
 
 class EagerBackend:

@@ -403,9 +403,8 @@ class Runtime:
         """Run a program of the dynamic tier: every instance's own Python on a fiber, its torch operators
         recorded as DFG nodes by a ``Recorder`` (``acrobat.runtime.dynamic``); the results with their lazy
         values still in them (``results`` replaces them)."""
-        assert self.plan.site is not None
-        first = max(self.plan.blocks, default=-1) + 1
-        rec = self.recorder = Recorder(self, shared_args, self.plan.site, first)
+        assert self.plan.site is not None and self.plan.signatures is not None
+        rec = self.recorder = Recorder(self, shared_args, self.plan.site, self.plan.signatures)
         rec.stats.reason = self.plan.dynamic or ""
         self.scheduler = FiberScheduler(self, rec, shared_host_state(shared_args))
         with rec.mode:

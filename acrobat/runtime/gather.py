@@ -151,7 +151,8 @@ def gather(table: ValueTable, handles: np.ndarray, device: torch.device) -> torc
         return select_rows(g.outputs()[k], rows, device)
     order = np.argsort(src, kind="stable")
     ordered = src[order]
-    segments = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)  # per source, its batch positions
+    bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(order)]
+    segments = [order[a:b] for a, b in zip(bounds, bounds[1:])]  # per source, its batch positions
     parts = []
     for seg in segments:
         g, k = table.source(int(src[seg[0]]))

@@ -117,14 +117,17 @@ class Lazy(LazyBase):
 
     # -- operators record nodes -----------------------------------------------------
     def __getattr__(self, name: str) -> Any:
-        """A tensor method: a bound recorder (``x.sum(0)``), or what the shape tells (``x.dim()``)."""
+        """A tensor method: a bound recorder (``x.sum(0)``; the method is then ``Lazy``'s own, ``_method``, so
+        later calls find it on the class), or what the shape tells (``x.dim()``)."""
         attr = getattr(torch.Tensor, name)  # AttributeError for what a tensor does not have
         if name in _SHAPE_ONLY:
             with torch._C.DisableTorchFunction():
                 return getattr(torch.empty(self.shape, dtype=self.dtype, device="meta"), name)
         if not callable(attr):  # a tensor property (`x.T`, `x.mT`, `x.real`): a node of its getter
             return self.rec.call(_getter(name), (self,), {})
-        return lambda *args, **kwargs: self.rec.call(attr, (self, *args), kwargs)
+        method = _method(attr)
+        setattr(Lazy, name, method)
+        return method.__get__(self, Lazy)
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -177,6 +180,20 @@ class Lazy(LazyBase):
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return self.value().__reduce_ex__(protocol)
+
+
+def _method(attr: Any) -> Any:
+    """``Lazy``'s method recording tensor method ``attr`` (``x.unsqueeze(0)``, ``x.chunk(3, dim=-1)``): the
+    call ``Recorder.call`` records, its common case (in C) first."""
+
+    def method(self: Lazy, *args: Any, **kwargs: Any) -> Any:
+        rec = self.rec
+        call = (self, *args)
+        out = rec.record(attr, call, kwargs)
+        return out if out is not NotImplemented else rec.call(attr, call, kwargs)
+
+    method.__name__ = getattr(attr, "__name__", "method")
+    return method
 
 
 def _binary(name: str) -> Any:

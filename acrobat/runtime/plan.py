@@ -268,10 +268,11 @@ class Plan:
     host code, so instances run on fibers (§4.2). ``result`` is the layout
     of the entry's result. ``dynamic``: the program runs in the dynamic tier
     (``acrobat.runtime.dynamic``): the entry is the user's own function, and
-    this says why the static tier did not take it; ``site`` is its entry's line. ``fields``: the layout of
-    each attribute that holds tensors and the program stores on the instance's objects (``node.state``),
-    whose handles the runtime replaces by tensors on the objects after the run. ``run_list``: the list a shared
-    module holds for the run (``RunList``), which the entry returns after its result; the
+    this says why the static tier did not take it; ``site`` is its entry's line, ``signatures`` its operator
+    signatures' blocks and kernels, kept across its runs (``acrobat.runtime.dynamic.Signatures``). ``fields``:
+    the layout of each attribute that holds tensors and the program stores on the instance's objects
+    (``node.state``), whose handles the runtime replaces by tensors on the objects after the run. ``run_list``:
+    the list a shared module holds for the run (``RunList``), which the entry returns after its result; the
     runtime sets the last instance's on the module after the run.
     """
 
@@ -285,6 +286,7 @@ class Plan:
     site: Site | None = None
     fields: Mapping[str, Layout] = field(default_factory=dict)
     run_list: RunList | None = None
+    signatures: Any = None  # acrobat.runtime.dynamic.Signatures (a dynamic-tier program's)
 
 
 # ---------------------------------------------------------------- values and kernels compiled code hands over
