@@ -119,6 +119,14 @@ class SkeletonWriter(LoweredVisitor[int]):
         self.fn, self.spec = fn, fn.spec
         name = self.names[fn.spec.key]
         self.emit(0, f"def {name}(_rt, _d, {''.join(p + ', ' for p in fn.spec.fn.params)}):")
+        region = fn.spec.fn.region
+        if region is not None:  # the user's own Python on the instance's fiber (acrobat.analysis.regions)
+            layouts = tuple(result_layout(k) for k in fn.spec.key[1])
+            self.emit(1, f"# {fn.spec.fn.name} runs as a dynamic region: {region.describe()}")
+            self.emit(1, f"return _rt.region({self.g.alias(region, 'region')}, {self.g.alias(layouts, 'layouts')}, "
+                         f"_d, ({''.join(p + ', ' for p in fn.spec.fn.params)}))")
+            self.emit(0, "")
+            return
         self.emit(1, f"# {fn.spec.fn.name} specialized for ({', '.join(str(k) for k in fn.spec.key[1])})")
         self.emit(1, "_S = _rt.slots  # shared values of this run")
         for param, c in self.entry_coercions(fn):

@@ -244,7 +244,9 @@ class Plan:
     (``acrobat.runtime.dynamic``): the entry is the user's own function, and
     this says why the static tier did not take it; ``site`` is its entry's line. ``fields``: the layout of
     each attribute that holds tensors and the program stores on the instance's objects (``node.state``),
-    whose handles the runtime replaces by tensors on the objects after the run.
+    whose handles the runtime replaces by tensors on the objects after the run. ``regions``: the program
+    functions the skeleton runs as the user's own Python, their operators recorded as in the dynamic tier
+    (``Runtime.region``).
     """
 
     entry: Callable
@@ -256,6 +258,7 @@ class Plan:
     dynamic: str | None = None
     site: Site | None = None
     fields: Mapping[str, Layout] = field(default_factory=dict)
+    regions: tuple = ()  # the dynamic regions the skeleton calls (``acrobat.analysis.regions.Region``)
 
 
 # ---------------------------------------------------------------- values and kernels compiled code hands over
