@@ -30,8 +30,10 @@ in-place writes on a ``Doc`` instance's tensor after a use (``inst.x.add_(1)``,
 ``inst.x[0] = v``). Also ``elif``, ``while True:``, annotated assignments,
 ``torch.inference_mode()``/``enable_grad()`` bodies, module methods
 (``p.mix(x, h)``, calling ``self.squash``), ``nn.Embedding`` by a tensor of ids,
-``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, and sums started at a host number
-(``acc = 0`` then ``acc += v`` in a loop, maybe run zero times; ``main`` may return ``acc`` itself).
+``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, sums started at a host number
+(``acc = 0`` then ``acc += v`` in a loop, maybe run zero times; ``main`` may return ``acc`` itself), and in a
+cell a construct the static tier rejects (a dict item assignment, ``try``, a stored lambda, a generator,
+``isinstance`` on a tensor), which makes the cell a dynamic region (``rejected``).
 
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
@@ -1063,11 +1065,25 @@ class Gen:
         sc = Scope({"x": "T", "h": "T", "s": "F"}, ret="T")
         saved = self.cells
         self.cells = list(saved)  # a cell calls only earlier cells: no recursion through cells
-        lines = ["@ab.function", f"def {name}(x, h, p, s=1.0):",
+        lines = ["@ab.function", f"def {name}(x, h, p, s=1.0):", *("    " + s for s in self.rejected()),
                  *("    " + s for s in self.body(sc, 1, self.ch.int(1, 3)))]
         lines.append(f"    return {self.tensor(sc)}")
         self.cells = saved + [name]
         self.helpers.append("\n".join(lines))
+
+    def rejected(self) -> list[str]:
+        """Sometimes a construct the static tier rejects, on the cell's ``x`` and ``h``: the cell then runs as a
+        dynamic region of an otherwise static program (``acrobat.analysis.regions``), or, where its body changes
+        what it did not make, the whole program in the dynamic tier."""
+        if not self.ch.coin(20):
+            return []
+        form = self.ch.pick(["dict", "try", "lambda", "generator", "isinstance"])
+        self.feat(f"rejected construct in a helper: {form}")
+        return {"dict": ["rj_d = {}", "rj_d['v'] = x * 0.5", "x = rj_d['v'] + h"],
+                "try": ["try:", "    x = x / s", "except ZeroDivisionError:", "    x = h"],
+                "lambda": ["rj_f = lambda v: torch.tanh(v) * 0.5", "x = rj_f(x) + rj_f(h)"],
+                "generator": ["def rj_g():", "    yield x", "    yield h * 0.5", "x = sum(rj_g())"],
+                "isinstance": ["if isinstance(x, torch.Tensor) and not isinstance(h, float):", "    x = x + h"]}[form]
 
     def tree_fn(self) -> str:
         """The recursion over the instance tree, ``rec(node, p)`` -> T; and maybe ``visit(node, p, outs)``."""
