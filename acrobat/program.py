@@ -460,12 +460,16 @@ class Program(Function[P, R]):
         options = self._grad_tier(instances, shared, options or self.options)
         c, be, rt = self._start(instances, shared, backend, options)
         rt.sync = sync
-        trial: Trial[str] | None = None  # the tier trial of a program the static tier rejected
+        trial: Trial[str] | None = None  # the tier trial of a program the static tier rejected (wholly or in part)
         serial = 0
-        if c.plan.dynamic is not None and options.static and not records_grad(rt.slots, instances):
-            tier, trial, serial = be.tiers.next_batch((), len(instances))  # rejected: dynamic tier or plain calls
+        rejected = c.plan.dynamic if c.plan.dynamic is not None else "; ".join(
+            f"the dynamic region {r.describe()}" for r in c.plan.regions) or None
+        if rejected is not None and options.static and not records_grad(rt.slots, instances):
+            # rejected, wholly or in a region: batched (the dynamic tier, or the static one with its regions) or
+            # plain calls, by measurement
+            tier, trial, serial = be.tiers.next_batch((), len(instances))
             if tier == PLAIN:
-                return self._run_plain(instances, shared, c.plan.dynamic, trial, serial, stats)
+                return self._run_plain(instances, shared, rejected, trial, serial, stats)
         t0 = time.perf_counter()
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
             try:

@@ -73,6 +73,7 @@ def static(prog: Program, instances: list, shared: tuple, options: ab.Options | 
             c = prog.compile(len(shared), options or prog.options, shared)
             if c.plan.dynamic is None and c.bug is None:
                 prog.run(instances, *shared, backend="eager", options=options)
+                c = prog.compile(len(shared), options or prog.options, shared)  # a limit met in the run: dynamic
     except Exception:  # noqa: BLE001 - not a program for these inputs, or rejected: not in the corpus
         return False
     return c.plan.dynamic is None and c.bug is None
@@ -104,6 +105,9 @@ INPUTS: dict[str, list[tuple[Callable[[], Any], Callable[[int], list]]]] = {
                       (lambda: TdcParams(hidden=4, vocab=16), _tokens), (lambda: TdcParams(hidden=4, vocab=16), _token)],
     "message_progs": [(Small, _tokens)],
     "ragged_progs": [(Small, _tokens)],
+    "region_progs": [(lambda: importlib.import_module("tests.region_progs").Params(), _tokens),
+                     (lambda: importlib.import_module("tests.region_progs").Params(),
+                      lambda n: [importlib.import_module("tests.region_progs").tree_of(2, k) for k in range(n)])],
     "ranking_progs": [(lambda: TdcParams(hidden=4, vocab=16), lambda n: [(t, min(2, len(t))) for t in _tokens(n)])],
     "stage_progs": [(Small, _steps)],
     "starred_progs": [(lambda: importlib.import_module("tests.starred_progs").Params(), _tokens)],

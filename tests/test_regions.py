@@ -83,6 +83,7 @@ def test_static_part_stays_static() -> None:
     """The tree's static blocks run batched (one launch per depth over all trees), not as recorded operators."""
     p, st_ = rp.Params(), RunStats()
     trees = [rp.tree_of(3, k) for k in range(8)]  # 8 complete trees of depth 3: 8 leaves, 7 inner nodes each
+    rp.TREES["dict"].reset_backends()  # the tier trial starts afresh: its first batch runs batched, not as plain calls
     rp.TREES["dict"].run(trees, p, backend="eager", stats=st_)
     static = {b.name: b for b in st_.blocks.values() if not b.name.endswith("(dynamic)")}
     dynamic = [b for b in st_.blocks.values() if b.name.endswith("(dynamic)")]
@@ -91,6 +92,16 @@ def test_static_part_stays_static() -> None:
     gate = next(b for b in dynamic if b.name.startswith("sigmoid"))
     assert gate.nodes == 8 * 7 and gate.launches == 3  # the region's operators batch across trees too
     assert "dynamic regions" in st_.report() and "with_dict" in st_.report()
+
+
+def test_region_programs_are_on_the_tier_trial() -> None:
+    """As a program the static tier rejects wholly, one with a region runs batched or as plain calls by measurement
+    (acrobat.runtime.tier), in inference."""
+    prog, p = rp.TREES["try"], rp.Params()
+    prog.reset_backends()
+    with torch.no_grad():
+        prog.run(_trees(4), p, backend="eager")
+    assert prog.backend("eager", 1)[0].tiers.trials
 
 
 def test_result_the_static_code_cannot_take_reruns_dynamic() -> None:
