@@ -1065,20 +1065,29 @@ class Gen:
         sc = Scope({"x": "T", "h": "T", "s": "F"}, ret="T")
         saved = self.cells
         self.cells = list(saved)  # a cell calls only earlier cells: no recursion through cells
-        lines = ["@ab.function", f"def {name}(x, h, p, s=1.0):", *("    " + s for s in self.rejected()),
+        lines = ["@ab.function", f"def {name}(x, h, p, s=1.0):",
                  *("    " + s for s in self.body(sc, 1, self.ch.int(1, 3)))]
         lines.append(f"    return {self.tensor(sc)}")
         self.cells = saved + [name]
         self.helpers.append("\n".join(lines))
 
-    def rejected(self) -> list[str]:
-        """Sometimes a construct the static tier rejects, on the cell's ``x`` and ``h``: the cell then runs as a
-        dynamic region of an otherwise static program (``acrobat.analysis.regions``), or, where its body changes
-        what it did not make, the whole program in the dynamic tier."""
-        if not self.ch.coin(20):
-            return []
+    def rejected(self) -> None:
+        """Sometimes a construct the static tier rejects put first in one cell, on its ``x`` and ``h``: the cell
+        then runs as a dynamic region of an otherwise static program (``acrobat.analysis.regions``), or, where its
+        body changes what it did not make, the whole program in the dynamic tier. Drawn after everything else, so
+        the programs of the seeds before this draw existed stay as they were, the construct aside."""
+        cells = [i for i, h in enumerate(self.helpers) if h.startswith("@ab.function\ndef cell")]
+        if not cells or not self.ch.coin(20):
+            return
+        i = self.ch.pick(cells)
         form = self.ch.pick(["dict", "try", "lambda", "generator", "isinstance"])
         self.feat(f"rejected construct in a helper: {form}")
+        decorator, head, rest = self.helpers[i].split("\n", 2)
+        self.helpers[i] = "\n".join([decorator, head, *("    " + x for x in self._rejected_lines(form)), rest])
+
+    @staticmethod
+    def _rejected_lines(form: str) -> list[str]:
+        """The statements of rejected construct ``form`` (see ``rejected``)."""
         return {"dict": ["rj_d = {}", "rj_d['v'] = x * 0.5", "x = rj_d['v'] + h"],
                 "try": ["try:", "    x = x / s", "except ZeroDivisionError:", "    x = h"],
                 "lambda": ["rj_f = lambda v: torch.tanh(v) * 0.5", "x = rj_f(x) + rj_f(h)"],
@@ -1181,6 +1190,7 @@ class Gen:
         options = {name: not ch.coin(15) for name in
                    ("coarsening", "hoisting", "concurrency", "phases", "stages", "ghosts", "fibers", "horizontal_fusion")}
         sizes = tuple(sorted({ch.int(1, 12), ch.int(1, 40)}))
+        self.rejected()
         head = ["import math", "", "import torch", "import torch.nn.functional as F", "", "import acrobat as ab", "",
                 "", "def clip(k):", "    return min(max(k, 0), 3)", ""]
         src = "\n".join(head + ["\n" + h + "\n" for h in self.helpers] + ["", "@ab.program", *main, ""])
