@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import os
 import sys
@@ -64,6 +65,7 @@ from acrobat.analysis.depth import base_depth, parallel_loops
 from acrobat.analysis.kinds import KindTable, Resolver, Spec, SpecKey, analyze_kinds
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
 from acrobat.analysis.phases import insert_phases
+from acrobat.analysis.regions import Region
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import write_skeleton
 from acrobat.codegen.blocks import block_code
@@ -82,12 +84,14 @@ DEBUG_ENV = "ACROBAT_DEBUG"
 @dataclass(frozen=True)
 class Request:
     """What to compile: ``program`` for ``n_shared`` shared arguments under ``options``; ``resolve`` reads the
-    run's shared arguments (None: compiled without them, every path a shared value)."""
+    run's shared arguments (None: compiled without them, every path a shared value); the functions of
+    ``regions`` run as dynamic regions (``acrobat.analysis.regions``), not analysed."""
 
     program: Program
     n_shared: int
     options: Options
     resolve: Resolver | None = None
+    regions: Mapping[Any, Region] = dataclasses.field(default_factory=lambda: MappingProxyType({}))  # fn -> region
 
 
 @dataclass(frozen=True)
@@ -201,14 +205,15 @@ class State:
 
 def parse(s: State) -> Mapping[Any, ir.Function]:
     """The entry and every program function reachable from it, as IR (§3), by function object."""
-    return MappingProxyType(s.request.program.functions())
+    return MappingProxyType(s.request.program.functions(regions=s.request.regions))
 
 
 def kinds(s: State) -> KindTable:
     """The kind analysis from the entry (§4.2, §5.1): every specialization and its kinds."""
     r = s.request
     return analyze_kinds(dict(s.functions), r.program, r.n_shared, instance=r.program.instance_pos,
-                         resolve=r.resolve, parse=r.program.functions, implicit=r.program.implicit)
+                         resolve=r.resolve, parse=functools.partial(r.program.functions, regions=r.regions),
+                         implicit=r.program.implicit)
 
 
 def lists(s: State) -> None:
@@ -276,7 +281,8 @@ def skeleton(s: State) -> Skeleton:
     specs = s.lowering.specs
     g, slots = s.kernels.globals.extended(), s.lowering.slots.extended()
     base = base_depth([f.body for f in lowered])
-    needs_fibers = any(spec.reads for spec in specs.values())
+    # a dynamic region waits for its tensor arguments' values (``Runtime.region``), as a value read does
+    needs_fibers = any(spec.reads for spec in specs.values()) or bool(s.request.regions)
     options = dataclasses.replace(s.request.options, fibers=s.request.options.fibers and needs_fibers)
     source, line_map, entry_name = write_skeleton(list(lowered), table.entry, g, slots, dict(specs), base,
                                                   options, set(s.effects), dict(table.fields))

@@ -16,6 +16,7 @@ import threading
 import time
 import types
 import traceback
+from types import MappingProxyType
 import warnings
 import weakref
 from collections.abc import Sequence as SequenceABC
@@ -27,6 +28,7 @@ import torch
 from acrobat import pipeline
 from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, has_tensor, shared_fact
 from acrobat.analysis.lowered import Block, LoweredFunction
+from acrobat.analysis.regions import MAX_REGIONS, Region, region_of
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import result_layout
 from acrobat.codegen.kernels import trace_block
@@ -249,12 +251,15 @@ class Program(Function[P, R]):
         k = self.instance_pos
         return (*shared[:k], None, *shared[k:])
 
-    def functions(self, root: Any = None) -> dict[Any, ir.Function]:
+    def functions(self, root: Any = None, regions: Mapping[Any, Region] | None = None) -> dict[Any, ir.Function]:
         """The entry (or the program function ``root``: a module's method the analysis found) and every program
-        function reachable from it, parsed (§3), by function object.
+        function reachable from it, parsed (§3), by function object. A function of ``regions`` (a dynamic
+        region, ``acrobat.analysis.regions``) is not parsed: its IR is an empty body marked with the region,
+        and what it calls is not followed (it runs as the user's own Python).
 
         Raises:
-            CompileError: a function outside the supported Python, or a call of a program entry.
+            CompileError: a function outside the supported Python, or a call of a program entry; its
+                ``function`` attribute is the function whose parse failed.
         """
         markers = {"concurrent": concurrent, "phase": phase}
 
@@ -267,8 +272,19 @@ class Program(Function[P, R]):
             f = todo.pop()
             if f in functions:
                 continue
-            functions[f] = (f.ir if isinstance(f, NestedFunction)
-                            else parse_function(f.fn, f.snapshot, is_program_fn, markers))
+            region = (regions or {}).get(f)
+            if region is not None:
+                params = list(inspect.signature(f.fn).parameters)
+                loc = ir.Loc(f.snapshot.filename, f.fn.__code__.co_firstlineno)
+                functions[f] = ir.Function(f.__name__, params, [], loc, {}, region=region)
+                continue
+            try:
+                functions[f] = (f.ir if isinstance(f, NestedFunction)
+                                else parse_function(f.fn, f.snapshot, is_program_fn, markers))
+            except CompileError as exc:
+                if getattr(exc, "function", None) is None:
+                    exc.function = f  # type: ignore[attr-defined]
+                raise
             if f is self and any(q.kind is inspect.Parameter.VAR_POSITIONAL
                                  for q in inspect.signature(f.fn).parameters.values()):
                 raise CompileError(f"the entry `{f.__name__}` takes `*args`: name the instance and each shared "
@@ -310,7 +326,7 @@ class Program(Function[P, R]):
                 if not options.static:
                     c = _dynamic(self, "Options(static=False)", resolve is not None)
                 else:
-                    c = _compile(self, n_shared, options, resolve)
+                    c = self._static(n_shared, options, resolve)
             except CompileError as exc:  # the static tier cannot take it: the dynamic tier runs it, and says why
                 if options.strict or not exc.fallback:
                     raise
@@ -332,6 +348,30 @@ class Program(Function[P, R]):
             done.append(c)
             return c
 
+    def _static(self, n_shared: int, options: Options, resolve: Resolver | None) -> Compiled:
+        """The program compiled for the static tier, where each program function the static tier rejects
+        (not the entry) becomes a dynamic region when it can (``acrobat.analysis.regions``): the function
+        runs as the user's own Python inside the static program, and the compile is tried again.
+
+        Raises:
+            CompileError: the static tier's first rejection, where a region cannot take it (the whole program
+                then runs in the dynamic tier), or any rejection under ``Options(strict=True)``.
+        """
+        regions: dict[Any, Region] = {}
+        first: CompileError | None = None
+        while True:
+            try:
+                return _compile(self, n_shared, options, resolve, regions)
+            except CompileError as exc:
+                first = first or exc
+                fn = getattr(exc, "function", None)
+                if options.strict or not exc.fallback or fn in regions or len(regions) >= MAX_REGIONS:
+                    raise first from None
+                found = region_of(exc, fn, self)
+                if isinstance(found, str):
+                    raise first from None
+                regions[fn] = found
+
     def source(self, n_shared: int = 1, options: Options | None = None) -> str:
         """The generated code: skeleton, shared-value prologue and every block."""
         c = self.compile(n_shared, options)
@@ -341,7 +381,8 @@ class Program(Function[P, R]):
 
     def explain(self, *shared: Any, options: Options | None = None) -> str:
         """What acrobat makes of the program, before running it: the static tier (its functions, static blocks,
-        fibers, phases; §4) or the dynamic tier, and then why: the ``CompileError`` the static tier gave,
+        fibers, phases; §4, and each dynamic region: the function, its file:line and the ``CompileError`` that
+        made it one) or the dynamic tier, and then why: the ``CompileError`` the static tier gave,
         with its file:line and fix. ``shared``: the run's shared arguments, where the compile depends on them
         (plain data in the parameters, module kinds); without them, one shared argument is assumed."""
         options = options or self.options
@@ -358,10 +399,13 @@ class Program(Function[P, R]):
         fibers = "yes (host code reads tensor values, §4.2)" if c.plan.needs_fibers else "no"
         grad = (f"\n  runs recording autograd: in the dynamic tier, which computes `with torch.no_grad()` at "
                 f"{', '.join(c.grad_off)} without autograd as plain calls do" if c.grad_off else "")
+        regions = "".join(f"\n  dynamic region {r.describe()}\n    runs as its own Python per instance, its torch "
+                          "operators batched at run time with the static blocks (acrobat.analysis.regions); "
+                          "Options(strict=True) raises that CompileError instead" for r in c.plan.regions)
         return (f"program `{self.__name__}` runs in the static tier (compiled: §4, §5)\n"
                 f"  functions: {names}\n"
                 f"  static blocks: {len(c.plan.blocks)} ({hoisted} hoisted, {segments} list reductions), program "
-                f"phases: {c.n_phases}, fibers: {fibers}{grad}")
+                f"phases: {c.n_phases}, fibers: {fibers}{grad}{regions}")
 
     def run(self, instances: Sequence, *shared: Any, backend: str = "auto", options: Options | None = None,
             stats: RunStats | None = None, sync: bool = False, sparse_grads: bool = False) -> list[R]:
@@ -426,12 +470,16 @@ class Program(Function[P, R]):
         """``run``, once the options are the run's (``_grad_tier``) and a run list is held (``run_lists``)."""
         c, be, rt = self._start(instances, shared, backend, options)
         rt.sync = sync
-        trial: Trial[str] | None = None  # the tier trial of a program the static tier rejected
+        trial: Trial[str] | None = None  # the tier trial of a program the static tier rejected (wholly or in part)
         serial = 0
-        if c.plan.dynamic is not None and options.static and not records_grad(rt.slots, instances):
-            tier, trial, serial = be.tiers.next_batch((), len(instances))  # rejected: dynamic tier or plain calls
+        rejected = c.plan.dynamic if c.plan.dynamic is not None else "; ".join(
+            f"the dynamic region {r.describe()}" for r in c.plan.regions) or None
+        if rejected is not None and options.static and not records_grad(rt.slots, instances):
+            # rejected, wholly or in a region: batched (the dynamic tier, or the static one with its regions) or
+            # plain calls, by measurement
+            tier, trial, serial = be.tiers.next_batch((), len(instances))
             if tier == PLAIN:
-                return self._run_plain(instances, shared, c.plan.dynamic, trial, serial, stats)
+                return self._run_plain(instances, shared, rejected, trial, serial, stats)
         t0 = time.perf_counter()
         rng = _rng_state()  # a rerun in the dynamic tier draws as a run there would (not after the failed one)
         with be.exclusive():  # threads may call run at once; a backend with shared state runs one at a time
@@ -757,14 +805,16 @@ def _dynamic(prog: Program, reason: str, resolved: bool) -> Compiled:
     return Compiled(plan, note, "", {}, 1, [], None, SharedSlots(), Options(), frozenset(), {} if resolved else None)
 
 
-def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver | None = None) -> Compiled:
-    """``prog`` through the compile pipeline (``acrobat.pipeline``), its generated code loaded as a ``Plan``.
+def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver | None = None,
+             regions: Mapping[Any, Region] | None = None) -> Compiled:
+    """``prog`` through the compile pipeline (``acrobat.pipeline``), its generated code loaded as a ``Plan``;
+    the functions of ``regions`` run as dynamic regions (``acrobat.analysis.regions``).
 
     Raises:
         CompileError: a pass rejects the program.
         InternalError: a pass broke an invariant of the IR (acrobat's bug).
     """
-    s = pipeline.run(pipeline.Request(prog, n_shared, options, resolve))
+    s = pipeline.run(pipeline.Request(prog, n_shared, options, resolve, MappingProxyType(dict(regions or {}))))
     table, kernels, skeleton, prologue = s.table, s.kernels, s.skeleton, s.prologue
     codes = dict(kernels.codes)
     namespace: dict[str, Any] = dict(prologue.globals.values)
@@ -783,7 +833,9 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
                                          prologue.slots, entry_fn.spec.fn, prog.__name__, prog.instance_pos)
     fields = {name: result_layout(k) for name, k in table.fields.items() if has_tensor(k)}
     plan = Plan(entry, located_prologue, codes, skeleton.base, skeleton.needs_fibers,
-                result_layout(entry_fn.spec.ret), fields=fields, run_list=table.run_list)
+                result_layout(entry_fn.spec.ret), fields=fields, run_list=table.run_list,
+                regions=tuple((regions or {}).values()),
+                signatures=Signatures(max(codes, default=-1) + 1) if regions else None)  # blocks after the static
     facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
     grad_off = tuple(dict.fromkeys(str(loc) for sp in table.specs.values() for loc in sp.fn.grad_off))
     return Compiled(plan, skeleton.source, prologue.source, dict(kernels.blocks), n_phases, lowered, table.entry,

@@ -548,7 +548,11 @@ class _Analyzer:
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
-        return CompileError(self.as_written(message), node.loc.file, node.loc.line, node.loc.col)
+        """The ``CompileError`` at ``node`` of the function analysed now, which its ``function`` attribute names
+        (a function the static tier rejects may run as a dynamic region: ``acrobat.analysis.regions``)."""
+        err = CompileError(self.as_written(message), node.loc.file, node.loc.line, node.loc.col)
+        err.function = self.spec.key[0] if hasattr(self, "spec") else None  # type: ignore[attr-defined]
+        return err
 
     def as_written(self, message: str) -> str:
         """``message`` with the shared values in the kinds it names (``describe_ref``: ``shared arg1.W``,
@@ -1778,6 +1782,8 @@ class _Analyzer:
             self.spec.calls[e.nid] = key
             self.changed = True
         callee = self.request(key)
+        if fn.region is not None:
+            return self.region_call(e, callee, arg_kinds)
         self.link_list_args(e, callee, arg_kinds)
         if contains(callee.ret, HostOrK) and e.nid != self.returned:
             raise self.error(e, f"`{fn.name}` returns host data on one path and a tensor on another "
@@ -1826,6 +1832,24 @@ class _Analyzer:
                                 f"call passes it {arg_kinds[at]}: acrobat keeps one such list per run; pass "
                                 f"`{module}` there, or keep the other list in a variable")
         return arg_kinds
+
+    def region_call(self, e: ir.Call, callee: Spec, arg_kinds: tuple[Kind, ...]) -> Kind:
+        """A call of a dynamic region (``acrobat.analysis.regions``): its specialization returns the region's
+        kind (its body is not analysed: the user's own Python runs it).
+
+        Raises:
+            CompileError: an argument of a kind that cannot cross into a region (a stacked list, a module chosen
+                per instance); the caller's error, so the whole program runs in the dynamic tier.
+        """
+        region = callee.fn.region
+        for a, k in zip(e.args, arg_kinds):
+            if not regions.crosses(k):
+                raise self.error(a, f"`{region.name}` runs as a dynamic region (the static tier rejects it: "
+                                    f"{region.describe()}) and cannot be given a {k}")
+        if callee.ret != region.kind:
+            callee.ret = region.kind
+            self.changed = True
+        return callee.ret
 
     def operator(self, s: rules.Site) -> Kind:
         """The call rules' fallback: an operator (a torch function, a method of a tensor, module or host value,
@@ -2177,7 +2201,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
 
 # The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import
 # it (until the analyzer has a module of its own, ``kinds`` holds both).
-from acrobat.analysis import accumulators, aliases, recurrent, rules, unpacking, versions  # noqa: E402
+from acrobat.analysis import accumulators, aliases, recurrent, regions, rules, unpacking, versions  # noqa: E402
 
 
 def forward_hooks(module: torch.nn.Module) -> str | None:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from acrobat.analysis.kinds import SpecKey
 from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
+from acrobat.codegen.aot import region_layouts
 from acrobat.codegen.printer import BINOPS, CMPOPS, INPLACE
 from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
                                      LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, Tag,
@@ -91,6 +92,9 @@ class Interpreter(LoweredVisitor[_Frame]):
 
     def call(self, key: SpecKey, d: int, args: Sequence[Any]) -> tuple[Any, int]:
         fn = self.functions[key]
+        region = fn.spec.fn.region
+        if region is not None:  # the user's own Python (acrobat.analysis.regions), as the skeleton calls it
+            return self.rt.region(region, region_layouts(fn.spec), d, tuple(args))
         f = _Frame(fn, dict(zip(fn.spec.fn.params, args)), d)
         for param, c in self.entry_coercions(fn):
             f.env[param] = self.coerce(f.env[param], c)

@@ -120,6 +120,14 @@ class SkeletonWriter(LoweredVisitor[int]):
         self.fn, self.spec = fn, fn.spec
         name = self.names[fn.spec.key]
         self.emit(0, f"def {name}(_rt, _d, {''.join(p + ', ' for p in fn.spec.fn.params)}):")
+        region = fn.spec.fn.region
+        if region is not None:  # the user's own Python on the instance's fiber (acrobat.analysis.regions)
+            layouts = region_layouts(fn.spec)
+            self.emit(1, f"# {fn.spec.fn.name} runs as a dynamic region: {region.describe()}")
+            self.emit(1, f"return _rt.region({self.g.alias(region, 'region')}, {self.g.alias(layouts, 'layouts')}, "
+                         f"_d, ({''.join(p + ', ' for p in fn.spec.fn.params)}))")
+            self.emit(0, "")
+            return
         self.emit(1, f"# {fn.spec.fn.name} specialized for ({', '.join(str(k) for k in fn.spec.key[1])})")
         self.emit(1, "_S = _rt.slots  # shared values of this run")
         for param, c in self.entry_coercions(fn):
@@ -320,6 +328,12 @@ def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globa
     for fn in functions:
         w.function(fn, entry=fn is entry)
     return "\n".join(w.lines) + "\n", w.line_map, names[entry_key]
+
+
+def region_layouts(spec: Spec) -> tuple[Layout, ...]:
+    """The layouts of the arguments of ``spec``, a dynamic region's specialization (``Runtime.region`` turns their
+    handles into lazy values by them)."""
+    return tuple(result_layout(k) for k in spec.key[1])
 
 
 def result_layout(kind: Kind) -> Layout:

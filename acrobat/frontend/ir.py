@@ -349,6 +349,9 @@ class Function:
     source_lines: dict[int, str]  # line number -> source text, for error messages
     # where the body turns autograd off (`with torch.no_grad():`), which the static tier runs inline
     grad_off: list[Loc] = field(default_factory=list)
+    # a dynamic region (``acrobat.analysis.regions.Region``): the function runs as the user's own Python, its
+    # body is not analysed (empty here) and its result has the region's kind
+    region: Any = None
 
 
 # ------------------------------------------------------------------- traversal

@@ -766,7 +766,7 @@ def _literal_default(node: ast.expr) -> bool:
         isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant))
 
 
-def _dedented(lines: list[str]) -> list[str]:
+def dedented(lines: list[str]) -> list[str]:
     """A method's lines moved to column 0 by its first line's indentation (``textwrap.dedent`` would keep them
     where a comment at column 0 sits among them, as notebook code often has)."""
     indent = lines[0][:len(lines[0]) - len(lines[0].lstrip())] if lines else ""
@@ -792,7 +792,7 @@ def parse_function(fn: Callable, source: SourceSnapshot, is_program_fn: Callable
     """
     src_lines, first = source.function_lines()
     filename = source.filename
-    tree = ast.parse("".join(_dedented(src_lines)))
+    tree = ast.parse("".join(dedented(src_lines)))
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise CompileError("expected a function definition", filename, first, 0)

@@ -115,6 +115,7 @@ class DynamicStats:
     reason: str = ""
     ops: dict[str, OpStats] = field(default_factory=dict)
     random: bool = False  # the run called a random operator (``torch.randn_like``, dropout in training)
+    regions: tuple[str, ...] = ()  # the dynamic regions of a static program (``Region.describe``), when those ran
 
     def report(self, blocks: Any) -> str:
         """What the dynamic tier ran and why, with the launches and mean batch of its operators (``blocks``:
@@ -127,15 +128,20 @@ class DynamicStats:
         eager_ops = ", ".join(f"{name} {s.eager}" for name, s in sorted(self.ops.items(), key=lambda kv: -kv[1].eager)
                               if s.eager)[:300]
         mean = nodes / launches if launches else 0.0
-        return (f"dynamic tier: the program ran as its own Python, its torch operators batched at run time "
-                f"(acrobat.runtime.dynamic), because {self.reason.splitlines()[0] if self.reason else '?'}\n"
+        head = (f"dynamic regions: the static program ran {len(self.regions)} function(s) as their own Python, "
+                f"their torch operators batched at run time (acrobat.analysis.regions): {'; '.join(self.regions)}"
+                if self.regions else
+                f"dynamic tier: the program ran as its own Python, its torch operators batched at run time "
+                f"(acrobat.runtime.dynamic), because {self.reason.splitlines()[0] if self.reason else '?'}")
+        return (f"{head}\n"
                 f"  {nodes} operator calls recorded in {launches} launches (mean batch {mean:.1f}): {by_op}\n"
                 f"  {eager} calls ran per instance, on values (value reads, in-place operators, operators with no "
                 f"meta kernel){': ' + eager_ops if eager_ops else ''}")
 
     def merged(self, other: "DynamicStats") -> "DynamicStats":
         """These figures and ``other``'s, added up."""
-        out = DynamicStats(other.reason or self.reason, random=self.random or other.random)
+        out = DynamicStats(other.reason or self.reason, random=self.random or other.random,
+                           regions=other.regions or self.regions)
         for src in (self, other):
             for name, s in src.ops.items():
                 mine = out.op(name)

@@ -27,7 +27,7 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from acrobat.diagnosis import mark_limit
+from acrobat.diagnosis import mark_limit, user_line
 from acrobat.errors import AcrobatError, BatchError, InstanceError, LimitError, ShapeError
 from acrobat.runtime.accumulate import GradSink
 from acrobat.runtime.arena import Arena
@@ -36,7 +36,7 @@ from acrobat.runtime.dfg import (OUTPUT_STEP, ROW_BITS, ROW_MASK, STAGE_BITS, ST
 from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder, lazy_left_in, replace_lazy_in, shared_host_state
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
-from acrobat.runtime.lazy import Lazy
+from acrobat.runtime.lazy import Lazy, meta_of
 from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, HostOrLayout, HostResult, Layout,
                                   ListLayout, NoRows, OptionalLayout, Plan, RaggedLayout, RecurrentOp, RowSpec, Site,
                                   TensorLayout, Tracer, TupleLayout)
@@ -119,17 +119,19 @@ class Runtime:
         self.plan = plan
         self.slots = slots
         self.shared = {bid: [slots[i] for i in b.shared_slots] for bid, b in plan.blocks.items()}
-        self.kernels = kernels if plan.dynamic is None else dict(kernels)  # the dynamic tier adds its own
-        self.blocks = plan.blocks if plan.dynamic is None else dict(plan.blocks)
+        records = plan.dynamic is not None or bool(plan.regions)  # the dynamic tier records operators in this run
+        self.kernels = kernels if not records else dict(kernels)  # the dynamic tier adds its own
+        self.blocks = plan.blocks if not records else dict(plan.blocks)
         self.arena = arena
         self.device = device if device is not None else _device_of(slots)
         # launches on 1 thread or all, per block; None when the policy does not govern this device or pool
         self.threads = threads if threads is not None and threads.governs(self.device) else None
         self.sync = False  # synchronize the device around timed regions (profiling on CUDA)
         outputs = max((b.n_outputs for b in plan.blocks.values()), default=1)
-        self.table = ValueTable(outputs if plan.dynamic is None else max(outputs, MAX_OUTPUTS))
+        self.table = ValueTable(outputs if not records else max(outputs, MAX_OUTPUTS))
         self.dfg = new_dfg(self.table, self.blocks)  # node insertion, the running instance and phase (native)
-        self.recorder: Recorder | None = None  # the dynamic tier's, while a dynamic program runs
+        self.recorder: Recorder | None = None  # the dynamic tier's, while a dynamic program (or region) runs
+        self.host_state: Callable[[], tuple] | None = None  # the shared arguments' host state (``region``)
         self.groups: dict[int, Group] = self.dfg.groups  # pending groups by group_key(phase, depth, block id)
         self.lifted: dict[int, Handle] = {}
         self.numbers: dict[int, list] = {}  # a computed group output as Python numbers, by handle >> ROW_BITS (item)
@@ -367,7 +369,7 @@ class Runtime:
             if plan.dynamic is not None:
                 results = self.run_dynamic(instances, shared_args)
             elif plan.needs_fibers:
-                self.scheduler = FiberScheduler(self)
+                self.scheduler = FiberScheduler(self, self.region_recorder(shared_args) if plan.regions else None)
                 results = self.scheduler.run(plan.entry, plan.base, instances, shared_args)
             else:
                 results = []
@@ -411,6 +413,88 @@ class Runtime:
             results = self.scheduler.run(self.plan.entry, self.plan.base, instances, shared_args)
         self.stats.dynamic = rec.stats
         return results
+
+    def region_recorder(self, shared_args: tuple) -> Recorder:
+        """The recorder of a static program's dynamic regions (``acrobat.analysis.regions``) for this run: their
+        operators become DFG nodes of this run's DFG, in blocks numbered after the static ones."""
+        first = self.plan.regions[0]
+        assert self.plan.signatures is not None
+        rec = self.recorder = Recorder(self, shared_args, Site(first.where, f"def {first.name}"), self.plan.signatures)
+        rec.stats.regions = tuple(r.describe() for r in self.plan.regions)
+        self.stats.dynamic = rec.stats
+        self.host_state = shared_host_state(shared_args)
+        return rec
+
+    def region(self, region: Any, layouts: tuple[Layout, ...], d: int, args: tuple) -> tuple[Any, int]:
+        """Run dynamic region ``region`` (``acrobat.analysis.regions.Region``) for the running instance, on its
+        fiber, from depth counter ``d``: the user's own function on ``args`` (of ``layouts``), its tensor
+        arguments as lazy values and its torch operators recorded as DFG nodes of this run
+        (``acrobat.runtime.dynamic``); its result as handles for the static code, and the depth counter
+        raised past every node that computes them (§4.1: a static node reading them launches after them).
+
+        A tensor argument's value is waited for (§4.2: every instance's fiber reaches the call, then one flush
+        computes their arguments), which gives its shape and dtype; as a lazy value it is ready at ``d - 1``,
+        so the region's first operators are nodes at ``d``, where a static block's would be.
+
+        Raises:
+            InstanceError: the region's code failed for the instance (names it and the line), or it changed the
+                host state of a shared argument (which the static program does not order).
+            ShapeError: it returned what its ``return`` statements did not show (``static_limit``: the batch
+                runs again in the dynamic tier).
+        """
+        rec = self.recorder
+        assert rec is not None
+        inst = self.dfg.inst
+        values = [self._lazy(a, k, d) for a, k in zip(args, layouts)]
+        before = self.host_state() if self.host_state is not None else None
+        try:
+            with rec.mode:
+                out = region.fn(*values)
+        except AcrobatError:
+            raise
+        except Exception as exc:  # the model's own code failed: as plain Python would for this instance
+            raise InstanceError(f"instance {inst}: {type(exc).__name__}: {exc} (in the dynamic region "
+                                f"`{region.name}`){user_line(exc)}", inst) from exc
+        if before is not None and self.host_state() != before:  # type: ignore[misc]
+            raise mark_limit(InstanceError(
+                f"instance {inst}: the dynamic region `{region.name}` ({region.where}) changed host state of a "
+                f"shared argument, which the static program around it does not order as plain calls do: keep "
+                f"such state out of the function, or run the program with Options(static=False)", inst))
+        depth = d
+        try:
+            if region.arity is None:
+                h, depth = _region_handle(self, out, depth)
+                return h, depth
+            if not isinstance(out, tuple) or len(out) != region.arity:
+                raise TypeError
+            handles = []
+            for x in out:
+                h, depth = _region_handle(self, x, depth)
+                handles.append(h)
+            return tuple(handles), depth
+        except TypeError:
+            want = "a tensor" if region.arity is None else f"a tuple of {region.arity} tensors"
+            err = ShapeError(f"instance {inst}: the dynamic region `{region.name}` ({region.where}) returned "
+                             f"{type(out).__name__}, where its `return` statements give {want}", instance=inst)
+            err.static_limit = "a dynamic region's result the static program cannot take"  # type: ignore[attr-defined]
+            raise err from None
+
+    def _lazy(self, x: Any, layout: Layout, d: int) -> Any:
+        """Argument ``x`` (of ``layout``) of a dynamic region as the region takes it: its handles as lazy values of
+        their computed shapes and dtypes, ready at depth ``d - 1`` (``region``)."""
+        match layout:
+            case TensorLayout():
+                t = self.value(x)
+                return Lazy(x, meta_of(t.shape, t.dtype), d - 1, t.requires_grad, self.recorder)
+            case OptionalLayout(inner=inner) | HostOrLayout(inner=inner):
+                return x if x is None or isinstance(x, HostResult) else self._lazy(x, inner, d)
+            case TupleLayout(items=items):
+                return tuple(self._lazy(v, k, d) for v, k in zip(x, items))
+            case ListLayout(elem=elem):
+                return [self._lazy(v, elem, d) for v in x]
+            case DictLayout(keys=keys, items=items):
+                return {key: self._lazy(x[key], k, d) for key, k in zip(keys, items)}
+        return x
 
     def flush(self, upto: int | None = None) -> None:
         """Execute pending groups in (phase, depth, block) order: all, or those with keys up to ``upto``.
@@ -582,6 +666,20 @@ class Runtime:
                "compiler; backend='eager' runs the block without compiling it")
         return BatchError(f"static block {block.name} runs instance by instance but its batched form "
                           f"fails: {type(exc).__name__}: {exc}\n{_failing_line(block, exc).where()}\n  ({why})")
+
+
+def _region_handle(rt: Runtime, x: Any, depth: int) -> tuple[Handle, int]:
+    """The handle of tensor ``x`` a dynamic region returned (a lazy value's; a tensor it made or a shared one, as
+    a one-row value of the run's DFG), and the depth counter ``depth`` raised past the node computing it.
+
+    Raises:
+        TypeError: ``x`` is no tensor.
+    """
+    if type(x) is Lazy:
+        return x.h, max(depth, x.depth + 1)
+    if isinstance(x, torch.Tensor):
+        return rt.table.lifted(x)[1], depth
+    raise TypeError
 
 
 def _flat_tensors(layout: Layout) -> int | None:

@@ -143,6 +143,12 @@ class Lazy(LazyBase):
 
     __hash__ = object.__hash__
 
+    @property
+    def __class__(self) -> type:  # type: ignore[override]
+        """``torch.Tensor``, as a plain call's value is: ``isinstance(x, torch.Tensor)`` in the model's code is
+        True of a lazy value (which is no subclass of it: ``type(x)`` stays ``Lazy``)."""
+        return torch.Tensor
+
     # -- what needs the value waits for it ----------------------------------------
     def value(self) -> torch.Tensor:
         """The computed tensor (on a fiber, waits for it: a value read, §4.2)."""

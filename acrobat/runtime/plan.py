@@ -273,7 +273,8 @@ class Plan:
     the layout of each attribute that holds tensors and the program stores on the instance's objects
     (``node.state``), whose handles the runtime replaces by tensors on the objects after the run. ``run_list``:
     the list a shared module holds for the run (``RunList``), which the entry returns after its result; the
-    runtime sets the last instance's on the module after the run.
+    runtime sets the last instance's on the module after the run. ``regions``: the program functions the
+    skeleton runs as the user's own Python, their operators recorded as in the dynamic tier (``Runtime.region``).
     """
 
     entry: Callable
@@ -286,7 +287,8 @@ class Plan:
     site: Site | None = None
     fields: Mapping[str, Layout] = field(default_factory=dict)
     run_list: RunList | None = None
-    signatures: Any = None  # acrobat.runtime.dynamic.Signatures (a dynamic-tier program's)
+    signatures: Any = None  # acrobat.runtime.dynamic.Signatures (a dynamic-tier program's, or its regions')
+    regions: tuple = ()  # the dynamic regions the skeleton calls (``acrobat.analysis.regions.Region``)
 
 
 # ---------------------------------------------------------------- values and kernels compiled code hands over

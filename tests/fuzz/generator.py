@@ -30,8 +30,10 @@ in-place writes on a ``Doc`` instance's tensor after a use (``inst.x.add_(1)``,
 ``inst.x[0] = v``). Also ``elif``, ``while True:``, annotated assignments,
 ``torch.inference_mode()``/``enable_grad()`` bodies, module methods
 (``p.mix(x, h)``, calling ``self.squash``), ``nn.Embedding`` by a tensor of ids,
-``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, and sums started at a host number
-(``acc = 0`` then ``acc += v`` in a loop, maybe run zero times; ``main`` may return ``acc`` itself).
+``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, sums started at a host number
+(``acc = 0`` then ``acc += v`` in a loop, maybe run zero times; ``main`` may return ``acc`` itself), and in a
+cell a construct the static tier rejects (a dict item assignment, ``try``, a stored lambda, a generator,
+``isinstance`` on a tensor), which makes the cell a dynamic region (``rejected``).
 
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
@@ -1079,6 +1081,29 @@ class Gen:
         self.cells = saved + [name]
         self.helpers.append("\n".join(lines))
 
+    def rejected(self) -> None:
+        """Sometimes a construct the static tier rejects put first in one cell, on its ``x`` and ``h``: the cell
+        then runs as a dynamic region of an otherwise static program (``acrobat.analysis.regions``), or, where its
+        body changes what it did not make, the whole program in the dynamic tier. Drawn after everything else, so
+        the programs of the seeds before this draw existed stay as they were, the construct aside."""
+        cells = [i for i, h in enumerate(self.helpers) if h.startswith("@ab.function\ndef cell")]
+        if not cells or not self.ch.coin(20):
+            return
+        i = self.ch.pick(cells)
+        form = self.ch.pick(["dict", "try", "lambda", "generator", "isinstance"])
+        self.feat(f"rejected construct in a helper: {form}")
+        decorator, head, rest = self.helpers[i].split("\n", 2)
+        self.helpers[i] = "\n".join([decorator, head, *("    " + x for x in self._rejected_lines(form)), rest])
+
+    @staticmethod
+    def _rejected_lines(form: str) -> list[str]:
+        """The statements of rejected construct ``form`` (see ``rejected``)."""
+        return {"dict": ["rj_d = {}", "rj_d['v'] = x * 0.5", "x = rj_d['v'] + h"],
+                "try": ["try:", "    x = x / s", "except ZeroDivisionError:", "    x = h"],
+                "lambda": ["rj_f = lambda v: torch.tanh(v) * 0.5", "x = rj_f(x) + rj_f(h)"],
+                "generator": ["def rj_g():", "    yield x", "    yield h * 0.5", "x = sum(rj_g())"],
+                "isinstance": ["if isinstance(x, torch.Tensor) and not isinstance(h, float):", "    x = x + h"]}[form]
+
     def tree_fn(self) -> str:
         """The recursion over the instance tree, ``rec(node, p)`` -> T; and maybe ``visit(node, p, outs)``."""
         self.feat("recursion")
@@ -1175,6 +1200,7 @@ class Gen:
         options = {name: not ch.coin(15) for name in
                    ("coarsening", "hoisting", "concurrency", "phases", "stages", "ghosts", "fibers", "horizontal_fusion")}
         sizes = tuple(sorted({ch.int(1, 12), ch.int(1, 40)}))
+        self.rejected()
         head = ["import math", "", "import torch", "import torch.nn.functional as F", "", "import acrobat as ab", "",
                 "", "def clip(k):", "    return min(max(k, 0), 3)", ""]
         src = "\n".join(head + ["\n" + h + "\n" for h in self.helpers] + ["", "@ab.program", *main, ""])
