@@ -76,17 +76,19 @@ def test_a_module_with_a_forward_hook_is_called_as_plain_python():
 
 def test_a_module_with_no_batchable_form_runs_dynamically_from_the_first_run():
     """`nn.GRU` inside a called module: found while compiling (the static tier used to be chosen, then its first
-    run raised a CompileError), so the program runs in the dynamic tier and says why."""
+    run raised a CompileError), so the module's `forward` runs as a dynamic region of the program (the rest is
+    static) and the report says why."""
     m = mp.WithGRU()
     xs = [torch.randn(1, n, 4) for n in (2, 3, 1)]
     with pytest.raises(ab.CompileError, match=r"`(m|self).gru` is nn.GRU, which"):
         mp.gru_module.compile(1, STRICT, (m,))
-    assert "runs in the dynamic tier" in mp.gru_module.explain(m)
+    explained = mp.gru_module.explain(m)
+    assert "dynamic region" in explained and "nn.GRU" in explained
     stats = ab.RunStats()
     with torch.no_grad():
         got = mp.gru_module.run(xs, m, backend="eager", stats=stats)
         torch.testing.assert_close(got, [mp.gru_module(x, m) for x in xs], **TOL)
-    assert stats.dynamic is not None and "nn.GRU" in stats.dynamic.reason
+    assert stats.dynamic is not None and "nn.GRU" in stats.dynamic.reason + " ".join(stats.dynamic.regions)
 
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])
