@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import inplace, ragged, rankings, ranks, rows, run_lists, token_lists
+from acrobat.analysis import inplace, ragged, rankings, ranks, rows, run_lists, sized, token_lists
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -422,7 +422,8 @@ class Spec:
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
     # nid in ``rows`` -> how its rows are built where they are not its own (``rows.rewritten``): "cut" (``W[a:b]``
-    # by host bounds), "embed" (an embedding of a sequence, recurrent) or "tokens" (``torch.tensor`` of a host list)
+    # by host bounds), "embed" (an embedding of a sequence, recurrent), "tokens" (``torch.tensor`` of a host list)
+    # or "sized" (a factory whose first size is per-instance host data, ``acrobat.analysis.sized``)
     forms: dict[int, str] = field(default_factory=dict)
 
     def find_expr(self, nid: int) -> ir.Expr:
@@ -988,6 +989,21 @@ class _Analyzer:
                 token_lists.is_host_list(self.spec.fn, e.args[0], self.instance_name())):
             return None
         self.spec.forms[e.nid] = "tokens"
+        return self.rows_of(e)
+
+    def sized_rows(self, e: ir.Call) -> Kind | None:
+        """``torch.arange(len(tokens))``, ``torch.zeros(n, D)``: a factory whose first size is per-instance host
+        data (``acrobat.analysis.sized``), built as the stacked list of its rows once this pass over the
+        specialization is done (``acrobat.analysis.rows``), BOTTOM until then; None for any other call."""
+        operands = sized.size_operands(e)
+        if operands is None or not any(self.spec.kinds.get(x.nid) is HOST and sized.is_instance_data(x)
+                                       for x in operands):
+            return None
+        if any(has_tensor(self.spec.kinds.get(r.nid, BOTTOM)) for x in operands for r in _shape_reads(x)):
+            return None  # `torch.zeros(x.shape[0])`: a shape read the block makes, a Python int under vmap
+        if any(has_tensor(self.spec.kinds.get(x.nid, BOTTOM)) for x in e.args):
+            return None  # a size of a tensor kind: the factory's own rules judge it
+        self.spec.forms[e.nid] = "sized"
         return self.rows_of(e)
 
     def cut_rows(self, e: ir.Subscript) -> Kind:
@@ -1600,6 +1616,8 @@ class _Analyzer:
             found = self.ragged_call(e, site.recv, site.args, site.kws)
         if found is None:
             found = self.tensor_rows(e)
+        if found is None:
+            found = self.sized_rows(e)
         if found is not None:
             return found
         for rule in rules.rules_for(site):
