@@ -106,3 +106,38 @@ def test_a_factory_of_no_rows_is_the_static_tiers_limit():
         with pytest.warns(DynamicFallbackWarning):
             got = _position_sum.run(batch, p, backend="eager")
         torch.testing.assert_close(got, [_position_sum(x, p) for x in batch])
+
+
+@ab.program
+def _narrow_ints(nums, p):
+    """``torch.tensor`` of per-instance host numbers (one, or a list) in narrow integer dtypes, summed as int64: a
+    0-d int64 tensor. Plain PyTorch raises where a number is out of its dtype's range."""
+    a = torch.tensor(nums[0], dtype=torch.int8).long() + torch.tensor([nums[1], 1], dtype=torch.uint8).long().sum()
+    b = torch.tensor(nums[2], dtype=torch.int16).long() + torch.IntTensor([nums[3]]).long().sum()
+    return a + b + p.long().sum()
+
+
+#: Per dtype, an instance with one number past that dtype's range.
+_PAST = {"int8": [128, 0, 0, 0], "uint8": [0, 256, 0, 0], "int16": [0, 0, -2 ** 15 - 1, 0], "int32": [0, 0, 0, 2 ** 31]}
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("option", ["default", "strict"])
+@pytest.mark.parametrize("dtype", sorted(_PAST))
+def test_narrow_int_tensors_of_host_numbers_raise_as_plain_calls(dtype, option, backend):
+    """In range, a batch of 7 equals the plain calls; an instance with a number past its dtype's range raises the
+    plain call's error, naming the instance and the line (a static block converted the batched number with
+    `.to(dtype)`, which wraps, before the host check)."""
+    p = torch.ones(2)
+    ok = [[127, 255, 2 ** 15 - 1, 2 ** 31 - 1], [-128, 0, -2 ** 15, -2 ** 31]]
+    ok += [[i, 2 * i, -3 * i, 7 * i] for i in range(5)]
+    options = {"options": STRICT} if option == "strict" else {}
+    with torch.no_grad():
+        got = _narrow_ints.run(ok, p, backend=backend, **options)
+        torch.testing.assert_close(got, [_narrow_ints(x, p) for x in ok])
+        bad = ok[:3] + [_PAST[dtype]]
+        with pytest.raises(RuntimeError, match=f"type {dtype} without overflow"):
+            _narrow_ints(bad[3], p)
+        with pytest.raises(ab.InstanceError, match=rf"instance 3: RuntimeError: value cannot be converted to type "
+                                                   rf"{dtype} without overflow\n.*test_sized\.py:\d+"):
+            _narrow_ints.run(bad, p, backend=backend, **options)
