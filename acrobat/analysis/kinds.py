@@ -999,12 +999,26 @@ class _Analyzer:
         if operands is None or not any(self.spec.kinds.get(x.nid) is HOST and sized.is_instance_data(x)
                                        for x in operands):
             return None
-        if any(has_tensor(self.spec.kinds.get(r.nid, BOTTOM)) for x in operands for r in _shape_reads(x)):
-            return None  # `torch.zeros(x.shape[0])`: a shape read the block makes, a Python int under vmap
+        if any(self.read_in_block(x) for x in operands):
+            return None
         if any(has_tensor(self.spec.kinds.get(x.nid, BOTTOM)) for x in e.args):
             return None  # a size of a tensor kind: the factory's own rules judge it
         self.spec.forms[e.nid] = "sized"
         return self.rows_of(e)
+
+    def read_in_block(self, e: ir.Expr) -> bool:
+        """Whether the size ``e`` reads a tensor's metadata that a block reads itself, a Python int under vmap: a
+        shape (``t.shape[0]``, ``t.size(0)``, ``t.ndim``) of any tensor, ``len(x)`` of a per-instance one."""
+        for y in ir.walk(e):
+            match y:
+                case ir.Attr(attr=a) if a in rules.SHAPE_ATTRS:
+                    return True
+                case ir.Call(kind=CallKind.METHOD, target=m) if m in rules.SHAPE_METHODS:
+                    return True
+                case ir.Call(kind=CallKind.BUILTIN, target="len", args=[x]) if has_tensor(self.spec.kinds.get(x.nid,
+                                                                                                             BOTTOM)):
+                    return True
+        return False
 
     def cut_rows(self, e: ir.Subscript) -> Kind:
         """``W[a:b]``, a tensor cut along dim 0 by per-instance host bounds (``p.pos[:len(tokens)]``): its length
