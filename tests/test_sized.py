@@ -5,6 +5,7 @@ tier, checked against plain per-instance calls on both backends."""
 from __future__ import annotations
 
 import random
+import warnings
 
 import pytest
 import torch
@@ -54,6 +55,15 @@ def _int_positions(toks, p):
 
 
 @ab.program
+def _new_factories(toks, p):
+    """``x.new_zeros(n, D)``, ``x.new_ones((n,))``, ``x.new_full((n, D), 7)`` of a (D,) float tensor ``x``, with
+    ``x``'s dtype (float64 here) and its device: a (D,) float64 tensor."""
+    x = p.lin(p.pos.weight[len(toks)]).double()
+    z = x.new_zeros(len(toks), D) + x
+    return z.sum(0) + x.new_ones((len(toks),)).sum() + x.new_full((len(toks), D), 7).sum(0)
+
+
+@ab.program
 def _position_sum(toks, p):
     """The sum of ``torch.arange(len(toks))``: a 0-d int64 tensor (0 for an empty list)."""
     return torch.arange(len(toks)).sum()
@@ -66,7 +76,7 @@ def _batch(n: int, seed: int = 0) -> list[list[int]]:
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])
 @pytest.mark.parametrize("n", [1, 7])
-@pytest.mark.parametrize("prog", [_positional, _factories, _int_positions])
+@pytest.mark.parametrize("prog", [_positional, _factories, _int_positions, _new_factories])
 def test_factories_of_a_per_instance_size_equal_plain_calls(prog, n, backend):
     p, batch = _Emb(), _batch(n)
     with torch.no_grad():
@@ -75,7 +85,7 @@ def test_factories_of_a_per_instance_size_equal_plain_calls(prog, n, backend):
     torch.testing.assert_close(got, want)
 
 
-@pytest.mark.parametrize("prog", [_positional, _factories])
+@pytest.mark.parametrize("prog", [_positional, _factories, _new_factories])
 def test_gradients_through_positional_rows_equal_plain_calls(prog):
     p, batch = _Emb(), _batch(7, seed=1)
     sum(prog(x, p).sum() for x in batch).backward()
@@ -141,3 +151,23 @@ def test_narrow_int_tensors_of_host_numbers_raise_as_plain_calls(dtype, option, 
         with pytest.raises(ab.InstanceError, match=rf"instance 3: RuntimeError: value cannot be converted to type "
                                                    rf"{dtype} without overflow\n.*test_sized\.py:\d+"):
             _narrow_ints.run(bad, p, backend=backend, **options)
+
+
+@ab.program
+def _later_size(toks, p):
+    """``torch.zeros(2, len(toks))``: a per-instance size after the first, a (2,) float tensor."""
+    return torch.zeros(2, len(toks)).sum(1) + p
+
+
+def test_a_later_per_instance_size_is_rejected_at_compile_time():
+    """Only a later size per-instance: strict raises a CompileError naming the line (the batched size failed every
+    launch inside the block before, an InternalError); the default options run the plain calls' results."""
+    p, batch = torch.ones(2), [[1, 2], [3]]
+    with torch.no_grad():
+        with pytest.raises(ab.CompileError, match=r"test_sized\.py:\d+:\d+: a tensor factory whose size after the "
+                                                  r"first is host data of the instance"):
+            _later_size.run(batch, p, backend="eager", options=STRICT)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DynamicFallbackWarning)
+            got = _later_size.run(batch, p, backend="eager")
+        torch.testing.assert_close(got, [_later_size(x, p) for x in batch])

@@ -994,12 +994,23 @@ class _Analyzer:
     def sized_rows(self, e: ir.Call) -> Kind | None:
         """``torch.arange(len(tokens))``, ``torch.zeros(n, D)``: a factory whose first size is per-instance host
         data (``acrobat.analysis.sized``), built as the stacked list of its rows once this pass over the
-        specialization is done (``acrobat.analysis.rows``), BOTTOM until then; None for any other call."""
+        specialization is done (``acrobat.analysis.rows``), BOTTOM until then; None for any other call.
+
+        Raises:
+            CompileError: only a later size is per-instance host data (``torch.zeros(3, n)``).
+        """
         operands = sized.size_operands(e)
-        if operands is None or not any(self.spec.kinds.get(x.nid) is HOST and sized.is_instance_data(x)
-                                       for x in operands):
+        if operands is None:
             return None
-        if any(self.read_in_block(x) for x in operands):
+        first, later = ([x for x in xs if self.spec.kinds.get(x.nid) is HOST and sized.is_instance_data(x) and
+                         not self.read_in_block(x)] for xs in operands)
+        if not first and later:
+            raise self.error(later[0], "a tensor factory whose size after the first is host data of the instance "
+                                       "(a variable, not a constant) may have a per-instance shape, which no batched "
+                                       "tensor or stacked list holds: the static tier takes such a size first only "
+                                       "(`torch.zeros(n, 3)`, a stacked list of rows), or a constant, a shape read "
+                                       "(`x.shape[0]`) or a shared value after it; the dynamic tier runs it")
+        if not first:
             return None
         if any(has_tensor(self.spec.kinds.get(x.nid, BOTTOM)) for x in e.args):
             return None  # a size of a tensor kind: the factory's own rules judge it

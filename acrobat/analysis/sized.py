@@ -17,11 +17,13 @@ numbers, so the values, the length and the dtype (through the Python numbers of 
 and so are its errors (a negative size). Row-wise operators, reductions over the list axis, ``emb(...)``,
 indexing by host ints and ``len`` then apply as to any stacked list.
 
-**Which calls** (``sized_call``): ``torch.arange(...)`` whose bounds or step are host data, not all constants;
+**Which calls** (``size_operands``, ``Kinds.sized_rows``): ``torch.arange(...)`` whose bounds or step are host data, not all constants;
 ``torch.zeros(n, *rest)``, ``torch.ones(n, *rest)`` (sizes as arguments or as one tuple or list) and
-``torch.full((n, *rest), v)`` whose FIRST size is host data of the instance; ``dtype=`` and ``device=`` at most.
-A factory whose first size is a constant and a later one per-instance (``torch.zeros(3, n)``) stays in its block,
-there ``sizes_of`` reports it as the static tier's limit (``ShapeError``) where the batched size meets it.
+``torch.full((n, *rest), v)`` whose FIRST size is host data of the instance, and ``x.new_zeros``/``new_ones``/
+``new_full`` of such sizes on a variable ``x`` (rows of ``x``'s dtype and device); ``dtype=`` and ``device=`` at most.
+A factory whose first size is not per-instance and a later one is (``torch.zeros(3, n)``) has a per-instance
+shape no stacked list holds: the static tier rejects it (a ``CompileError``, so the default options run the
+dynamic tier), where the batched size failed every launch before.
 """
 
 from __future__ import annotations
@@ -37,27 +39,44 @@ from acrobat.frontend.ir import CallKind, known
 #: The factories made into stacked lists, each with how its arguments give its first size (``_first_size``).
 FACTORIES: dict[Callable, str] = {torch.arange: "bounds", torch.zeros: "sizes", torch.ones: "sizes",
                                   torch.full: "size_tuple"}
+#: The factory methods of a tensor (``x.new_zeros(n, D)``: ``x``'s dtype and device), as the factory whose rows
+#: they make and how its arguments give its first size.
+METHODS: dict[str, tuple[Callable, str]] = {"new_zeros": (torch.zeros, "sizes"), "new_ones": (torch.ones, "sizes"),
+                                            "new_full": (torch.full, "size_tuple")}
 #: The keywords a row's constructor takes as they are.
 _KEYWORDS = frozenset({"dtype", "device"})
 #: What marks a ShapeError as the static tier's limit for factories (``static_limit``).
 _LIMIT = "a tensor factory sized by per-instance host data"
 
 
-def size_operands(e: ir.Call) -> list[ir.Expr] | None:
-    """The operands of the factory call ``e`` that decide its first size: the bounds and step of ``torch.arange``,
-    the first size of ``torch.zeros``/``ones``/``full``; None where ``e`` is no such call (another target,
-    keywords other than ``dtype=``/``device=``, a starred argument, sizes not written out)."""
-    how = known(FACTORIES, e.target) if e.kind is CallKind.TORCH else None
+def size_operands(e: ir.Call) -> tuple[list[ir.Expr], list[ir.Expr]] | None:
+    """The operands of the factory call ``e`` that give its sizes: those of its first size (the bounds and step of
+    ``torch.arange``, the first size of ``torch.zeros``/``ones``/``full``), and its later sizes; None where ``e``
+    is no such call (another target, keywords other than ``dtype=``/``device=``, a starred argument, sizes not
+    written out)."""
+    how = known(FACTORIES, e.target) if e.kind is CallKind.TORCH else _method(e)[1]
     if how is None or not e.args or not set(e.kwargs) <= _KEYWORDS or any(isinstance(a, ir.Starred) for a in e.args):
         return None
     if how == "bounds":
-        return list(e.args) if len(e.args) <= 3 else None
+        return (list(e.args), []) if len(e.args) <= 3 else None
     if how == "size_tuple" and len(e.args) != 2:
         return None
     first = e.args[0]
     if isinstance(first, (ir.TupleExpr, ir.ListExpr)):
-        return [first.items[0]] if first.items and (how == "size_tuple" or len(e.args) == 1) else None
-    return [first] if how == "sizes" else None
+        ok = first.items and (how == "size_tuple" or len(e.args) == 1)
+        return ([first.items[0]], list(first.items[1:])) if ok else None
+    return ([first], list(e.args[1:])) if how == "sizes" else None
+
+
+def _method(e: ir.Call) -> tuple[Callable | None, str | None]:
+    """The factory and the size form of ``x.new_zeros(...)`` (``METHODS``) called on a variable or a chain of its
+    attributes (read again for each row), else ``(None, None)``."""
+    r = e.receiver
+    while isinstance(r, ir.Attr):
+        r = r.obj
+    if e.kind is not CallKind.METHOD or not isinstance(r, ir.Name) or e.target not in METHODS:
+        return None, None
+    return METHODS[e.target]  # type: ignore[index]
 
 
 def is_instance_data(e: ir.Expr) -> bool:
@@ -89,12 +108,18 @@ def factory_rows(factory: Callable, where: str, *args: Any, dtype: torch.dtype |
 
 
 def row_constructor(e: ir.Call, item: ir.Expr) -> ir.Call:
-    """``torch.tensor(item, dtype=..., device=...)``: one row of the factory call ``e``, with ``e``'s keywords."""
-    return ir.Call(e.loc, CallKind.TORCH, torch.tensor, [item], dict(e.kwargs))
+    """``torch.tensor(item, dtype=..., device=...)``: one row of the factory call ``e``, with ``e``'s keywords; of a
+    factory method (``x.new_zeros(n)``) ``x.dtype`` and ``x.device`` where ``e`` gives none (``x`` read again)."""
+    kwargs = dict(e.kwargs)
+    if e.kind is CallKind.METHOD:
+        for k in _KEYWORDS - set(kwargs):
+            kwargs[k] = ir.Attr(e.loc, ir.renumbered(e.receiver), k)  # type: ignore[arg-type]
+    return ir.Call(e.loc, CallKind.TORCH, torch.tensor, [item], kwargs)
 
 
 def host_rows_call(e: ir.Call) -> ir.Call:
     """``factory_rows(factory, "file:line", *args, **kwargs)`` of the factory call ``e``: host code (its
     arguments move there)."""
     where = ir.Const(e.loc, f"{e.loc.file}:{e.loc.line}")
-    return ir.Call(e.loc, CallKind.HOST, factory_rows, [ir.Const(e.loc, e.target), where, *e.args], dict(e.kwargs))
+    factory = _method(e)[0] or e.target
+    return ir.Call(e.loc, CallKind.HOST, factory_rows, [ir.Const(e.loc, factory), where, *e.args], dict(e.kwargs))
