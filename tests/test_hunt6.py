@@ -254,21 +254,17 @@ def test_full_of_a_per_instance_number_in_a_static_block(backend):
         assert got[1] == 0.5 and type(got[1]) is float
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="a static block makes `torch.tensor(n, dtype=torch.int8)` of a host number with "
-                          "host_tensors.tensor_of, whose `.to(int8)` of the batched number wraps past 127 "
-                          "where torch.tensor raises 'value cannot be converted to type int8 without overflow' "
-                          "(int16/int32 alike): no range check of the batched value under vmap")
-def test_int8_tensor_of_a_host_number_past_its_range_raises():
+@pytest.mark.parametrize("option", ["default", "strict"])
+def test_int8_tensor_of_a_host_number_past_its_range_raises(option):
+    """A static block made `torch.tensor(n, dtype=torch.int8)` of a host number with host_tensors.tensor_of,
+    whose `.to(int8)` of the batched number wrapped past 127 where torch.tensor raises: the skeleton now checks
+    the number on the host before the launch (host_tensors.in_range) and raises the plain call's error."""
     batch = [[3], [9]]  # 60, then 180: past int8's 127
     with pytest.raises(RuntimeError, match="without overflow"):
         hp.int8_from_host([9], hp.HP())
-    try:
-        _run(hp.int8_from_host, batch, hp.HP(), "eager", "strict")
-    except ab.ShapeError as e:
-        assert "without overflow" in str(e)
-    else:
-        raise AssertionError("the batched run gave values where the plain call raises")
+    with pytest.raises(ab.InstanceError, match=r"instance 1: RuntimeError: value cannot be converted to type int8 "
+                                               r"without overflow\n.*hunt6_progs\.py:\d+"):
+        _run(hp.int8_from_host, batch, hp.HP(), "eager", option)
 
 
 @pytest.mark.parametrize("option", ["default", "strict"])

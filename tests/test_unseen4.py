@@ -29,19 +29,15 @@ OPTIONS = {"default": None, "strict": ab.Options(strict=True), "dynamic": ab.Opt
 #: What the static tier rejects in each model at compile time (strict raises it; the other options run the
 #: dynamic tier).
 STRICT_REJECTS = {
-    "char_cnn": "indexing host data with a tensor",  # x[:n][mask & ~odd]: a bool tensor index
+    "char_cnn": "a stacked list",  # torch.arange(len(ids)) is a stacked list (sized.py); `.masked_fill` is not rowwise
     "cky_parse": "dict method `.__setitem__()` is not supported",  # chart[(i, j)] = ...
     "decode_tree": "`DecodedNode` is a class",  # a namedtuple built from tensors
     "memn2n": "augmented assignment works on plain names only",  # model.calls += 1
     "ngram_bag": "`Prediction` is a class",  # a dataclass built from tensors
+    "pair_energy": "a stacked list",  # torch.arange(n) of the host int n is a stacked list; `idx.unsqueeze(0) > ...`
     "pointer_generator": "a stacked list",  # enc of nn.GRU on emb(src) is a stacked list; `enc @ w` is not rowwise
     "running_centered": "augmented assignment works on plain names only",  # model.seen += 1
 }
-#: Models the static tier takes whose instances give one static block tensors of different shapes (a molecule's
-#: length): strict raises that ShapeError on batches of mixed sizes; the default options run such a batch in the
-#: dynamic tier (a DynamicFallbackWarning naming the limit). (``vae``'s ``emb(torch.tensor(tokens)).mean(0)`` is a
-#: stacked list: acrobat.analysis.token_lists.)
-SHAPE_LIMITED = {"pair_energy": "`pos` different shapes"}
 #: Models whose plain calls change state every instance shares in a way the dynamic tier refuses (a documented
 #: limit: README, "Host data changed after it was read"): an InstanceError naming the write.
 LIMITS = {"running_centered": "`mul_` writes into a tensor every instance shares"}
@@ -90,8 +86,6 @@ def _run(m: Model, batch: list, shared: tuple, backend: str, options: ab.Options
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_outputs_and_state_equal_plain_calls(name, option, backend):
     m, options = MODELS[name], OPTIONS[option]
-    if option == "strict" and name == "pair_energy":
-        pytest.skip("the static tier fails on `torch.arange(n)` of a host int: test_arange_of_a_per_instance_host_int")
     if option == "strict" and name in STRICT_REJECTS:
         with pytest.raises(ab.CompileError, match=r"unseen_progs4\.py:\d+") as err:
             _run(m, _batch(m, 3), m.params(0), backend, options)
@@ -103,10 +97,6 @@ def test_outputs_and_state_equal_plain_calls(name, option, backend):
         assert LIMITS[name] in str(err.value) and getattr(err.value, "user_limit", False)
         return
     for n, runs in ((1, 1), (3, 1), (17, 3 if backend == "eager" else 1)):
-        if option == "strict" and name in SHAPE_LIMITED and n > 1:  # _batch mixes sizes
-            with pytest.raises(ab.ShapeError, match=SHAPE_LIMITED[name]):
-                _run(m, _batch(m, n), m.params(0), backend, options)
-            continue
         shared = m.params(0)
         plain = _batch(m, n)
         with torch.no_grad():
@@ -132,7 +122,7 @@ def test_gradients_equal_plain_calls(name, option, backend):
     m, options = MODELS[name], OPTIONS[option]
     if m.check is not None:
         pytest.skip("random outputs: test_vae_deterministic_parts_and_gradients")
-    if option == "strict" and (name in STRICT_REJECTS or name in SHAPE_LIMITED):
+    if option == "strict" and name in STRICT_REJECTS:
         pytest.skip("the static tier rejects this model or these batches (test_outputs_and_state_equal_plain_calls)")
     if backend == "compiled" and option != "strict":
         pytest.skip("under autograd the default options and static=False run the dynamic tier: eager covers it")
@@ -257,14 +247,9 @@ def _positions(tokens, p):
     return torch.arange(len(tokens)) * p.emb.sum()
 
 
-@pytest.mark.xfail(strict=True, raises=ab.InternalError, reason="a per-instance host int as the size of a factory "
-                   "in a static block (`torch.arange(len(tokens))`, `torch.zeros(n)` with `n = x.shape[0]`) is "
-                   "passed to the block as a batched 0-D tensor (BlockParam role 'host'), and the factory under "
-                   "vmap calls .item() on it: the batched form fails for every batch, even one whose instances "
-                   "agree on the size (InternalError under strict; the default options warn and run the dynamic "
-                   "tier). The fix is a block parameter role for sizes: a Python int, equal across a launch's "
-                   "nodes (else the per-instance-shapes ShapeError)")
 def test_arange_of_a_per_instance_host_int():
+    """``torch.arange(len(tokens))`` in a static block: the per-instance size reached the factory as a batched
+    0-d tensor (an InternalError under strict); it is a stacked list now (acrobat.analysis.sized)."""
     batch = [[1, 2, 3], [4, 5, 6]]
     p = _Rows()
     with torch.no_grad():

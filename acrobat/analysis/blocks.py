@@ -25,7 +25,7 @@ import torch
 from acrobat.analysis import ragged, rankings
 from acrobat.analysis.recurrent import module_ref
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
-from acrobat.analysis.host_tensors import FROM_HOST
+from acrobat.analysis.host_tensors import FROM_HOST, range_checked
 from acrobat.analysis.inplace import inplace_result
 from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, contains, has_shared,
                                     has_tensor, sdepth_of)
@@ -739,6 +739,7 @@ class _Lowerer:
                 # torch.tensor(node.word_id), torch.tensor([node.word]): batched numbers under vmap
                 form = ir.known(FROM_HOST, e.target)
                 if form is not None:
+                    range_checked(e, lambda x: self.kind(x) is HOST and not isinstance(x, ir.Const))
                     e.target = form
             for c in ir.children(e):
                 visit(c)

@@ -6,6 +6,12 @@ ask PyTorch to build a tensor from a batched value, which it refuses.
 The block lowering (``acrobat.analysis.blocks``) calls the forms below in
 place of those functions where their data is a host value; on plain data
 they do what the function does.
+
+**Narrow integer dtypes.** ``torch.tensor(n, dtype=torch.int8)`` of a number out of int8's range raises
+("value cannot be converted to type int8 without overflow"), where ``.to(int8)`` of the batched number would
+wrap it silently. So the lowering gives such a constructor (int8, uint8, int16, int32; ``torch.IntTensor``) its
+host numbers through ``in_range`` (``range_checked``), which the skeleton runs per instance before the launch:
+the plain call's error, raised where the plain call raises it.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+
+from acrobat.frontend import ir
 
 
 def tensor_of(data: Any, dtype: torch.dtype | None = None, device: Any = None, requires_grad: bool = False,
@@ -111,3 +119,35 @@ def double_tensor_of(*args: Any) -> torch.Tensor:
 FROM_HOST: dict[Callable, Callable] = {torch.tensor: tensor_of, torch.as_tensor: tensor_of, torch.full: full_of,
                                        torch.LongTensor: long_tensor_of, torch.IntTensor: int_tensor_of,
                                        torch.FloatTensor: float_tensor_of, torch.DoubleTensor: double_tensor_of}
+
+
+#: The integer dtypes narrower than the int64 of a batched Python int: converting a number into one may overflow.
+NARROW_INTS = frozenset({torch.int8, torch.uint8, torch.int16, torch.int32})
+#: The legacy constructors of a narrow integer dtype.
+_NARROW_LEGACY = {torch.IntTensor: torch.int32}
+
+
+def in_range(value: Any, dtype: torch.dtype) -> Any:
+    """``value`` (one instance's host number, or list of them), after ``torch.tensor(value, dtype=dtype)`` on the
+    host has taken it: run by the skeleton before the launch whose block converts the batched value to ``dtype``.
+
+    Raises:
+        RuntimeError: as ``torch.tensor`` raises it ("value cannot be converted to type int8 without overflow").
+    """
+    torch.tensor(value, dtype=dtype)
+    return value
+
+
+def range_checked(e: ir.Call, is_host_data: Callable[[ir.Expr], bool]) -> None:
+    """Give the constructor call ``e`` (``torch.tensor(n, dtype=torch.int8)``, ``torch.IntTensor([n])``) of a
+    narrow integer dtype its host operands (``is_host_data``: not constants) through ``in_range``, in place; any
+    other call is left as it is."""
+    dtype = e.kwargs.get("dtype")
+    narrow = dtype.value if isinstance(dtype, ir.Const) else ir.known(_NARROW_LEGACY, e.target)
+    if narrow not in NARROW_INTS or not e.args:
+        return
+    data = e.args[0]
+    holder, items = (data, data.items) if isinstance(data, (ir.ListExpr, ir.TupleExpr)) else (e, e.args)
+    for i, x in enumerate(items[:len(items) if holder is data else 1]):
+        if is_host_data(x):
+            items[i] = ir.Call(x.loc, ir.CallKind.HOST, in_range, [x, ir.Const(x.loc, narrow)], {})

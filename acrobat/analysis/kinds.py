@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import inplace, ragged, rankings, ranks, rows, run_lists, token_lists
+from acrobat.analysis import inplace, ragged, rankings, ranks, rows, run_lists, sized, token_lists
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -422,7 +422,8 @@ class Spec:
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
     # nid in ``rows`` -> how its rows are built where they are not its own (``rows.rewritten``): "cut" (``W[a:b]``
-    # by host bounds), "embed" (an embedding of a sequence, recurrent) or "tokens" (``torch.tensor`` of a host list)
+    # by host bounds), "embed" (an embedding of a sequence, recurrent), "tokens" (``torch.tensor`` of a host list)
+    # or "sized" (a factory whose first size is per-instance host data, ``acrobat.analysis.sized``)
     forms: dict[int, str] = field(default_factory=dict)
 
     def find_expr(self, nid: int) -> ir.Expr:
@@ -989,6 +990,46 @@ class _Analyzer:
             return None
         self.spec.forms[e.nid] = "tokens"
         return self.rows_of(e)
+
+    def sized_rows(self, e: ir.Call) -> Kind | None:
+        """``torch.arange(len(tokens))``, ``torch.zeros(n, D)``: a factory whose first size is per-instance host
+        data (``acrobat.analysis.sized``), built as the stacked list of its rows once this pass over the
+        specialization is done (``acrobat.analysis.rows``), BOTTOM until then; None for any other call.
+
+        Raises:
+            CompileError: only a later size is per-instance host data (``torch.zeros(3, n)``).
+        """
+        operands = sized.size_operands(e)
+        if operands is None:
+            return None
+        first, later = ([x for x in xs if self.spec.kinds.get(x.nid) is HOST and sized.is_instance_data(x) and
+                         not self.read_in_block(x)] for xs in operands)
+        if not first and later:
+            raise self.error(later[0], "a tensor factory whose size after the first is host data of the instance "
+                                       "(a variable, not a constant) may have a per-instance shape, which no batched "
+                                       "tensor or stacked list holds: the static tier takes such a size first only "
+                                       "(`torch.zeros(n, 3)`, a stacked list of rows), or a constant, a shape read "
+                                       "(`x.shape[0]`) or a shared value after it; the dynamic tier runs it")
+        if not first:
+            return None
+        if any(has_tensor(self.spec.kinds.get(x.nid, BOTTOM)) for x in e.args):
+            return None  # a size of a tensor kind: the factory's own rules judge it
+        self.spec.forms[e.nid] = "sized"
+        return self.rows_of(e)
+
+    def read_in_block(self, e: ir.Expr) -> bool:
+        """Whether the size ``e`` reads a tensor's metadata that a block reads itself, a Python int under vmap: a
+        shape (``t.shape[0]``, ``t.size(0)``, ``t.ndim``) of any tensor, ``len(x)`` of a per-instance one."""
+        for y in ir.walk(e):
+            match y:
+                case ir.Attr(attr=a) if a in rules.SHAPE_ATTRS:
+                    return True
+                case ir.Call(kind=CallKind.METHOD, target=m) if m in rules.SHAPE_METHODS:
+                    return True
+                case ir.Call(kind=CallKind.BUILTIN, target="len", args=[x]) if has_tensor(self.spec.kinds.get(x.nid,
+                                                                                                             BOTTOM)):
+                    return True
+        return False
 
     def cut_rows(self, e: ir.Subscript) -> Kind:
         """``W[a:b]``, a tensor cut along dim 0 by per-instance host bounds (``p.pos[:len(tokens)]``): its length
@@ -1600,6 +1641,8 @@ class _Analyzer:
             found = self.ragged_call(e, site.recv, site.args, site.kws)
         if found is None:
             found = self.tensor_rows(e)
+        if found is None:
+            found = self.sized_rows(e)
         if found is not None:
             return found
         for rule in rules.rules_for(site):

@@ -42,7 +42,9 @@ it keeps, with Python's slice meaning for any bounds and step (those of ``range(
                                          x = torch.stack(_comp0)
 
 **Tensors of host lists.** ``torch.tensor(tokens)`` of a host list whose length differs per instance
-(``acrobat.analysis.token_lists``) is a site too, built as the stack of ``torch.tensor(tokens[i])`` of its items.
+(``acrobat.analysis.token_lists``) is a site too, built as the stack of ``torch.tensor(tokens[i])`` of its items;
+so is a factory whose first size is per-instance host data (``torch.arange(len(tokens))``,
+``acrobat.analysis.sized``), built as the stack of its rows made on the host.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from collections.abc import Mapping
 
 import torch
 
-from acrobat.analysis import token_lists
+from acrobat.analysis import sized, token_lists
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import COMPREHENSION
@@ -68,7 +70,8 @@ def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], forms: Mapping[int,
     statement (see the module docstring); a site whose node id ``forms`` maps to ``"cut"`` (a cut ``W[a:b]`` by
     per-instance bounds) is instead the stack of the rows it keeps, to ``"embed"`` (``emb(tokens)`` feeding a
     recurrent module, ``acrobat.analysis.recurrent``) the stack of one lookup per token, and to ``"tokens"``
-    (``torch.tensor(tokens)`` of a host list, ``acrobat.analysis.token_lists``) the stack of one tensor per item;
+    (``torch.tensor(tokens)`` of a host list, ``acrobat.analysis.token_lists``) the stack of one tensor per item,
+    and to ``"sized"`` (a factory of a per-instance first size, ``acrobat.analysis.sized``) the stack of its rows;
     ``fn`` itself when ``sites`` is empty.
 
     Raises:
@@ -120,7 +123,9 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
     its place reads their ``torch.stack``; ``"embed"``: ``x`` is ``emb(tokens)``, built from one lookup per token,
     ``emb(tokens[i])`` or ``emb(torch.tensor(tokens[i]))`` for ``emb(torch.tensor(tokens))``, and its place reads
     their ``torch.stack``; ``"tokens"``: ``x`` is ``torch.tensor(tokens)``, built from ``torch.tensor(tokens[i])``
-    of the items ``token_lists.host_rows`` checks, and its place reads their ``torch.stack``); before them, what
+    of the items ``token_lists.host_rows`` checks, and its place reads their ``torch.stack``; ``"sized"``: ``x`` is
+    a factory call, built from ``torch.tensor`` of the rows ``sized.factory_rows`` makes on the host, and its place
+    reads their ``torch.stack``); before them, what
     ``root`` evaluates before ``x`` (and is no variable or constant) put in fresh variables."""
     pre: list[ir.Stmt] = []
     path = _path(root, x)
@@ -143,6 +148,8 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
     if form == "tokens":  # the host list, checked and read once
         where = ir.Const(loc, f"{loc.file}:{loc.line}")
         tensor = ir.Call(loc, ir.CallKind.HOST, token_lists.host_rows, [x.args[0], where], {})  # type: ignore[attr-defined]
+    elif form == "sized":  # the factory's rows, made on the host of the instance's numbers
+        tensor = sized.host_rows_call(x)  # type: ignore[arg-type]
     src = tensor.id if isinstance(tensor, ir.Name) else fresh(_ROWS)  # the tensor, read once per row
     if not isinstance(tensor, ir.Name):
         pre.append(ir.Assign(loc, ir.Target(src), tensor))
@@ -156,6 +163,8 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
         item = _lookup(x, item)  # type: ignore[arg-type]
     elif form == "tokens":
         item = token_lists.row_constructor(x, item)  # type: ignore[arg-type]
+    elif form == "sized":
+        item = sized.row_constructor(x, item)  # type: ignore[arg-type]
     append = ir.Call(loc, ir.CallKind.METHOD, "append", [item], {}, receiver=ir.Name(loc, rows))
     pre += [ir.Assign(loc, ir.Target(rows), ir.ListExpr(loc, [])),
             ir.For(loc, ir.Target(i), positions, [ir.ExprStmt(loc, append)])]
