@@ -23,8 +23,9 @@ Only a function that can be shown to be exact becomes a region; anything else ke
 from __future__ import annotations
 
 import ast
+import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from acrobat.analysis.kinds import (DYNAMIC, DictK, HostK, Kind, ListK, OptionalK, SharedK, TensorK, TupleK)
 from acrobat.errors import CompileError
@@ -45,9 +46,10 @@ _ESCAPES = frozenset({"setattr", "delattr", "globals", "locals", "vars", "exec",
 class Region:
     """A program function run as the user's own Python in the dynamic tier, inside a static program.
 
-    ``fn`` is the user's function (called with the instance's arguments, tensors as ``Lazy`` values);
-    ``name`` its name, ``where`` its ``file:line``; ``reason`` the ``CompileError`` the static tier gave for
-    it (with its fix); ``arity`` the length of the tuple it returns (None: one tensor).
+    ``fn`` is the user's function (called by ``call`` with the instance's arguments, tensors as ``Lazy``
+    values); ``name`` its name, ``where`` its ``file:line``; ``reason`` the ``CompileError`` the static tier gave
+    for it (with its fix); ``arity`` the length of the tuple it returns (None: one tensor); ``keywords`` the
+    names of its keyword-only parameters, ``star`` whether it takes ``*rest``.
     """
 
     fn: Callable
@@ -55,6 +57,18 @@ class Region:
     where: str
     reason: str
     arity: int | None
+    keywords: tuple[str, ...] = ()
+    star: bool = False
+
+    def call(self, args: Sequence[Any]) -> Any:
+        """``fn`` called with ``args``, its arguments in the IR's parameter order (``parser.bind_arguments``:
+        every parameter of the signature in order, ``*rest`` one tuple): the positional ones as positional
+        arguments, the ``*rest`` tuple spread, keyword-only ones by name, as the plain call passed them."""
+        n = len(args) - len(self.keywords)
+        kw = dict(zip(self.keywords, args[n:]))
+        if self.star:
+            return self.fn(*args[:n - 1], *args[n - 1], **kw)
+        return self.fn(*args[:n], **kw)
 
     @property
     def kind(self) -> Kind:
@@ -92,7 +106,14 @@ def region_of(err: CompileError, function: Any, entry: Any) -> Region | str:
     arity = returned_arity(fdef)
     if isinstance(arity, str):
         return arity
-    return Region(fn, function.__name__, f"{snapshot.filename}:{first}", str(err), arity)
+    params = inspect.signature(fn).parameters.values()
+    if any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params):
+        return "it takes `**kwargs`, which a program call does not bind"
+    keywords = tuple(q.name for q in params if q.kind is inspect.Parameter.KEYWORD_ONLY)
+    star = any(q.kind is inspect.Parameter.VAR_POSITIONAL for q in params)
+    if star and keywords:
+        return "it takes keyword-only parameters after `*rest`, which a program call does not bind"
+    return Region(fn, function.__name__, f"{snapshot.filename}:{first}", str(err), arity, keywords, star)
 
 
 def crosses(k: Kind) -> bool:

@@ -449,7 +449,7 @@ class Runtime:
         before = self.host_state() if self.host_state is not None else None
         try:
             with rec.mode:
-                out = region.fn(*values)
+                out = region.call(values)
         except AcrobatError:
             raise
         except Exception as exc:  # the model's own code failed: as plain Python would for this instance
