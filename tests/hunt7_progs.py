@@ -494,3 +494,54 @@ def region_keyword_only(toks, p):
     """A region with a keyword-only parameter, given it and left to its default."""
     h = torch.tanh(p.emb[toks[0]] @ p.W)
     return scaled_by(h, by=0.5) + scaled_by(h)
+
+
+# --- regressions: a region changing its argument in place -----------------------------------------------------------
+
+def bumped(h):
+    """`h += 1.0` of its tensor argument: the caller's tensor changes (a dict filled)."""
+    d = {}
+    h += 1.0
+    d["h"] = h
+    return d["h"] * 2
+
+
+def bumped_view(h):
+    """`+=` through a view of its tensor argument (a dict filled)."""
+    d = {}
+    x = h.view(-1)
+    x *= 3.0
+    d["x"] = x
+    return d["x"]
+
+
+def grown(hs, h):
+    """`hs += [h]` of its list argument: the caller's list grows (a dict filled)."""
+    d = {}
+    hs += [h]
+    d["n"] = len(hs)
+    return d["n"] * h
+
+
+@ab.program
+def region_bumps_argument(toks, p):
+    """The caller reads its tensor after a region added 1 to it in place."""
+    h = torch.tanh(p.emb[toks[0]] @ p.W)
+    y = bumped(h)
+    return h + y
+
+
+@ab.program
+def region_bumps_view(toks, p):
+    """The caller reads its tensor after a region scaled a view of it in place."""
+    h = torch.tanh(p.emb[toks[0]] @ p.W)
+    y = bumped_view(h)
+    return h * 2 + y
+
+
+@ab.program
+def region_grows_list(toks, p):
+    """The caller reads its list's length after a region extended it."""
+    hs = [p.emb[t] for t in toks]
+    y = grown(hs, p.h0 * 1.0)
+    return y + len(hs)

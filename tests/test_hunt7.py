@@ -47,7 +47,8 @@ PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
     "region_list_arg_and_result": _toks(), "region_none_result": _toks(), "region_mutates_list": _toks(),
     "region_item_read": _toks(), "region_no_grad": _toks(), "region_in_recursion": _tree,
     "region_reads_instance": _scaled, "region_bounds_and_index": _toks(), "region_tensor_list": _toks(),
-    "region_star_args": _toks(1), "region_keyword_only": _toks(1),
+    "region_star_args": _toks(1), "region_keyword_only": _toks(1), "region_bumps_argument": _toks(1),
+    "region_bumps_view": _toks(1), "region_grows_list": _toks(),
     "runlist_recursion_branches": _tree, "runlist_len_and_last": _toks(), "runlist_method_count": _toks(),
     "runlist_two_modules": _toks(), "runlist_returned": _toks(), "runlist_then_limit": _toks(1),
     "dyn_cat_chunk": _toks(), "dyn_lookup_pairs": _toks(),
@@ -65,7 +66,8 @@ STRICT_REJECTS = {
     "region_mutates_list": "`Try` statement", "region_item_read": "`Yield` expression",
     "region_no_grad": "`isinstance()`", "region_in_recursion": "dict method `.__setitem__()`",
     "region_tensor_list": "`Try` statement", "region_star_args": "`Lambda` expression",
-    "region_keyword_only": "keyword-only parameters",
+    "region_keyword_only": "keyword-only parameters", "region_bumps_argument": "`+=` updates a tensor in place",
+    "region_bumps_view": "`*=` updates a tensor in place", "region_grows_list": "dict method `.__setitem__()`",
     "runlist_method_count": "`n` holds host data in one place and a tensor in another",
     "runlist_two_modules": "`.outputs = ...` changes a model parameter",
     "tokens_float_dtype": "indexing shared `p.emb` with a per-instance tensor",
@@ -145,8 +147,13 @@ def _grad_leaves(out: list, p: hp.HP) -> list[torch.Tensor]:
     return [t for y in (*out, *_state(p)) for t in _float_leaves(y) if t.requires_grad]
 
 
+#: Programs whose plain calls' backward raises (a region writes in place into tanh's output, which its backward
+#: reads), left out of the gradient check.
+NO_PLAIN_GRADIENT = {"region_bumps_argument", "region_bumps_view"}
+
+
 @pytest.mark.parametrize("option", sorted(OPTIONS))
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", sorted(set(PROGRAMS) - NO_PLAIN_GRADIENT))
 def test_gradients_equal_plain_autograd(name, option):
     """The gradients of the summed float outputs (and run lists) of five instances, float64, eager backend."""
     if option == "strict" and name in STRICT_REJECTS:
@@ -225,3 +232,21 @@ def test_a_region_is_called_with_its_own_signature(name, backend):
     batch = [[3, 4, 5], [7], [1, 2]]
     with torch.no_grad():
         _same(_run(prog, batch, p, backend, "default"), [prog(x, p) for x in batch])
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("name", ["region_bumps_argument", "region_bumps_view", "region_grows_list"])
+def test_a_region_changing_its_argument_in_place_reruns_in_the_dynamic_tier(name, backend):
+    """`h += 1.0` (or `*=` through `h.view(-1)`) of a region's tensor argument changes the caller's tensor in a
+    plain call, and `hs += [h]` the caller's list; the region got its own lazy value (its own list), so the
+    static code after it read the old one (a silent wrong answer). Now the change is seen after the call
+    (``_argument_state``) and the batch reruns in the dynamic tier, which a later batch then runs in."""
+    prog, p = ab.program(getattr(hp, name).fn), hp.HP()  # a new program object: its first batch meets the limit
+    assert prog.compile(1, None, (p,)).plan.regions
+    batch = [[3, 4, 5], [7], [1, 2]]
+    with torch.no_grad():
+        want = [prog(x, p) for x in copy.deepcopy(batch)]
+        with pytest.warns(DynamicFallbackWarning, match="changing its argument in place"):
+            got = prog.run(batch, p, backend=backend)
+        _same(got, want)
+        _same(_run(prog, batch, p, backend, "default"), want)

@@ -13,7 +13,9 @@ Only a function that can be shown to be exact becomes a region; anything else ke
   generator's result cannot cross), no store into an attribute, and a store into an item (``d[k] = v``) or a
   changing method (``xs.append(v)``, ``t.add_(1)``) only on a local name bound nowhere but to a fresh
   container (``d = {}``, ``xs = []``, a comprehension): the caller's objects, lists and tensors are never
-  written (``pure``); the shared arguments' host state is also compared around every call at run time;
+  written (``pure``); the shared arguments' host state is also compared around every call at run time, and so
+  are its own arguments (an augmented assignment, ``h += 1`` of a tensor or ``xs += [h]`` of a list, changes
+  the caller's value: the batch then reruns in the dynamic tier, ``Runtime.region``);
 - it returns a value on every path: one tensor, or a tuple display of tensors of one length on every
   ``return`` (``result_kind``; checked at run time, where anything else reruns the batch in the dynamic tier);
 - it is given tensors, host data, shared values and tuples, lists, dicts or optionals of them
