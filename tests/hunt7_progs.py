@@ -4,7 +4,8 @@ per-instance host list, batch_first recurrent modules over stacked lists), writt
 
 They live in a real .py file because acrobat reads their source with ``inspect``. ``HP`` holds the shared
 parameters (``emb``: VOCAB x H, ``W``: H x H, ``W2``: 2H x H, ``V``: H x 3, ``h0``: H, ``gru``: a batch_first
-``nn.GRU(H, H)``, ``outputs``/``sub.outputs``: run lists).
+``nn.GRU(H, H)``, ``bilstm``: a batch_first bidirectional ``nn.LSTM(H, 3)``, ``outputs``/``sub.outputs``: run
+lists).
 """
 
 # ruff: noqa
@@ -48,6 +49,7 @@ class HP(nn.Module):
         self.h0 = nn.Parameter(torch.randn(H, generator=g) * 0.5)
         torch.manual_seed(seed)
         self.gru = nn.GRU(H, H, batch_first=True)
+        self.bilstm = nn.LSTM(H, 3, batch_first=True, bidirectional=True)
         self.sub = Sub(g)
         self.outputs: list = ["left from before the run"]
 
@@ -545,3 +547,12 @@ def region_grows_list(toks, p):
     hs = [p.emb[t] for t in toks]
     y = grown(hs, p.h0 * 1.0)
     return y + len(hs)
+
+
+# --- regression: a recurrent module's final states read through a view ------------------------------------------
+
+@ab.program
+def bf_bilstm_states_viewed(toks, p):
+    """A batch_first bidirectional LSTM; its final states `(2, 1, 3)` flattened with `.view(-1)`."""
+    out, (h, c) = p.bilstm(torch.stack([p.emb[t] for t in toks]).unsqueeze(0))
+    return out[0, 0], h.view(-1), c.view(-1)

@@ -56,7 +56,7 @@ PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
     "tokens_of_floats": lambda rng: [rng.random() for _ in range(rng.randint(1, 5))],
     "tokens_of_bools": _toks(1), "tokens_maybe_empty": _toks(), "tokens_nested": _toks(1),
     "tokens_number_instance": lambda rng: rng.randrange(hp.VOCAB),
-    "bf_gru_last": _toks(1), "bf_gru_stack_h0": _toks(1),
+    "bf_gru_last": _toks(1), "bf_gru_stack_h0": _toks(1), "bf_bilstm_states_viewed": _toks(1),
 }
 
 #: What the static tier rejects at compile time (strict raises it; the default runs a region or the dynamic tier).
@@ -250,3 +250,14 @@ def test_a_region_changing_its_argument_in_place_reruns_in_the_dynamic_tier(name
             got = prog.run(batch, p, backend=backend)
         _same(got, want)
         _same(_run(prog, batch, p, backend, "default"), want)
+
+
+@pytest.mark.parametrize("option", ["default", "strict"])
+def test_a_recurrent_modules_final_states_are_contiguous_per_instance(option):
+    """`h.view(-1)` of a bidirectional LSTM's `h_n` `(2, 1, 3)`: the batched final states were a transpose of the
+    module's `(L*D, B, H)`, whose instance rows no view can flatten (an InternalError under strict on the eager
+    backend, a fallback reporting a bug by default)."""
+    batch, p = [[3, 4, 5], [7], [1, 2]], hp.HP()
+    with torch.no_grad():
+        _same(_run(hp.bf_bilstm_states_viewed, batch, p, "eager", option),
+              [hp.bf_bilstm_states_viewed(x, p) for x in batch])
