@@ -556,3 +556,26 @@ def bf_bilstm_states_viewed(toks, p):
     """A batch_first bidirectional LSTM; its final states `(2, 1, 3)` flattened with `.view(-1)`."""
     out, (h, c) = p.bilstm(torch.stack([p.emb[t] for t in toks]).unsqueeze(0))
     return out[0, 0], h.view(-1), c.view(-1)
+
+
+# --- run lists changed by pop and through an alias ----------------------------------------------------------------
+
+@ab.program
+def runlist_pop(toks, p):
+    """Appends to the run list, popping again on some tokens."""
+    p.outputs = []
+    for t in toks:
+        p.outputs.append(p.emb[t] @ p.W)
+        if t % 3 == 0:
+            p.outputs.pop()
+    return torch.stack(p.outputs).sum(0) if p.outputs else p.h0 * 1.0
+
+
+@ab.program
+def runlist_alias(toks, p):
+    """Appends to the run list through a local alias of it."""
+    p.outputs = []
+    outs = p.outputs
+    for t in toks:
+        outs.append(torch.tanh(p.emb[t]))
+    return torch.stack(p.outputs).sum(0) if toks else p.h0 * 1.0

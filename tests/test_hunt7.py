@@ -51,6 +51,7 @@ PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
     "region_bumps_view": _toks(1), "region_grows_list": _toks(),
     "runlist_recursion_branches": _tree, "runlist_len_and_last": _toks(), "runlist_method_count": _toks(),
     "runlist_two_modules": _toks(), "runlist_returned": _toks(), "runlist_then_limit": _toks(1),
+    "runlist_pop": _toks(), "runlist_alias": _toks(),
     "dyn_cat_chunk": _toks(), "dyn_lookup_pairs": _toks(),
     "tokens_float_dtype": _toks(1), "tokens_legacy": _toks(1),
     "tokens_of_floats": lambda rng: [rng.random() for _ in range(rng.randint(1, 5))],
