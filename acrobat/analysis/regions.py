@@ -13,7 +13,9 @@ Only a function that can be shown to be exact becomes a region; anything else ke
   generator's result cannot cross), no store into an attribute, and a store into an item (``d[k] = v``) or a
   changing method (``xs.append(v)``, ``t.add_(1)``) only on a local name bound nowhere but to a fresh
   container (``d = {}``, ``xs = []``, a comprehension): the caller's objects, lists and tensors are never
-  written (``pure``); the shared arguments' host state is also compared around every call at run time;
+  written (``pure``); the shared arguments' host state is also compared around every call at run time, and so
+  are its own arguments (an augmented assignment, ``h += 1`` of a tensor or ``xs += [h]`` of a list, changes
+  the caller's value: the batch then reruns in the dynamic tier, ``Runtime.region``);
 - it returns a value on every path: one tensor, or a tuple display of tensors of one length on every
   ``return`` (``result_kind``; checked at run time, where anything else reruns the batch in the dynamic tier);
 - it is given tensors, host data, shared values and tuples, lists, dicts or optionals of them
@@ -23,8 +25,9 @@ Only a function that can be shown to be exact becomes a region; anything else ke
 from __future__ import annotations
 
 import ast
+import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from acrobat.analysis.kinds import (DYNAMIC, DictK, HostK, Kind, ListK, OptionalK, SharedK, TensorK, TupleK)
 from acrobat.errors import CompileError
@@ -45,9 +48,10 @@ _ESCAPES = frozenset({"setattr", "delattr", "globals", "locals", "vars", "exec",
 class Region:
     """A program function run as the user's own Python in the dynamic tier, inside a static program.
 
-    ``fn`` is the user's function (called with the instance's arguments, tensors as ``Lazy`` values);
-    ``name`` its name, ``where`` its ``file:line``; ``reason`` the ``CompileError`` the static tier gave for
-    it (with its fix); ``arity`` the length of the tuple it returns (None: one tensor).
+    ``fn`` is the user's function (called by ``call`` with the instance's arguments, tensors as ``Lazy``
+    values); ``name`` its name, ``where`` its ``file:line``; ``reason`` the ``CompileError`` the static tier gave
+    for it (with its fix); ``arity`` the length of the tuple it returns (None: one tensor); ``keywords`` the
+    names of its keyword-only parameters, ``star`` whether it takes ``*rest``.
     """
 
     fn: Callable
@@ -55,6 +59,18 @@ class Region:
     where: str
     reason: str
     arity: int | None
+    keywords: tuple[str, ...] = ()
+    star: bool = False
+
+    def call(self, args: Sequence[Any]) -> Any:
+        """``fn`` called with ``args``, its arguments in the IR's parameter order (``parser.bind_arguments``:
+        every parameter of the signature in order, ``*rest`` one tuple): the positional ones as positional
+        arguments, the ``*rest`` tuple spread, keyword-only ones by name, as the plain call passed them."""
+        n = len(args) - len(self.keywords)
+        kw = dict(zip(self.keywords, args[n:]))
+        if self.star:
+            return self.fn(*args[:n - 1], *args[n - 1], **kw)
+        return self.fn(*args[:n], **kw)
 
     @property
     def kind(self) -> Kind:
@@ -92,7 +108,14 @@ def region_of(err: CompileError, function: Any, entry: Any) -> Region | str:
     arity = returned_arity(fdef)
     if isinstance(arity, str):
         return arity
-    return Region(fn, function.__name__, f"{snapshot.filename}:{first}", str(err), arity)
+    params = inspect.signature(fn).parameters.values()
+    if any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params):
+        return "it takes `**kwargs`, which a program call does not bind"
+    keywords = tuple(q.name for q in params if q.kind is inspect.Parameter.KEYWORD_ONLY)
+    star = any(q.kind is inspect.Parameter.VAR_POSITIONAL for q in params)
+    if star and keywords:
+        return "it takes keyword-only parameters after `*rest`, which a program call does not bind"
+    return Region(fn, function.__name__, f"{snapshot.filename}:{first}", str(err), arity, keywords, star)
 
 
 def crosses(k: Kind) -> bool:

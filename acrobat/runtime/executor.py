@@ -447,14 +447,23 @@ class Runtime:
         inst = self.dfg.inst
         values = [self._lazy(a, k, d) for a, k in zip(args, layouts)]
         before = self.host_state() if self.host_state is not None else None
+        given = _argument_state(values)
         try:
             with rec.mode:
-                out = region.fn(*values)
+                out = region.call(values)
         except AcrobatError:
             raise
         except Exception as exc:  # the model's own code failed: as plain Python would for this instance
             raise InstanceError(f"instance {inst}: {type(exc).__name__}: {exc} (in the dynamic region "
                                 f"`{region.name}`){user_line(exc)}", inst) from exc
+        if _argument_state(values) != given:
+            changed = InstanceError(
+                f"instance {inst}: the dynamic region `{region.name}` ({region.where}) changed an argument in place "
+                f"(`h += 1` of a tensor, `xs += [h]` of a list), which a plain call's caller sees and the static "
+                f"program around it does not: write it out of place (`h = h + 1`), or run the program with "
+                f"Options(static=False)", inst)
+            changed.static_limit = "a dynamic region changing its argument in place"  # type: ignore[attr-defined]
+            raise changed
         if before is not None and self.host_state() != before:  # type: ignore[misc]
             raise mark_limit(InstanceError(
                 f"instance {inst}: the dynamic region `{region.name}` ({region.where}) changed host state of a "
@@ -666,6 +675,19 @@ class Runtime:
                "compiler; backend='eager' runs the block without compiling it")
         return BatchError(f"static block {block.name} runs instance by instance but its batched form "
                           f"fails: {type(exc).__name__}: {exc}\n{_failing_line(block, exc).where()}\n  ({why})")
+
+
+def _argument_state(x: Any) -> Any:
+    """What a dynamic region's arguments ``x`` (``Runtime._lazy``'s values) hold, to tell whether the region
+    changed one in place: each lazy value's handle (an in-place write makes it refer to the instance's written
+    copy: ``Recorder.write_own``) and the items of each list and dict (by identity, their order kept)."""
+    if type(x) is Lazy:
+        return x.h
+    if isinstance(x, (list, tuple)):
+        return (type(x), tuple(_argument_state(v) for v in x))
+    if isinstance(x, dict):
+        return tuple((k, _argument_state(v)) for k, v in x.items())
+    return id(x)
 
 
 def _region_handle(rt: Runtime, x: Any, depth: int) -> tuple[Handle, int]:

@@ -172,7 +172,9 @@ def packed_call(module: nn.Module, x: torch.Tensor, lengths: list[int],
     padded = padded.reshape(b, k, t_max, -1).transpose(1, 2)  # (B, T_max, k, D*H)
     mask = torch.arange(t_max, device=x.device)[None] < torch.tensor(lengths, device=x.device)[:, None]
     rows = padded[mask]  # (N, k, D*H), instance after instance
-    finals = [f.reshape(f.shape[0], b, k, -1).transpose(0, 1) for f in (h if isinstance(h, tuple) else (h,))]
+    # contiguous: an instance's row of a transposed state is no view-compatible tensor (`h_n.view(-1)` raises)
+    finals = [f.reshape(f.shape[0], b, k, -1).transpose(0, 1).contiguous()
+              for f in (h if isinstance(h, tuple) else (h,))]
     if unbatched:
         return (rows.squeeze(1), *(f if lead else f.squeeze(2) for f in finals))
     return (rows, *finals)
