@@ -339,6 +339,20 @@ def join(a: Kind, b: Kind) -> Kind:
     raise KindConflict(f"{a} vs {b}")
 
 
+def stacked_join(a: Kind, b: Kind) -> Kind | None:
+    """``RAGGED`` where one of ``a``, ``b`` is a per-instance tensor and the other a stacked list (or both the
+    latter), else None: a variable holding a tensor on one path and a stacked list on another (the child-sum
+    TreeLSTM's leaf ``child_c = torch.zeros(1, H)`` and its node's ``torch.cat(child_c)`` of its children's
+    states). A tensor with a dim 0 is the stack of its own rows, so each tensor assigned to such a variable is
+    built so (``rows.rewritten``, form ``"stacked"``; a 0-D one raises TypeError in its instance as ``len`` does),
+    and the variable is a stacked list (issue 18 §2)."""
+    kinds = {type(a), type(b)}
+    if kinds <= {TensorK, RaggedK} and RaggedK in kinds and all(
+            not isinstance(k, RaggedK) or k.depth == 1 for k in (a, b)):
+        return RAGGED
+    return None
+
+
 def result_join(a: Kind, b: Kind) -> Kind:
     """The kind of a function's result returned as ``a`` on some paths and ``b`` on others: ``join``, except that
     host data meeting a tensor (also inside a tuple or dict, or a result already of this kind) gives a ``HostOrK``:
@@ -422,8 +436,13 @@ class Spec:
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
     # nid in ``rows`` -> how its rows are built where they are not its own (``rows.rewritten``): "cut" (``W[a:b]``
-    # by host bounds), "embed" (an embedding of a sequence, recurrent) or "tokens" (``torch.tensor`` of a host list)
+    # by host bounds), "embed" (an embedding of a sequence, recurrent), "tokens" (``torch.tensor`` of a host list),
+    # "unit_items" (``torch.cat`` of unzipped ``(1, ...)`` items), "repeat" (``t.repeat(len(S), 1)``) or "stacked"
+    # (a tensor assigned to a variable that holds a stacked list elsewhere)
     forms: dict[int, str] = field(default_factory=dict)
+    # variables that hold a tensor on one path and a stacked list on another: each tensor assigned to one is the
+    # stack of its rows (``stacked_join``), kept across passes as the copies of ``fn`` keep the names
+    stacked: set[str] = field(default_factory=set)
 
     def find_expr(self, nid: int) -> ir.Expr:
         """The expression with node id ``nid``: in the function's body, or in a per-module call of ``choices``.
@@ -591,6 +610,11 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
+            if stacked_join(old, k) is not None:  # its tensors are built as stacks of their rows (``stmt``)
+                self.spec.stacked.add(name)
+                self.spec.var[name] = RAGGED
+                self.changed = True
+                return
             err = self.error(node, f"{shown_name(name)} holds host data in one place and a tensor in another "
                                    f"({old} vs {k}): use separate variables")
             err.variable = (self.spec.key[0], name)  # ``analyze_kinds`` splits it into versions where it can
@@ -605,7 +629,9 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
-            raise self.error(e, f"this expression is host data on one path and a tensor on another ({old} vs {k})") from None
+            if not (isinstance(e, ir.Name) and e.id in self.spec.stacked and stacked_join(old, k) is not None):
+                raise self.error(e, f"this expression is host data on one path and a tensor on another ({old} vs {k})") from None
+            new = RAGGED  # a read before its variable became a stacked list
         if new != old:
             self.spec.kinds[e.nid] = new
             self.changed = True
@@ -670,7 +696,9 @@ class _Analyzer:
         merged: dict[str, Kind] = {}
         for env in envs:
             for name, k in env.items():
-                merged[name] = join(merged.get(name, BOTTOM), k)
+                old = merged.get(name, BOTTOM)
+                stacked = stacked_join(old, k) if name in self.spec.stacked else None
+                merged[name] = stacked if stacked is not None else join(old, k)
         self.env = merged
 
     def loop(self, before: dict[str, Kind], run_body) -> None:
@@ -696,6 +724,9 @@ class _Analyzer:
             case ir.Assign(target=t, value=v):
                 k = self.unzip(s) if unpacking.is_unzip(v) and t.items is not None and not any(
                     x.starred for x in t.items) else self.expr(v)
+                if t.name in self.spec.stacked and isinstance(k, TensorK):  # the stack of its rows (``stacked_join``)
+                    self.spec.forms[v.nid] = "stacked"
+                    k = self.rows_of(v)
                 self.bind(s, t, k)
                 self.flow_target(s, t, v, k)
             case ir.ExprStmt(value=v):
@@ -1263,6 +1294,12 @@ class _Analyzer:
         if kind in (CallKind.METHOD, CallKind.VALUE) and isinstance(recv, SharedK) and any(
                 isinstance(k, RaggedK) for k in args + kws):  # p.lin(S): a module, checked at run time to act row-wise
             return self.ragged_node(e, "rows", None, RAGGED)
+        if kind is CallKind.METHOD and what == "repeat" and isinstance(recv, TensorK) and self.repeats_rows(e):
+            self.spec.forms[e.nid] = "repeat"  # `t.repeat(len(S), 1)`: len(S) rows `t[0]`
+            return self.rows_of(e)
+        if kind is CallKind.TORCH and ragged.is_elementwise(what) and len(e.args) == 2 and not e.kwargs and any(
+                isinstance(k, RaggedK) for k in args):
+            return self.ragged_binop(e, *args)  # `torch.mul(f, S)`: as `f * S`
         if kind is CallKind.TORCH and args and isinstance(args[0], RaggedK):
             op = ragged.segment_function(what)
             if op is not None:
@@ -1416,9 +1453,19 @@ class _Analyzer:
                                 f"the rows' new shape as constant ints; {_RAGGED_HINT}")
         return self.ragged_node(e, "view", None, RAGGED)
 
-    def ragged_binop(self, e: ir.BinOp | ir.Compare, ka: Kind, kb: Kind) -> Kind:
-        """``a op b`` with a ragged operand: row by row (arithmetic and comparisons), or (``a @ S`` of two) a
-        weighted sum over the list."""
+    def repeats_rows(self, e: ir.Call) -> bool:
+        """Whether ``e`` is ``t.repeat(len(S), 1, ...)`` (sizes after the first all the constant 1) of a stacked list
+        ``S``: as many copies of ``t`` along dim 0 as ``S`` has rows, to meet them (the child-sum TreeLSTM's
+        ``self.fx(x).repeat(len(child_h), 1)``). For ``t`` of shape ``(1, ...)`` it is the stacked list of
+        ``len(S)`` rows ``t[0]`` (``ragged.unit_row`` checks the shape at run time), issue 18 §2."""
+        n = e.args[0] if e.args else None
+        return not e.kwargs and isinstance(n, ir.Call) and n.kind is CallKind.BUILTIN and n.target == "len" and \
+            len(n.args) == 1 and not n.kwargs and self.spec.kinds.get(n.args[0].nid) == RAGGED and all(
+                isinstance(x, ir.Const) and type(x.value) is int and x.value == 1 for x in e.args[1:])
+
+    def ragged_binop(self, e: ir.BinOp | ir.Compare | ir.Call, ka: Kind, kb: Kind) -> Kind:
+        """``a op b`` (or ``torch.mul(a, b)``, ``ragged.is_elementwise``) with a ragged operand: row by row
+        (arithmetic and comparisons), or (``a @ S`` of two) a weighted sum over the list."""
         if BOTTOM in (ka, kb):
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         if any(isinstance(k, RaggedK) and k.depth > 1 for k in (ka, kb)):
