@@ -440,9 +440,6 @@ class Spec:
     # "unit_items" (``torch.cat`` of unzipped ``(1, ...)`` items), "repeat" (``t.repeat(len(S), 1)``) or "stacked"
     # (a tensor assigned to a variable that holds a stacked list elsewhere)
     forms: dict[int, str] = field(default_factory=dict)
-    # variables that hold a tensor on one path and a stacked list on another: each tensor assigned to one is the
-    # stack of its rows (``stacked_join``), kept across passes as the copies of ``fn`` keep the names
-    stacked: set[str] = field(default_factory=set)
 
     def find_expr(self, nid: int) -> ir.Expr:
         """The expression with node id ``nid``: in the function's body, or in a per-module call of ``choices``.
@@ -538,8 +535,11 @@ class _Analyzer:
     def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None,
                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None,
                  implicit: Callable[[Callable], Any] | None = None, run_list: RunList | None = None,
-                 threads: Mapping[Any, int | None] | None = None):
+                 threads: Mapping[Any, int | None] | None = None, stacked: frozenset[tuple[Any, str]] = frozenset()):
         self.functions = functions
+        # (function, variable) pairs holding a tensor on one path and a stacked list on another that no split
+        # separates (``analyze_kinds``): each tensor assigned to one is the stack of its rows (``stacked_join``)
+        self.stacked = stacked
         self.run_list = run_list  # the list a shared module holds for the run, a variable of it (``run_lists``)
         # the functions taking that variable as their last parameter -> the position of their parameter holding
         # the module (None: they only pass the list on)
@@ -610,18 +610,23 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
-            if stacked_join(old, k) is not None:  # its tensors are built as stacks of their rows (``stmt``)
-                self.spec.stacked.add(name)
+            if self.is_stacked(name) and stacked_join(old, k) is not None:  # its tensors: stacks of their rows
                 self.spec.var[name] = RAGGED
                 self.changed = True
                 return
             err = self.error(node, f"{shown_name(name)} holds host data in one place and a tensor in another "
                                    f"({old} vs {k}): use separate variables")
             err.variable = (self.spec.key[0], name)  # ``analyze_kinds`` splits it into versions where it can
+            err.stackable = stacked_join(old, k) is not None  # or else makes it a stacked list
             raise err from None
         if new != old:
             self.spec.var[name] = new
             self.changed = True
+
+    def is_stacked(self, name: str) -> bool:
+        """Whether variable ``name`` of the function analysed is a stacked list whose tensors are stacks of their
+        rows (``stacked_join``)."""
+        return (self.spec.key[0], name) in self.stacked
 
     def note(self, e: ir.Expr, k: Kind) -> Kind:
         """Record ``e``'s kind, joined with what earlier passes found (kinds only grow)."""
@@ -629,7 +634,7 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
-            if not (isinstance(e, ir.Name) and e.id in self.spec.stacked and stacked_join(old, k) is not None):
+            if not (isinstance(e, ir.Name) and self.is_stacked(e.id) and stacked_join(old, k) is not None):
                 raise self.error(e, f"this expression is host data on one path and a tensor on another ({old} vs {k})") from None
             new = RAGGED  # a read before its variable became a stacked list
         if new != old:
@@ -697,7 +702,7 @@ class _Analyzer:
         for env in envs:
             for name, k in env.items():
                 old = merged.get(name, BOTTOM)
-                stacked = stacked_join(old, k) if name in self.spec.stacked else None
+                stacked = stacked_join(old, k) if self.is_stacked(name) else None
                 merged[name] = stacked if stacked is not None else join(old, k)
         self.env = merged
 
@@ -724,7 +729,7 @@ class _Analyzer:
             case ir.Assign(target=t, value=v):
                 k = self.unzip(s) if unpacking.is_unzip(v) and t.items is not None and not any(
                     x.starred for x in t.items) else self.expr(v)
-                if t.name in self.spec.stacked and isinstance(k, TensorK):  # the stack of its rows (``stacked_join``)
+                if t.name is not None and self.is_stacked(t.name) and isinstance(k, TensorK):  # its rows' stack
                     self.spec.forms[v.nid] = "stacked"
                     k = self.rows_of(v)
                 self.bind(s, t, k)
@@ -2163,8 +2168,9 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     changed in place and, elsewhere, a list the analysis does not follow (``aliases.check_lists``: ``bptrs_t =
     []`` in one loop, ``for bptrs_t in reversed(backpointers)`` in another), is split into one variable per
     binding (``acrobat.analysis.versions``), or where it is a host-number accumulator (``loss = 0`` then
-    ``loss += t`` in a loop) into the number and an optional tensor (``acrobat.analysis.accumulators``), and the
-    analysis runs again.
+    ``loss += t`` in a loop) into the number and an optional tensor (``acrobat.analysis.accumulators``), or where
+    no split separates a tensor and a stacked list it holds, made a stacked list throughout (``stacked_join``), and
+    the analysis runs again.
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -2173,9 +2179,11 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     tried: set[tuple[Any, str, Callable]] = set()  # (function, variable, rewrite) already applied
     functions[entry], run_list = run_lists.found(functions[entry], instance)
     threads: dict[Any, int | None] = {}  # functions taking the run's list (``_Analyzer.threads``)
+    stacked: set[tuple[Any, str]] = set()  # variables made stacked lists (``_Analyzer.stacked``)
     while True:
         try:
-            table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit, run_list, threads)
+            table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit, run_list, threads,
+                              frozenset(stacked))
             aliases.check_lists(table.specs)
             return table
         except CompileError as err:
@@ -2195,6 +2203,9 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
                     fn = rewrite(functions[var[0]], var[1])
                     if fn is not None:
                         break
+            if fn is None and getattr(err, "stackable", False) and var not in stacked:
+                stacked.add(var)  # no split separates its tensor and its stacked list: a stacked list throughout
+                continue
             if fn is None:
                 raise
             functions[var[0]] = fn  # then analyse again
@@ -2203,7 +2214,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
 def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int, resolve: Resolver | None,
               parse: Callable[[Any], Mapping[Any, ir.Function]] | None,
               implicit: Callable[[Callable], Any] | None, run_list: RunList | None = None,
-              threads: Mapping[Any, int | None] | None = None) -> KindTable:
+              threads: Mapping[Any, int | None] | None = None,
+              stacked: frozenset[tuple[Any, str]] = frozenset()) -> KindTable:
     """One run of the kind analysis to its fixpoint (``analyze_kinds``, which may split a variable and run it
     again)."""
     fn = functions[entry]
@@ -2212,7 +2224,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
                            fallback=False)
-    an = _Analyzer(functions, fn.params, resolve, parse, implicit, run_list, threads)
+    an = _Analyzer(functions, fn.params, resolve, parse, implicit, run_list, threads, stacked)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.instance = (key, fn.params[instance])
     an.request(key)
