@@ -256,3 +256,12 @@ def unzipped_wide_items(tokens, p):
     states = [(p.emb[t].view(2, 2), p.emb[t]) for t in tokens]
     cs, hs = zip(*states)
     return torch.tanh(torch.cat(cs, dim=0).sum(0))
+
+
+@ab.program
+def repeat_of_two_rows(tokens, p):
+    # `t.repeat(len(S), 1)` of a (2, 4) `t`: two rows per copy, not the one row `t[0]` a stacked list takes, which a
+    # run-time check finds (the static tier's limit: the dynamic tier runs the instance)
+    S = torch.stack([p.emb[t] for t in tokens])
+    t = torch.tanh(p.emb[:2] * p.emb[tokens[0]])
+    return (S.sum(0) + t.repeat(len(S), 1).sum(0)).sum()

@@ -183,17 +183,19 @@ def test_childsum_any_trees_equal_plain(batch):
     _check(pp.childsum, batch, pp.ChildSum(), "eager")
 
 
-def test_cat_of_unzipped_items_of_two_rows_is_the_static_limit():
-    """Items of shape ``(2, 2)``: the run-time check refuses them under strict (file:line); by default the dynamic
-    tier runs the batch and equals plain calls."""
-    batch, p = _tokens(4, 5), pp.Params()
+@pytest.mark.parametrize("name,shape", [("unzipped_wide_items", "(2, 2)"), ("repeat_of_two_rows", "(2, 4)")])
+def test_two_rows_where_a_stacked_list_takes_one_are_the_static_limit(name, shape):
+    """Unzipped items, or a repeated tensor, of two rows: the run-time check refuses them under strict
+    (file:line); by default the dynamic tier runs the batch and equals plain calls."""
+    prog, batch, p = getattr(pp, name), _tokens(4, 5), pp.Params()
     with pytest.raises(ab.ShapeError) as info:
         with torch.no_grad():
-            pp.unzipped_wide_items.run(batch, p, options=STRICT)
-    assert "shape (2, 2)" in str(info.value) and "port_progs.py" in str(info.value)
+            prog.run(batch, p, options=STRICT)
+    assert f"shape {shape}" in str(info.value) and "which needs a shape (1, ...)" in str(info.value)
+    assert "port_progs.py" in str(info.value)
     with torch.no_grad():
-        want = [pp.unzipped_wide_items(x, p) for x in batch]
+        want = [prog(x, p) for x in batch]
         stats = ab.RunStats()
-        got = pp.unzipped_wide_items.run(batch, p, stats=stats)
+        got = prog.run(batch, p, stats=stats)
     torch.testing.assert_close(got, want, **TOL)
     assert stats.dynamic is not None
