@@ -195,3 +195,73 @@ def cat_of_list(tokens, p):
     wide = torch.cat(vals)
     cols = torch.cat([v.view(1, -1) for v in vals], dim=1)
     return torch.tanh(wide[:4] + wide[8:] + cols[0, 4:8])
+
+
+class Tree:
+    """A node of a tree of word ids, as treelstm.pytorch's ``Tree``: ``word`` and ``children``."""
+
+    def __init__(self, word, children):
+        self.word, self.children = word, children
+
+
+class ChildSum(nn.Module):
+    """treelstm.pytorch's ``ChildSumTreeLSTM`` as its authors wrote it (scripts/survey/childsum_treelstm.py): the
+    children's ``(1, H)`` states unzipped and concatenated (``torch.cat(child_c, dim=0)``), a leaf's
+    ``torch.zeros(1, H)`` in the other branch, and the forget gate's ``self.fx(x).repeat(len(child_h), 1)``."""
+
+    def __init__(self, vocab=10, dim=4, classes=3):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.ioux = nn.Linear(dim, 3 * dim)
+        self.iouh = nn.Linear(dim, 3 * dim)
+        self.fx = nn.Linear(dim, dim)
+        self.fh = nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, classes)
+        self.dim = dim
+
+    def node_forward(self, x, child_c, child_h):
+        child_h_sum = torch.sum(child_h, dim=0, keepdim=True)
+        iou = self.ioux(x) + self.iouh(child_h_sum)
+        i, o, u = torch.split(iou, iou.size(1) // 3, dim=1)
+        i, o, u = torch.sigmoid(i), torch.sigmoid(o), torch.tanh(u)
+        f = torch.sigmoid(self.fh(child_h) + self.fx(x).repeat(len(child_h), 1))
+        fc = torch.mul(f, child_c)
+        c = torch.mul(i, u) + torch.sum(fc, dim=0, keepdim=True)
+        h = torch.mul(o, torch.tanh(c))
+        return c, h
+
+    @ab.function
+    def forward(self, tree):
+        states = [self.forward(ch) for ch in tree.children]
+        if len(states) == 0:
+            child_c = torch.zeros(1, self.dim)
+            child_h = torch.zeros(1, self.dim)
+        else:
+            child_c, child_h = zip(*states)
+            child_c, child_h = torch.cat(child_c, dim=0), torch.cat(child_h, dim=0)
+        x = self.emb(torch.tensor([tree.word]))
+        return self.node_forward(x, child_c, child_h)
+
+
+@ab.program
+def childsum(tree, model):
+    c, h = model(tree)
+    return torch.log_softmax(model.out(h), dim=1)
+
+
+@ab.program
+def unzipped_wide_items(tokens, p):
+    # `torch.cat` of unzipped (2, 2) items: each adds two rows, not the one a stacked list takes from a (1, ...)
+    # item, which a run-time check finds (the static tier's limit: the dynamic tier runs the instance)
+    states = [(p.emb[t].view(2, 2), p.emb[t]) for t in tokens]
+    cs, hs = zip(*states)
+    return torch.tanh(torch.cat(cs, dim=0).sum(0))
+
+
+@ab.program
+def repeat_of_two_rows(tokens, p):
+    # `t.repeat(len(S), 1)` of a (2, 4) `t`: two rows per copy, not the one row `t[0]` a stacked list takes, which a
+    # run-time check finds (the static tier's limit: the dynamic tier runs the instance)
+    S = torch.stack([p.emb[t] for t in tokens])
+    t = torch.tanh(p.emb[:2] * p.emb[tokens[0]])
+    return (S.sum(0) + t.repeat(len(S), 1).sum(0)).sum()

@@ -137,3 +137,65 @@ def test_survey_constructs_train_and_take_one_instance(name):
     for n, g in want.items():
         torch.testing.assert_close(dict(p.named_parameters())[n].grad, g, **TOL, msg=n)
     _check(prog, batch[:1], p, "eager")
+
+
+# -- the child-sum TreeLSTM as treelstm.pytorch writes it (issue 18 §2: stacked lists) -----------------------------
+
+
+def _childsum_trees(n: int, seed: int) -> list:
+    """``n`` trees of word ids whose nodes have 0 to 3 children, of shapes that differ per instance."""
+    rng = random.Random(seed)
+
+    def tree(depth: int) -> pp.Tree:
+        kids = 0 if depth > 2 or rng.random() < 0.3 else rng.randint(1, 3)
+        return pp.Tree(rng.randrange(10), [tree(depth + 1) for _ in range(kids)])
+    return [tree(0) for _ in range(n)]
+
+
+_TREES = st.recursive(st.integers(0, 9).map(lambda w: pp.Tree(w, [])),
+                      lambda kids: st.builds(pp.Tree, st.integers(0, 9), st.lists(kids, min_size=1, max_size=3)),
+                      max_leaves=8)
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("n,seed", [(1, 5), (7, 7)])  # seed 5: a tree whose nodes at depth 1 have 3, 2 and 1 children
+def test_childsum_treelstm_runs_statically_and_equals_plain(n, seed, backend):
+    """``torch.cat`` of unzipped ``(1, H)`` children's states, a leaf's ``torch.zeros(1, H)`` and
+    ``.repeat(len(child_h), 1)``: stacked lists, batched in the static tier."""
+    torch.manual_seed(0)
+    stats = _check(pp.childsum, _childsum_trees(n, seed), pp.ChildSum(), backend)
+    assert stats.dynamic is None
+
+
+def test_childsum_treelstm_gradients_equal_plain():
+    torch.manual_seed(0)
+    batch, model = _childsum_trees(7, 3), pp.ChildSum()  # float32: the model's own torch.zeros(1, H) is
+    want = torch.autograd.grad(sum(pp.childsum(x, model).sum() for x in batch), list(model.parameters()))
+    got = torch.autograd.grad(sum(y.sum() for y in pp.childsum.run(batch, model, options=STRICT)),
+                              list(model.parameters()))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(_TREES, min_size=1, max_size=5))
+def test_childsum_any_trees_equal_plain(batch):
+    torch.manual_seed(0)
+    _check(pp.childsum, batch, pp.ChildSum(), "eager")
+
+
+@pytest.mark.parametrize("name,shape", [("unzipped_wide_items", "(2, 2)"), ("repeat_of_two_rows", "(2, 4)")])
+def test_two_rows_where_a_stacked_list_takes_one_are_the_static_limit(name, shape):
+    """Unzipped items, or a repeated tensor, of two rows: the run-time check refuses them under strict
+    (file:line); by default the dynamic tier runs the batch and equals plain calls."""
+    prog, batch, p = getattr(pp, name), _tokens(4, 5), pp.Params()
+    with pytest.raises(ab.ShapeError) as info:
+        with torch.no_grad():
+            prog.run(batch, p, options=STRICT)
+    assert f"shape {shape}" in str(info.value) and "which needs a shape (1, ...)" in str(info.value)
+    assert "port_progs.py" in str(info.value)
+    with torch.no_grad():
+        want = [prog(x, p) for x in batch]
+        stats = ab.RunStats()
+        got = prog.run(batch, p, stats=stats)
+    torch.testing.assert_close(got, want, **TOL)
+    assert stats.dynamic is not None

@@ -339,6 +339,20 @@ def join(a: Kind, b: Kind) -> Kind:
     raise KindConflict(f"{a} vs {b}")
 
 
+def stacked_join(a: Kind, b: Kind) -> Kind | None:
+    """``RAGGED`` where one of ``a``, ``b`` is a per-instance tensor and the other a stacked list (or both the
+    latter), else None: a variable holding a tensor on one path and a stacked list on another (the child-sum
+    TreeLSTM's leaf ``child_c = torch.zeros(1, H)`` and its node's ``torch.cat(child_c)`` of its children's
+    states). A tensor with a dim 0 is the stack of its own rows, so each tensor assigned to such a variable is
+    built so (``rows.rewritten``, form ``"stacked"``; a 0-D one raises TypeError in its instance as ``len`` does),
+    and the variable is a stacked list (issue 18 §2)."""
+    kinds = {type(a), type(b)}
+    if kinds <= {TensorK, RaggedK} and RaggedK in kinds and all(
+            not isinstance(k, RaggedK) or k.depth == 1 for k in (a, b)):
+        return RAGGED
+    return None
+
+
 def result_join(a: Kind, b: Kind) -> Kind:
     """The kind of a function's result returned as ``a`` on some paths and ``b`` on others: ``join``, except that
     host data meeting a tensor (also inside a tuple or dict, or a result already of this kind) gives a ``HostOrK``:
@@ -422,8 +436,10 @@ class Spec:
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
     # nid in ``rows`` -> how its rows are built where they are not its own (``rows.rewritten``): "cut" (``W[a:b]``
-    # by host bounds), "embed" (an embedding of a sequence, recurrent), "tokens" (``torch.tensor`` of a host list)
-    # or "sized" (a factory whose first size is per-instance host data, ``acrobat.analysis.sized``)
+    # by host bounds), "embed" (an embedding of a sequence, recurrent), "tokens" (``torch.tensor`` of a host list),
+    # "sized" (a factory whose first size is per-instance host data, ``acrobat.analysis.sized``), "unit_items"
+    # (``torch.cat`` of unzipped ``(1, ...)`` items), "repeat" (``t.repeat(len(S), 1)``) or "stacked" (a tensor
+    # assigned to a variable that holds a stacked list elsewhere)
     forms: dict[int, str] = field(default_factory=dict)
 
     def find_expr(self, nid: int) -> ir.Expr:
@@ -520,8 +536,11 @@ class _Analyzer:
     def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None,
                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None,
                  implicit: Callable[[Callable], Any] | None = None, run_list: RunList | None = None,
-                 threads: Mapping[Any, int | None] | None = None):
+                 threads: Mapping[Any, int | None] | None = None, stacked: frozenset[tuple[Any, str]] = frozenset()):
         self.functions = functions
+        # (function, variable) pairs holding a tensor on one path and a stacked list on another that no split
+        # separates (``analyze_kinds``): each tensor assigned to one is the stack of its rows (``stacked_join``)
+        self.stacked = stacked
         self.run_list = run_list  # the list a shared module holds for the run, a variable of it (``run_lists``)
         # the functions taking that variable as their last parameter -> the position of their parameter holding
         # the module (None: they only pass the list on)
@@ -592,13 +611,23 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
+            if self.is_stacked(name) and stacked_join(old, k) is not None:  # its tensors: stacks of their rows
+                self.spec.var[name] = RAGGED
+                self.changed = True
+                return
             err = self.error(node, f"{shown_name(name)} holds host data in one place and a tensor in another "
                                    f"({old} vs {k}): use separate variables")
             err.variable = (self.spec.key[0], name)  # ``analyze_kinds`` splits it into versions where it can
+            err.stackable = stacked_join(old, k) is not None  # or else makes it a stacked list
             raise err from None
         if new != old:
             self.spec.var[name] = new
             self.changed = True
+
+    def is_stacked(self, name: str) -> bool:
+        """Whether variable ``name`` of the function analysed is a stacked list whose tensors are stacks of their
+        rows (``stacked_join``)."""
+        return (self.spec.key[0], name) in self.stacked
 
     def note(self, e: ir.Expr, k: Kind) -> Kind:
         """Record ``e``'s kind, joined with what earlier passes found (kinds only grow)."""
@@ -606,7 +635,9 @@ class _Analyzer:
         try:
             new = join(old, k)
         except KindConflict:
-            raise self.error(e, f"this expression is host data on one path and a tensor on another ({old} vs {k})") from None
+            if not (isinstance(e, ir.Name) and self.is_stacked(e.id) and stacked_join(old, k) is not None):
+                raise self.error(e, f"this expression is host data on one path and a tensor on another ({old} vs {k})") from None
+            new = RAGGED  # a read before its variable became a stacked list
         if new != old:
             self.spec.kinds[e.nid] = new
             self.changed = True
@@ -671,7 +702,9 @@ class _Analyzer:
         merged: dict[str, Kind] = {}
         for env in envs:
             for name, k in env.items():
-                merged[name] = join(merged.get(name, BOTTOM), k)
+                old = merged.get(name, BOTTOM)
+                stacked = stacked_join(old, k) if self.is_stacked(name) else None
+                merged[name] = stacked if stacked is not None else join(old, k)
         self.env = merged
 
     def loop(self, before: dict[str, Kind], run_body) -> None:
@@ -697,6 +730,9 @@ class _Analyzer:
             case ir.Assign(target=t, value=v):
                 k = self.unzip(s) if unpacking.is_unzip(v) and t.items is not None and not any(
                     x.starred for x in t.items) else self.expr(v)
+                if t.name is not None and self.is_stacked(t.name) and isinstance(k, TensorK):  # its rows' stack
+                    self.spec.forms[v.nid] = "stacked"
+                    k = self.rows_of(v)
                 self.bind(s, t, k)
                 self.flow_target(s, t, v, k)
             case ir.ExprStmt(value=v):
@@ -1304,6 +1340,12 @@ class _Analyzer:
         if kind in (CallKind.METHOD, CallKind.VALUE) and isinstance(recv, SharedK) and any(
                 isinstance(k, RaggedK) for k in args + kws):  # p.lin(S): a module, checked at run time to act row-wise
             return self.ragged_node(e, "rows", None, RAGGED)
+        if kind is CallKind.METHOD and what == "repeat" and isinstance(recv, TensorK) and self.repeats_rows(e):
+            self.spec.forms[e.nid] = "repeat"  # `t.repeat(len(S), 1)`: len(S) rows `t[0]`
+            return self.rows_of(e)
+        if kind is CallKind.TORCH and ragged.is_elementwise(what) and len(e.args) == 2 and not e.kwargs and any(
+                isinstance(k, RaggedK) for k in args):
+            return self.ragged_binop(e, *args)  # `torch.mul(f, S)`: as `f * S`
         if kind is CallKind.TORCH and args and isinstance(args[0], RaggedK):
             op = ragged.segment_function(what)
             if op is not None:
@@ -1457,9 +1499,19 @@ class _Analyzer:
                                 f"the rows' new shape as constant ints; {_RAGGED_HINT}")
         return self.ragged_node(e, "view", None, RAGGED)
 
-    def ragged_binop(self, e: ir.BinOp | ir.Compare, ka: Kind, kb: Kind) -> Kind:
-        """``a op b`` with a ragged operand: row by row (arithmetic and comparisons), or (``a @ S`` of two) a
-        weighted sum over the list."""
+    def repeats_rows(self, e: ir.Call) -> bool:
+        """Whether ``e`` is ``t.repeat(len(S), 1, ...)`` (sizes after the first all the constant 1) of a stacked list
+        ``S``: as many copies of ``t`` along dim 0 as ``S`` has rows, to meet them (the child-sum TreeLSTM's
+        ``self.fx(x).repeat(len(child_h), 1)``). For ``t`` of shape ``(1, ...)`` it is the stacked list of
+        ``len(S)`` rows ``t[0]`` (``ragged.unit_row`` checks the shape at run time), issue 18 §2."""
+        n = e.args[0] if e.args else None
+        return not e.kwargs and isinstance(n, ir.Call) and n.kind is CallKind.BUILTIN and n.target == "len" and \
+            len(n.args) == 1 and not n.kwargs and self.spec.kinds.get(n.args[0].nid) == RAGGED and all(
+                isinstance(x, ir.Const) and type(x.value) is int and x.value == 1 for x in e.args[1:])
+
+    def ragged_binop(self, e: ir.BinOp | ir.Compare | ir.Call, ka: Kind, kb: Kind) -> Kind:
+        """``a op b`` (or ``torch.mul(a, b)``, ``ragged.is_elementwise``) with a ragged operand: row by row
+        (arithmetic and comparisons), or (``a @ S`` of two) a weighted sum over the list."""
         if BOTTOM in (ka, kb):
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         if any(isinstance(k, RaggedK) and k.depth > 1 for k in (ka, kb)):
@@ -2159,8 +2211,9 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     changed in place and, elsewhere, a list the analysis does not follow (``aliases.check_lists``: ``bptrs_t =
     []`` in one loop, ``for bptrs_t in reversed(backpointers)`` in another), is split into one variable per
     binding (``acrobat.analysis.versions``), or where it is a host-number accumulator (``loss = 0`` then
-    ``loss += t`` in a loop) into the number and an optional tensor (``acrobat.analysis.accumulators``), and the
-    analysis runs again.
+    ``loss += t`` in a loop) into the number and an optional tensor (``acrobat.analysis.accumulators``), or where
+    no split separates a tensor and a stacked list it holds, made a stacked list throughout (``stacked_join``), and
+    the analysis runs again.
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -2169,9 +2222,11 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     tried: set[tuple[Any, str, Callable]] = set()  # (function, variable, rewrite) already applied
     functions[entry], run_list = run_lists.found(functions[entry], instance)
     threads: dict[Any, int | None] = {}  # functions taking the run's list (``_Analyzer.threads``)
+    stacked: set[tuple[Any, str]] = set()  # variables made stacked lists (``_Analyzer.stacked``)
     while True:
         try:
-            table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit, run_list, threads)
+            table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit, run_list, threads,
+                              frozenset(stacked))
             aliases.check_lists(table.specs)
             return table
         except CompileError as err:
@@ -2191,6 +2246,9 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
                     fn = rewrite(functions[var[0]], var[1])
                     if fn is not None:
                         break
+            if fn is None and getattr(err, "stackable", False) and var not in stacked:
+                stacked.add(var)  # no split separates its tensor and its stacked list: a stacked list throughout
+                continue
             if fn is None:
                 raise
             functions[var[0]] = fn  # then analyse again
@@ -2199,7 +2257,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
 def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, instance: int, resolve: Resolver | None,
               parse: Callable[[Any], Mapping[Any, ir.Function]] | None,
               implicit: Callable[[Callable], Any] | None, run_list: RunList | None = None,
-              threads: Mapping[Any, int | None] | None = None) -> KindTable:
+              threads: Mapping[Any, int | None] | None = None,
+              stacked: frozenset[tuple[Any, str]] = frozenset()) -> KindTable:
     """One run of the kind analysis to its fixpoint (``analyze_kinds``, which may split a variable and run it
     again)."""
     fn = functions[entry]
@@ -2208,7 +2267,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
                            fallback=False)
-    an = _Analyzer(functions, fn.params, resolve, parse, implicit, run_list, threads)
+    an = _Analyzer(functions, fn.params, resolve, parse, implicit, run_list, threads, stacked)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.instance = (key, fn.params[instance])
     an.request(key)

@@ -68,6 +68,9 @@ _ROWWISE_METHODS = frozenset({"tanh", "sigmoid", "relu", "exp", "log", "abs", "n
 #: Row-wise with further operands that must not reach into the list axis.
 _ROWWISE_WITH_OPERANDS = dict.fromkeys((F.linear, F.embedding, torch.matmul, torch.mul, torch.add, torch.sub,
                                         torch.div), True)
+#: Arithmetic as torch functions (``torch.mul(f, S)``): row by row as the operators ``f * S`` are, whichever
+#: operands are stacked lists.
+_ELEMENTWISE = dict.fromkeys((torch.mul, torch.add, torch.sub, torch.div), True)
 #: Row-wise with further operands that never meet the list axis: ``F.linear`` acts on the last dim only,
 #: ``F.embedding`` looks each index of its first operand up in its weight.
 _PER_ROW_OPERANDS = dict.fromkeys((F.linear, F.embedding), True)
@@ -81,6 +84,12 @@ def segment_function(fn: Any) -> str | None:
 def is_rowwise_function(fn: Any, only_operand: bool) -> bool:
     """True when the torch function ``fn`` applied to a ragged first operand acts row by row."""
     return bool(known(_ROWWISE_FUNCTIONS, fn) or not only_operand and known(_ROWWISE_WITH_OPERANDS, fn))
+
+
+def is_elementwise(fn: Any) -> bool:
+    """True for the torch functions of arithmetic (``torch.mul``), which act row by row on stacked lists as the
+    operators do (``torch.mul(f, S)`` as ``f * S``), a stacked list as either operand."""
+    return bool(known(_ELEMENTWISE, fn))
 
 
 def takes_dense_whole(fn: Any) -> bool:
@@ -208,6 +217,23 @@ def row_squeeze(row: torch.Tensor, dim: int) -> torch.Tensor:
         raise LimitError(f"squeeze({dim}) of a stacked list with rows of shape {tuple(row.shape)} would reach its "
                          "list axis, whose length differs per instance")
     return row.squeeze(dim)
+
+
+def unit_row(x: torch.Tensor, rank: int, where: str) -> torch.Tensor:
+    """``x[0]`` for a tensor ``x`` of shape ``(1, ...)``: the one row ``x`` adds to a stacked list where the model
+    concatenates such tensors along dim 0 (``torch.cat(cs, dim=0)`` of a per-instance list of ``(1, H)`` states:
+    the stack of their ``(H,)`` rows) or repeats one along dim 0 (``t.repeat(len(S), 1)``: ``len(S)`` rows
+    ``t[0]``), issue 18 §2. ``rank``: the rank ``x`` must have (the number of ``repeat``'s sizes), 0 for any
+    rank of at least 1; ``where``: the model's file:line.
+
+    Raises:
+        LimitError: ``x`` is 0-D, of another rank, or its dim 0 is not 1 (it would add other rows than one:
+            the dynamic tier runs the instance).
+    """
+    if x.dim() == 0 or rank and x.dim() != rank or x.shape[0] != 1:
+        raise LimitError(f"acrobat takes a tensor of shape {tuple(x.shape)} at {where} as the one row of a stacked "
+                         f"list, which needs a shape (1, ...){f' of {rank} dimensions' if rank else ''}")
+    return x[0]
 
 
 def row_scale(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:

@@ -55,7 +55,7 @@ from collections.abc import Mapping
 
 import torch
 
-from acrobat.analysis import sized, token_lists
+from acrobat.analysis import ragged, sized, token_lists
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.parser import COMPREHENSION
@@ -71,8 +71,12 @@ def rewritten(fn: ir.Function, sites: Mapping[int, ir.Expr], forms: Mapping[int,
     per-instance bounds) is instead the stack of the rows it keeps, to ``"embed"`` (``emb(tokens)`` feeding a
     recurrent module, ``acrobat.analysis.recurrent``) the stack of one lookup per token, and to ``"tokens"``
     (``torch.tensor(tokens)`` of a host list, ``acrobat.analysis.token_lists``) the stack of one tensor per item,
-    and to ``"sized"`` (a factory of a per-instance first size, ``acrobat.analysis.sized``) the stack of its rows;
-    ``fn`` itself when ``sites`` is empty.
+    to ``"sized"`` (a factory of a per-instance first size, ``acrobat.analysis.sized``) the stack of its rows,
+    to ``"unit_items"`` (``torch.cat(cs, dim=0)`` of unzipped ``(1, ...)`` items, ``rules._cat_of_unzipped``) the
+    stack of their rows ``ragged.unit_row(cs[i])``, to ``"repeat"`` (``t.repeat(len(S), 1)``,
+    ``_Analyzer.repeats_rows``) the stack of ``len(S)`` rows ``ragged.unit_row(t)``, and to ``"stacked"`` (a tensor
+    assigned to a variable that is a stacked list elsewhere, ``kinds.stacked_join``) the stack of its own rows;
+    ``fn`` itself when ``sites`` is empty (issue 18 §2 for the stacks).
 
     Raises:
         CompileError: at a site evaluated only sometimes (a branch of ``a if c else b``, a later operand of
@@ -144,7 +148,8 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
                 continue
             pre += _into_variable(parent, before, fresh)
     loc = x.loc
-    tensor = x.obj if form == "cut" else _tokens(x) if form == "embed" else x  # type: ignore[attr-defined, arg-type]
+    tensor = x.obj if form == "cut" else _tokens(x) if form == "embed" else x.args[0] if form == "unit_items" else \
+        x.receiver if form == "repeat" else x  # type: ignore[attr-defined, arg-type]
     if form == "tokens":  # the host list, checked and read once
         where = ir.Const(loc, f"{loc.file}:{loc.line}")
         tensor = ir.Call(loc, ir.CallKind.HOST, token_lists.host_rows, [x.args[0], where], {})  # type: ignore[attr-defined]
@@ -158,8 +163,15 @@ def _hoisted(s: ir.Stmt, root: ir.Expr, x: ir.Expr, fresh: _Fresh, form: str) ->
                                                                               [ir.Name(loc, src)], {})], {})
     if form == "cut":  # the positions the cut keeps: `range(len(W))[a:b:c]`, Python's slice meaning for any bounds
         positions = ir.Subscript(loc, positions, x.index)  # type: ignore[attr-defined]
+    elif form == "repeat":  # `t.repeat(n, 1, ...)`: n rows
+        positions = ir.Call(loc, ir.CallKind.BUILTIN, "range", [x.args[0]], {})  # type: ignore[attr-defined]
     item: ir.Expr = ir.Subscript(loc, ir.Name(loc, src), ir.Name(loc, i))
-    if form == "embed":
+    if form in ("unit_items", "repeat"):  # each item (the repeated tensor) of shape (1, ...) gives its one row
+        one = item if form == "unit_items" else ir.Name(loc, src)
+        rank = 0 if form == "unit_items" else len(x.args)  # type: ignore[attr-defined]
+        item = ir.Call(loc, ir.CallKind.TORCH, ragged.unit_row,
+                       [one, ir.Const(loc, rank), ir.Const(loc, f"{loc.file}:{loc.line}")], {})
+    elif form == "embed":
         item = _lookup(x, item)  # type: ignore[arg-type]
     elif form == "tokens":
         item = token_lists.row_constructor(x, item)  # type: ignore[arg-type]

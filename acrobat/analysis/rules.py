@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from acrobat.analysis import ranks
+from acrobat.analysis import ranks, unpacking
 from acrobat.analysis.kinds import (BOTTOM, HOST, UNRESOLVED, ChoiceK, DictK, HostK, Kind, KindConflict, ListK,
                                     RaggedK, SharedK, TensorK, TupleK, contains, describe_ref, has_shared, has_tensor,
                                     join)
@@ -527,6 +527,30 @@ def _cat_of_unit_items(a: _Analyzer, s: Site) -> Kind | None:
     e.target, e.args, e.kwargs = torch.stack, e.args[:1], {}
     a.changed = True
     return a.call(e)
+
+
+@defcall(CallKind.TORCH, torch.cat, torch.concat, torch.concatenate)
+def _cat_of_unzipped(a: _Analyzer, s: Site) -> Kind | None:
+    """``torch.cat(cs, dim=0)`` of a sequence of ``cs, hs = zip(*states)`` (the child-sum TreeLSTM's children's
+    ``(1, H)`` states, as many as the instance's node has children): the stack of the items' one rows, each
+    ``x[0]`` once checked at run time to have shape ``(1, ...)`` (``ragged.unit_row``; any other shape is the
+    static tier's limit, and the dynamic tier runs the instance), a stacked list whose length differs per
+    instance (``acrobat.analysis.ragged``, issue 18 §2), built once this pass is done (``rows.rewritten``).
+    A fold of concatenations (``_cat_of_list``) would batch accumulators of different lengths together where the
+    lists' lengths differ; other lists (one filled over ``range(self.tags)``, the same length in every instance)
+    keep the fold, whose result is an ordinary tensor."""
+    e = s.e
+    dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim", ir.Const(e.loc, 0))
+    if not (s.args and isinstance(s.args[0], ListK) and isinstance(e.args[0], ir.Name)) or len(e.args) > 2 or \
+            any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or not _zero(dim) or \
+            not unpacking.bound_by_unzip(a.spec.fn, e.args[0].id):
+        return None
+    if s.args[0].elem is BOTTOM:
+        return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
+    if not isinstance(s.args[0].elem, TensorK):
+        return None
+    a.spec.forms[e.nid] = "unit_items"
+    return a.rows_of(e)
 
 
 @defcall(CallKind.TORCH, torch.cat, torch.concat, torch.concatenate)

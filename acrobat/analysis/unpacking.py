@@ -57,6 +57,25 @@ def is_unzip(e: ir.Expr) -> bool:
         len(e.args) == 1 and isinstance(e.args[0], ir.Starred) and not e.args[0].double
 
 
+def bound_by_unzip(fn: ir.Function, name: str) -> bool:
+    """Whether every binding of variable ``name`` in ``fn`` is one of the names of ``a, b = zip(*xs)`` (so it
+    holds item i of every tuple of ``xs``, as many as ``xs`` has: a length that differs per instance where
+    ``xs`` is the instance's, the child-sum TreeLSTM's ``child_c, child_h = zip(*states)``); False for a
+    parameter or a variable bound otherwise too (issue 18 §2)."""
+    if name in fn.params:
+        return False
+    found = False
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.For) and name in s.target.names():
+            return False
+        if isinstance(s, ir.Assign) and name in s.target.names():
+            flat = s.target.items is not None and all(t.name is not None for t in s.target.items)
+            if not (flat and is_unzip(s.value)):
+                return False
+            found = True
+    return found
+
+
 def unzipped(k: Kind, names: int) -> Kind | str:
     """The kind of ``zip(*xs)`` unpacked into ``names`` names (``a, b = zip(*pairs)``), ``xs`` of kind ``k``: a
     tuple of ``names`` sequences, the i-th holding item i of every tuple of ``xs`` (a tuple as Python gives it; of
