@@ -510,9 +510,8 @@ def _cat_of_unit_items(a: _Analyzer, s: Site) -> Kind | None:
     ``torch.cat`` calls are left to the other rules; a list of other items, or one read elsewhere too, stays an
     operand the static tier rejects (``blocks``: stack it)."""
     e = s.e
-    dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim")
-    if not (s.args and isinstance(s.args[0], ListK) and isinstance(e.args[0], ir.Name)) or len(e.args) > 2 or \
-            any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or dim is not None and not _zero(dim):
+    dim = _cat_dim(s)
+    if dim is None or not isinstance(e.args[0], ir.Name) or not _zero(dim):
         return None
     puts = ranks.sole_reader_puts(a.spec.fn, e.args[0].id, e)
     items = [_without_unit_axis(put.args[0]) for put in puts]
@@ -540,9 +539,8 @@ def _cat_of_unzipped(a: _Analyzer, s: Site) -> Kind | None:
     lists' lengths differ; other lists (one filled over ``range(self.tags)``, the same length in every instance)
     keep the fold, whose result is an ordinary tensor."""
     e = s.e
-    dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim", ir.Const(e.loc, 0))
-    if not (s.args and isinstance(s.args[0], ListK) and isinstance(e.args[0], ir.Name)) or len(e.args) > 2 or \
-            any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or not _zero(dim) or \
+    dim = _cat_dim(s)
+    if dim is None or not isinstance(e.args[0], ir.Name) or not _zero(dim) or \
             not unpacking.bound_by_unzip(a.spec.fn, e.args[0].id):
         return None
     if s.args[0].elem is BOTTOM:
@@ -560,10 +558,8 @@ def _cat_of_list(a: _Analyzer, s: Site) -> Kind | None:
     call of ``folds.cat_items``, a left fold of two-operand concatenations, which the analysis reads as a program
     function (issue 18 §2). Installed after ``_cat_of_unit_items``, whose stack of the items it leaves alone."""
     e = s.e
-    dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim", ir.Const(e.loc, 0))
-    if not (s.args and isinstance(s.args[0], ListK)) or isinstance(e.args[0], ir.ListExpr) or len(e.args) > 2 or \
-            any(k != "dim" for k in e.kwargs) or len(e.args) == 2 and e.kwargs or not (
-                isinstance(dim, ir.Const) and type(dim.value) is int):
+    dim = _cat_dim(s)
+    if dim is None or isinstance(e.args[0], ir.ListExpr) or not (isinstance(dim, ir.Const) and type(dim.value) is int):
         return None
     if s.args[0].elem is BOTTOM:
         return BOTTOM  # what the list holds is not known yet: the fixpoint comes back
@@ -575,6 +571,16 @@ def _cat_of_list(a: _Analyzer, s: Site) -> Kind | None:
     e.kind, e.target, e.args, e.kwargs = CallKind.PROGRAM, fold, e.args[:1], {}
     a.changed = True
     return a.program_call(e)
+
+
+def _cat_dim(s: Site) -> ir.Expr | None:
+    """The ``dim`` of ``s``, a call ``torch.cat(xs, dim)`` (``dim`` positional or by keyword; a constant 0 when not
+    given) whose first operand is a list (``ListK``), else None: what the ``torch.cat`` rules of a list share."""
+    e = s.e
+    if not (s.args and isinstance(s.args[0], ListK)) or len(e.args) > 2 or any(k != "dim" for k in e.kwargs) or \
+            len(e.args) == 2 and e.kwargs:
+        return None
+    return e.args[1] if len(e.args) == 2 else e.kwargs.get("dim", ir.Const(e.loc, 0))
 
 
 def _zero(d: ir.Expr | None) -> bool:
