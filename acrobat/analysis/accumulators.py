@@ -179,12 +179,6 @@ class _Splitter:
                     if isinstance(e, ir.Name) and e.id in names:
                         e.id = names[e.id]
             if isinstance(s, (ir.Assign, ir.For)):
-                _rename_target(s.target, names)
+                s.target.rename(names)
         return ir.If(stmts[0].loc, _is_none(self.name, stmts[0].loc), stmts, copied)
 
-
-def _rename_target(t: ir.Target, names: dict[str, str]) -> None:
-    if t.name is not None:
-        t.name = names.get(t.name, t.name)
-    for item in t.items or []:
-        _rename_target(item, names)

@@ -43,13 +43,13 @@ def split(fn: ir.Function, name: str) -> ir.Function | None:
             _rename_exprs(s.value, name, current)  # the value reads the version before this assignment
             k += 1
             current = version_name(name, k)
-            _rename_target(s.target, name, current)
+            s.target.rename({name: current})
             continue
         if seen and isinstance(s, ir.For) and s.target.name == name and not _read_after(out.body[i + 1:], name):
             _rename_exprs(s.iter, name, current)  # `for x in xs:` whose x nothing reads after the loop
             k += 1
             current = version_name(name, k)
-            _rename_target(s.target, name, current)
+            s.target.rename({name: current})
             _rename_body(s.body, name, current)
             continue
         seen = seen or name in _reads_or_binds(s)
@@ -63,7 +63,7 @@ def _rename_body(body: list[ir.Stmt], name: str, to: str) -> None:
         for root in ir.stmt_exprs(t):
             _rename_exprs(root, name, to)
         if isinstance(t, (ir.Assign, ir.For)):
-            _rename_target(t.target, name, to)
+            t.target.rename({name: to})
 
 
 def _read_after(rest: list[ir.Stmt], name: str) -> bool:
@@ -94,7 +94,7 @@ def _split_spans(body: list[ir.Stmt], name: str, k: int, top: bool) -> int:
             continue
         k += 1
         to = version_name(name, k)
-        _rename_target(first.target, name, to)
+        first.target.rename({name: to})
         _rename_body(body[i + 1:j], name, to)
         _rename_exprs(second.value, name, to)
     return k
@@ -121,9 +121,3 @@ def _rename_exprs(root: ir.Expr, name: str, to: str) -> None:
         if isinstance(e, ir.Name) and e.id == name:
             e.id = to
 
-
-def _rename_target(t: ir.Target, name: str, to: str) -> None:
-    if t.name == name:
-        t.name = to
-    for item in t.items or []:
-        _rename_target(item, name, to)

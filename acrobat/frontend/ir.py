@@ -258,6 +258,13 @@ class Target:
             return [self.name]
         return [n for t in self.items or [] for n in t.names()]
 
+    def rename(self, names: Mapping[str, str]) -> None:
+        """Bind the names ``names`` maps (old -> new) to their new names instead, in place, nested targets too."""
+        if self.name is not None:
+            self.name = names.get(self.name, self.name)
+        for item in self.items or []:
+            item.rename(names)
+
 
 @dataclass(eq=False)
 class Assign(Stmt):
