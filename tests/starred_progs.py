@@ -163,6 +163,31 @@ def list_unpacked(tokens, p):
     return total(p.emb[tokens[0]], *hs)
 
 
+def combine(*hs):
+    """The model's own undecorated helper over however many states it is given."""
+    if not hs:
+        return None
+    return sum(hs) / len(hs) + torch.stack(hs).amax(0) + hs[0] * hs[-1]
+
+
+@ab.program
+def list_unpacked_into_a_helper(tokens, p):
+    hs = [torch.tanh(p.emb[t] @ p.W) for t in tokens]
+    return combine(*hs), combine(*[h for h, t in zip(hs, tokens) if t > 4])
+
+
+@ab.function
+def growing(first, *rest):
+    rest = rest + (first,)
+    return sum(rest)
+
+
+@ab.program
+def list_unpacked_and_rebound(tokens, p):
+    hs = [torch.tanh(p.emb[t] @ p.W) for t in tokens]
+    return growing(p.emb[tokens[0]], *hs)
+
+
 @ab.function
 def total_of_list(first, rest):
     acc = first

@@ -92,19 +92,33 @@ def test_arguments_run_in_pythons_order():
     assert all(v[1:] == [2, 1, 3, 5, 4, 6] for v in plain.values())
 
 
-def test_a_list_unpacked_is_rejected_then_runs_dynamically_and_the_fix_is_static():
-    """`total(x, *hs)` with `hs` a list (its length differs per instance): rejected where the static tier is
-    asked for, with the fix (pass the list, the function taking a list), which compiles; the dynamic tier runs
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("name", ["list_unpacked", "list_unpacked_into_a_helper"])
+def test_a_list_of_per_instance_length_unpacked_into_rest_is_static(name, backend):
+    """`total(x, *hs)` / `combine(*hs)` with `hs` a list whose length differs per instance (an empty one too, in
+    the second call of `list_unpacked_into_a_helper`), into a function that only reads its `*rest`: the list is
+    passed whole, in the static tier, and equals plain calls (issue 18 §2)."""
+    stats = ab.RunStats()
+    want, got = _plain_and_batched(getattr(sp, name), _tokens(9, 2), backend, stats=stats)
+    assert stats.dynamic is None
+    assert any(w[1] is None for w in want) == (name == "list_unpacked_into_a_helper")
+    torch.testing.assert_close(got, want, **TOL)
+
+
+def test_a_list_unpacked_into_a_rest_that_is_rebound_is_rejected_and_the_fix_is_static():
+    """`growing(x, *hs)` whose `*rest` is rebound (`rest + (first,)`: a tuple operation): rejected where the
+    static tier is asked for, with the fix (take the list as one parameter), which compiles; the dynamic tier runs
     the program as written."""
     batch = _tokens(5, 2)
-    with pytest.raises(ab.CompileError, match=r"starred_progs\.py:\d+:\d+: `\*` unpacks a list, whose length may "
-                                              r"differ per instance.*pass the list as one argument"):
-        sp.list_unpacked.run(batch, sp.Params(), options=STRICT)
+    with pytest.raises(ab.CompileError, match=r"starred_progs\.py:\d+:\d+: `\*` passes a list, whose length may "
+                                              r"differ per instance.*take the list as one parameter"):
+        sp.list_unpacked_and_rebound.run(batch, sp.Params(), options=STRICT)
     stats = ab.RunStats()
-    want, got = _plain_and_batched(sp.list_unpacked, batch, options=ab.Options(), stats=stats)
+    want, got = _plain_and_batched(sp.list_unpacked_and_rebound, batch, options=ab.Options(), stats=stats)
     assert stats.dynamic is not None
     torch.testing.assert_close(got, want, **TOL)
-    torch.testing.assert_close(_plain_and_batched(sp.list_passed, batch)[1], want, **TOL)
+    torch.testing.assert_close(_plain_and_batched(sp.list_passed, batch)[1],
+                               _plain_and_batched(sp.list_unpacked, batch)[0], **TOL)
 
 
 def test_a_value_unpacked_after_a_call_is_rejected_and_the_fix_compiles():

@@ -1840,7 +1840,18 @@ class _Analyzer:
             k = self.expr(s.value)
             if k is BOTTOM:
                 return None
+            if e.kind is CallKind.HOST and isinstance(k, ListK) and has_tensor(k) and \
+                    self.implicit_of(e.target) is not None:  # `_combine(*hs)`, the model's own helper: analysed
+                fn = self.implicit_of(e.target)
+                self.adopt(fn)
+                e.kind, e.target = CallKind.PROGRAM, fn
             found = unpacking.shape(e, s, k)
+            if found == unpacking.WHOLE and not unpacking.read_only(self.functions[e.target],
+                                                                   self.functions[e.target].params[-1]):
+                raise self.error(s, f"`*` passes a list, whose length may differ per instance, as the `*` "
+                                    f"parameter of `{self.functions[e.target].name}`, which uses it other than by "
+                                    "reading it (iterating, `len`, `sum`, indexing, `torch.stack`): Python gives "
+                                    "it a tuple; take the list as one parameter (`def f(hs)`, `f(xs)`)")
             if isinstance(found, str):
                 raise self.error(s, found)
             shapes[s.nid] = found

@@ -13,7 +13,10 @@ stood, and reading a variable's item has no effect. The analysis's later passes 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Mapping
+
+import torch
 
 from acrobat.analysis.kinds import DictK, Kind, ListK, TupleK, has_tensor
 from acrobat.errors import CompileError
@@ -21,7 +24,15 @@ from acrobat.frontend import ir
 from acrobat.frontend.parser import bind_arguments
 
 Shape = int | tuple[str, ...]
-"""What an expansion depends on: a tuple's size, or a dict's keys."""
+"""What an expansion depends on: a tuple's size, or a dict's keys; ``WHOLE`` for a list passed whole."""
+
+WHOLE = -1
+"""The ``Shape`` of a list of per-instance length unpacked into a program function's ``*rest`` and nothing else
+(``f(*xs)``, ``def f(*hs)``): the call passes the list itself as ``rest`` (``whole_rest``)."""
+
+#: Builtins that only read the sequence they are given, and give the same for a list as for a tuple.
+_READERS = frozenset({"len", "sum", "list", "tuple", "enumerate", "zip", "reversed", "sorted", "max", "min", "any",
+                      "all"})
 
 
 def starred(e: ir.Call) -> list[ir.Starred]:
@@ -42,6 +53,8 @@ def shape(call: ir.Call, s: ir.Starred, k: Kind) -> Shape | str:
     if isinstance(k, ListK) and is_unzip(call):
         return ("`zip(*xs)` is static only unpacked at once into names, `a, b = zip(*pairs)` (a list of tuples "
                 "transposed): write it so, or build each sequence in a loop (`cs = [x[0] for x in xs]`)")
+    if isinstance(k, ListK) and whole_rest(call, s):
+        return WHOLE
     if isinstance(k, ListK):
         return ("`*` unpacks a list, whose length may differ per instance: the static tier unpacks tuples (a "
                 "tuple display `pair = (a, b)`, a tuple a function returns, `torch.chunk(x, 3)`); pass the list "
@@ -49,6 +62,67 @@ def shape(call: ir.Call, s: ir.Starred, k: Kind) -> Shape | str:
     what = "a tensor (its rows)" if has_tensor(k) else f"a {k}, whose length the analysis does not know"
     return (f"`*` unpacks {what}: the static tier unpacks tuples (a tuple display `pair = (a, b)`, a tuple a "
             "function returns, `torch.chunk(x, 3)`); pass the items explicitly (`f(t[0], t[1])`)")
+
+
+def whole_rest(call: ir.Call, s: ir.Starred) -> bool:
+    """Whether ``s``, a starred list in ``call``, can be passed whole as the callee's ``*rest``: ``call`` calls a
+    program function taking ``*rest`` whose named parameters the positional arguments before ``s`` fill exactly,
+    and ``s`` is the last argument (no keywords). The kind analysis then checks that the callee only reads
+    ``rest`` in ways that give the same for the list as for the tuple Python makes (``read_only``): its length
+    may then differ per instance (issue 18 §2, "``*args`` calls")."""
+    if call.kind is not ir.CallKind.PROGRAM or s.double or call.kwargs or call.args[-1] is not s:
+        return False
+    fn = getattr(call.target, "fn", call.target)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    named = params[:-1]
+    if not params or params[-1].kind is not inspect.Parameter.VAR_POSITIONAL or len(call.args) - 1 != len(named) \
+            or any(q.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for q in named) \
+            or any(isinstance(a, ir.Starred) for a in call.args[:-1]):
+        return False
+    return True
+
+
+def read_only(fn: ir.Function, name: str) -> bool:
+    """Whether ``fn`` only reads its parameter ``name`` where a list and a tuple of the same items give the same:
+    iterated (``for h in hs``), given to a reading builtin (``len``, ``sum``, ``zip``, ... ``_READERS``) or to
+    ``torch.stack``/``torch.cat`` as the sequence, indexed by a non-slice, or tested for truth; never bound,
+    returned, stored, passed on or called a method of (a tuple has no ``append``; ``hs + [x]`` raises)."""
+    for st in ir.walk_stmts(fn.body):
+        if name in ir.assigned_names(st) and not isinstance(st, (ir.If, ir.While, ir.For)) or \
+                isinstance(st, ir.For) and name in st.target.names():
+            return False
+        for root in ir.stmt_exprs(st):
+            if _is_name(root, name) and not isinstance(st, (ir.For, ir.If, ir.While)):
+                return False
+            for e in ir.walk(root):
+                kids = ir.children(e)
+                if any(_is_name(c, name) for c in kids) and not _reads(e, name):
+                    return False
+    return True
+
+
+def _is_name(e: ir.Expr, name: str) -> bool:
+    return isinstance(e, ir.Name) and e.id == name
+
+
+def _reads(parent: ir.Expr, name: str) -> bool:
+    """Whether every use of ``name`` directly under ``parent`` is a read that treats a list as a tuple."""
+    if isinstance(parent, ir.Subscript):
+        return _is_name(parent.obj, name) and not isinstance(parent.index, ir.Slice) and \
+            not _is_name(parent.index, name)
+    if isinstance(parent, ir.UnaryOp):
+        return parent.op == "not"
+    if isinstance(parent, ir.Call) and not (parent.receiver is not None and _is_name(parent.receiver, name)) \
+            and not any(_is_name(v, name) for v in parent.kwargs.values()):
+        if parent.kind is ir.CallKind.BUILTIN:
+            return parent.target in _READERS
+        if parent.kind is ir.CallKind.TORCH:
+            return parent.target in (torch.stack, torch.cat) and _is_name(parent.args[0], name) and \
+                not any(_is_name(a, name) for a in parent.args[1:])
+    return False
 
 
 def is_unzip(e: ir.Expr) -> bool:
@@ -99,6 +173,10 @@ def expanded(e: ir.Call, shapes: Mapping[int, Shape]) -> ir.Call:
     """
     args: list[ir.Expr] = []
     for a in e.args:
+        if isinstance(a, ir.Starred) and shapes[a.nid] == WHOLE:
+            out = copy.copy(e)
+            out.args, out.kwargs = [*args, ir.Name(a.value.loc, a.value.id)], {}
+            return out
         if isinstance(a, ir.Starred):
             args += [_item(a, i) for i in range(shapes[a.nid])]  # type: ignore[arg-type]
         else:

@@ -722,7 +722,8 @@ class Gen:
 
     def starred_call(self, sc: Scope) -> list[str]:
         """``t = f(*pair, ...)``: a cell, a torch operator or a function taking ``*rest`` given a tuple's items by
-        ``*`` (a pair variable or a tuple display), maybe keywords by ``**{...}``."""
+        ``*`` (a pair variable or a tuple display), maybe keywords by ``**{...}``; or ``spread(x, *xs)`` of a list
+        of per-instance length (passed whole as ``rest``)."""
         self.feat("starred call")
         pair = self.var(sc, "P") or f"({self.tensor(sc)}, {self.tensor(sc)})"
         form = self.ch.int(0, 3)
@@ -739,8 +740,11 @@ class Gen:
                 self.helpers.append("\n".join(["@ab.function", "def spread(x, *rest):", "    acc = x",
                                                "    for r in rest:", "        acc = acc + torch.tanh(r)",
                                                "    return acc / (1 + len(rest))"]))
-            call = self.ch.pick([f"spread(*{pair})", f"spread({self.tensor(sc)}, *{pair})",
-                                 f"spread({self.tensor(sc)})"])
+            forms = [f"spread(*{pair})", f"spread({self.tensor(sc)}, *{pair})", f"spread({self.tensor(sc)})"]
+            if sc.of("L") and self.ch.int(0, 1):  # a list of per-instance length, passed whole as `rest`
+                self.feat("list unpacked into *rest")
+                forms = [f"spread({self.tensor(sc)}, *{self.ch.pick(sc.of('L'))})"]
+            call = self.ch.pick(forms)
         name = self.fresh("t")
         sc.vars[name] = "T"
         return [f"{name} = {call}"]
