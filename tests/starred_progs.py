@@ -173,7 +173,8 @@ def combine(*hs):
 @ab.program
 def list_unpacked_into_a_helper(tokens, p):
     hs = [torch.tanh(p.emb[t] @ p.W) for t in tokens]
-    return combine(*hs), combine(*[h for h, t in zip(hs, tokens) if t > 4])
+    return (combine(*[encode(t, p)[0] for t in tokens[:3]]), combine(*hs),
+            combine(*[h for h, t in zip(hs, tokens) if t > 4]))
 
 
 @ab.function

@@ -1840,6 +1840,9 @@ class _Analyzer:
             k = self.expr(s.value)
             if k is BOTTOM:
                 return None
+            if e.kind is CallKind.HOST and isinstance(k, ListK) and self.implicit_of(e.target) is not None:
+                if k.elem is BOTTOM:
+                    return None  # whether the list holds tensors is not known yet: the fixpoint comes back
             if e.kind is CallKind.HOST and isinstance(k, ListK) and has_tensor(k) and \
                     self.implicit_of(e.target) is not None:  # `_combine(*hs)`, the model's own helper: analysed
                 fn = self.implicit_of(e.target)
