@@ -48,6 +48,9 @@ _FUTURE_FLAGS = functools.reduce(operator.or_, (getattr(__future__, f).compiler_
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: Builtins that make host data (a result bound to a call of one is no tensor).
+_HOST_CALLS = frozenset({"list", "dict", "set", "tuple", "sorted", "reversed", "map", "filter", "zip", "enumerate",
+                         "range", "len", "str", "int", "float", "bool", "repr", "format"})
 #: Methods whose receiver is a container, not a tensor (a result changed by one is host data).
 _CONTAINER_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
                                 "add", "discard", "sort", "reverse", "popitem", "keys", "values", "items"})
@@ -230,13 +233,24 @@ def _names(node: ast.AST) -> tuple[set[str], set[str]]:
         loads |= ld - own
         stores |= sd - own
     else:
-        if isinstance(node, ast.ExceptHandler) and node.name:
-            stores.add(node.name)
+        stores |= _bound_by(node)
         for child in ast.iter_child_nodes(node):
             ld, sd = _names(child)
             loads |= ld
             stores |= sd
     return loads, stores
+
+
+def _bound_by(node: ast.AST) -> set[str]:
+    """The variables ``node`` binds other than through an assignment target: a ``def``/``class`` name, an
+    ``import``'s names, an ``except ... as`` name."""
+    if isinstance(node, _SCOPES):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return {node.name}
+    return set()
 
 
 def _targets(t: ast.expr) -> set[str]:
@@ -274,6 +288,8 @@ def _definite(body: list[ast.stmt]) -> set[str]:
                 for h in hs:
                     normal &= _definite(h.body)
                 out |= normal | _definite(f)
+            case ast.FunctionDef() | ast.AsyncFunctionDef() | ast.ClassDef() | ast.Import() | ast.ImportFrom():
+                out |= _bound_by(st)
     return out
 
 
@@ -387,12 +403,14 @@ def _leaves(stmt: ast.stmt) -> str | None:
 
 def _plainly_host(stmt: ast.stmt, name: str) -> bool:
     """Whether ``stmt`` binds ``name`` to what is plainly no tensor (a literal, a display, a comprehension, a
-    lambda, a string) or calls a container method on it."""
+    lambda, a string, a call of a builtin that makes host data) or calls a container method on it."""
     for node in ast.walk(stmt):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(name in _targets(t) for t in targets) and isinstance(node.value, (
-                    ast.Constant, ast.List, ast.Dict, ast.Set, ast.Tuple, ast.JoinedStr, ast.Lambda, *_COMPREHENSIONS)):
+                    ast.Constant, ast.List, ast.Dict, ast.Set, ast.Tuple, ast.JoinedStr, ast.Lambda, *_COMPREHENSIONS)) \
+                    or isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+                    and node.value.func.id in _HOST_CALLS:
                 return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 isinstance(node.func.value, ast.Name) and node.func.value.id == name and \
