@@ -215,8 +215,8 @@ def _names(node: ast.AST) -> tuple[set[str], set[str]]:
         loads |= _names(gens[0].iter)[0]
         inner_loads: set[str] = set()
         inner_stores: set[str] = set()
-        parts: list[ast.AST] = [g.target for g in gens] + [g.iter for g in gens[1:]] + [c for g in gens for c in g.ifs]
-        parts += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        parts: list[ast.AST] = [*(g.target for g in gens), *(g.iter for g in gens[1:]), *(c for g in gens for c in g.ifs),
+                                *([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt])]
         for part in parts:
             ld, sd = _names(part)
             inner_loads |= ld

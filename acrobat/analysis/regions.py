@@ -7,6 +7,9 @@ calls it for the instance, on the instance's fiber (§4.2), with its tensor argu
 values (``acrobat.runtime.dynamic``), so its torch operators are DFG nodes of the same run and batched across
 instances at run time, and its tensor results come back to the static code as handles (``Runtime.region``).
 
+A rejected construct in the entry, or in a function that cannot be a region, makes the smallest statement or loop
+holding it a region instead, by outlining it into a function of its own (``acrobat.analysis.outline``).
+
 Only a function that can be shown to be exact becomes a region; anything else keeps the whole-program fallback:
 
 - the region's own code changes no host state that outlives it: no ``global``/``nonlocal``, no ``yield`` (a
