@@ -28,6 +28,7 @@ import torch
 from acrobat import pipeline
 from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, has_tensor, shared_fact
 from acrobat.analysis.lowered import Block, LoweredFunction
+from acrobat.analysis.outline import outline_region
 from acrobat.analysis.regions import MAX_REGIONS, Region, region_of
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import result_layout
@@ -267,6 +268,10 @@ class Program(Function[P, R]):
             return obj.__name__ if isinstance(obj, Function) else None
 
         functions: dict[Any, ir.Function] = {}
+        outlines: dict[Any, list[Any]] = {}  # function -> its statements outlined into regions (analysis.outline)
+        for r in (regions or {}).values():
+            if r.outline is not None:
+                outlines.setdefault(r.outline.parent, []).append(r.outline)
         todo: list[Any] = [self if root is None else root]
         while todo:
             f = todo.pop()
@@ -280,7 +285,7 @@ class Program(Function[P, R]):
                 continue
             try:
                 functions[f] = (f.ir if isinstance(f, NestedFunction)
-                                else parse_function(f.fn, f.snapshot, is_program_fn, markers))
+                                else parse_function(f.fn, f.snapshot, is_program_fn, markers, outlines.get(f, ())))
             except CompileError as exc:
                 if getattr(exc, "function", None) is None:
                     exc.function = f  # type: ignore[attr-defined]
@@ -368,9 +373,11 @@ class Program(Function[P, R]):
                 if options.strict or not exc.fallback or fn in regions or len(regions) >= MAX_REGIONS:
                     raise first from None
                 found = region_of(exc, fn, self)
+                if isinstance(found, str):  # the smallest statement holding it, outlined (analysis.outline)
+                    found = outline_region(exc, fn, regions, Function)
                 if isinstance(found, str):
                     raise first from None
-                regions[fn] = found
+                regions[fn if found.outline is None else found.outline.function] = found
 
     def source(self, n_shared: int = 1, options: Options | None = None) -> str:
         """The generated code: skeleton, shared-value prologue and every block."""

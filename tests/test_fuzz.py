@@ -32,7 +32,7 @@ from tests.fuzz.generator import FuzzProgram, generate
 from tests.fuzz.oracle import FAILURES, Outcome, check, same
 from tests.fuzz.shrink import shrink_program
 
-FAST_EAGER = [*range(40), 321, 469, 77, 45, 47, 41, 42, 76, 48]  # between them every feature of test_the_programs_use_the_constructs
+FAST_EAGER = [*range(40), 321, 469, 77, 45, 47, 41, 42, 76, 48, 53]  # between them every feature of test_the_programs_use_the_constructs
 FAST_COMPILED = (3, 11)
 FAST_DYNAMIC = range(20)
 MINUTES = float(os.environ.get("ACROBAT_FUZZ_MINUTES", "0") or 0)
@@ -91,7 +91,9 @@ def test_the_programs_use_the_constructs():
                     "torch.cat of a list variable", "augmented assignment of a fresh tensor",
                     "item assignment of a fresh tensor", "accumulator from a host number", "accumulator returned",
                     *(f"rejected construct in a helper: {form}" for form in
-                      ("dict", "try", "lambda", "generator", "isinstance"))):
+                      ("dict", "try", "lambda", "generator", "isinstance")),
+                    *(f"rejected construct in the entry: {form}" for form in
+                      ("dict loop", "try", "lambda", "isinstance"))):
         assert feature in seen, feature
 
 

@@ -7,6 +7,9 @@ calls it for the instance, on the instance's fiber (§4.2), with its tensor argu
 values (``acrobat.runtime.dynamic``), so its torch operators are DFG nodes of the same run and batched across
 instances at run time, and its tensor results come back to the static code as handles (``Runtime.region``).
 
+A rejected construct in the entry, or in a function that cannot be a region, makes the smallest statement or loop
+holding it a region instead, by outlining it into a function of its own (``acrobat.analysis.outline``).
+
 Only a function that can be shown to be exact becomes a region; anything else keeps the whole-program fallback:
 
 - the region's own code changes no host state that outlives it: no ``global``/``nonlocal``, no ``yield`` (a
@@ -51,7 +54,8 @@ class Region:
     ``fn`` is the user's function (called by ``call`` with the instance's arguments, tensors as ``Lazy``
     values); ``name`` its name, ``where`` its ``file:line``; ``reason`` the ``CompileError`` the static tier gave
     for it (with its fix); ``arity`` the length of the tuple it returns (None: one tensor); ``keywords`` the
-    names of its keyword-only parameters, ``star`` whether it takes ``*rest``.
+    names of its keyword-only parameters, ``star`` whether it takes ``*rest``; ``outline`` the statement it was
+    outlined from (``acrobat.analysis.outline.Outline``; None: a function of the program, ``where`` its ``def``).
     """
 
     fn: Callable
@@ -61,6 +65,7 @@ class Region:
     arity: int | None
     keywords: tuple[str, ...] = ()
     star: bool = False
+    outline: Any = None
 
     def call(self, args: Sequence[Any]) -> Any:
         """``fn`` called with ``args``, its arguments in the IR's parameter order (``parser.bind_arguments``:
@@ -78,8 +83,11 @@ class Region:
         return DYNAMIC if self.arity is None else TupleK((DYNAMIC,) * self.arity)
 
     def describe(self) -> str:
-        """``name (file:line): reason``, as ``explain`` and the run report list it."""
-        return f"`{self.name}` ({self.where}): {self.reason.strip().splitlines()[0]}"
+        """``name (file:line): reason``, as ``explain`` and the run report list it (an outlined statement: its
+        line and the function it is in)."""
+        what = (f"`{self.name}` (the statement at {self.where} of `{self.outline.parent.__name__}`)"
+                if self.outline is not None else f"`{self.name}` ({self.where})")
+        return f"{what}: {self.reason.strip().splitlines()[0]}"
 
 
 def region_of(err: CompileError, function: Any, entry: Any) -> Region | str:

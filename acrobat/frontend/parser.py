@@ -14,7 +14,7 @@ import builtins
 import inspect
 import re
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -775,7 +775,7 @@ def dedented(lines: list[str]) -> list[str]:
 
 
 def parse_function(fn: Callable, source: SourceSnapshot, is_program_fn: Callable[[Any], str | None],
-                   markers: dict[str, Any]) -> ir.Function:
+                   markers: dict[str, Any], outlines: Sequence[Any] = ()) -> ir.Function:
     """Parse a Python function into an ``ir.Function``.
 
     ``source`` is the function's text as it was when it was decorated
@@ -797,5 +797,9 @@ def parse_function(fn: Callable, source: SourceSnapshot, is_program_fn: Callable
     if not isinstance(fdef, ast.FunctionDef):
         raise CompileError("expected a function definition", filename, first, 0)
     lines = {first + i: text.rstrip("\n") for i, text in enumerate(src_lines)}
+    for o in outlines:
+        o.apply(fdef, first)
     _mangle_locals(fdef)
-    return _Translator(fn, filename, first - 1, lines, is_program_fn, markers).function(fdef)
+    translator = _Translator(fn, filename, first - 1, lines, is_program_fn, markers)
+    translator.scope.update({o.name: o.function for o in outlines})
+    return translator.function(fdef)

@@ -33,7 +33,9 @@ in-place writes on a ``Doc`` instance's tensor after a use (``inst.x.add_(1)``,
 ``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, sums started at a host number
 (``acc = 0`` then ``acc += v`` in a loop, maybe run zero times; ``main`` may return ``acc`` itself), and in a
 cell a construct the static tier rejects (a dict item assignment, ``try``, a stored lambda, a generator,
-``isinstance`` on a tensor), which makes the cell a dynamic region (``rejected``).
+``isinstance`` on a tensor), which makes the cell a dynamic region (``rejected``), and in ``main`` one such
+construct on ``h`` (a dict filled in a loop, ``try``, a stored lambda, ``isinstance``), which makes its statement
+or loop a dynamic region, or the whole program dynamic where it cannot be outlined (``rejected_in_entry``).
 
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
@@ -1108,6 +1110,22 @@ class Gen:
                 "generator": ["def rj_g():", "    yield x", "    yield h * 0.5", "x = sum(rj_g())"],
                 "isinstance": ["if isinstance(x, torch.Tensor) and not isinstance(h, float):", "    x = x + h"]}[form]
 
+    def rejected_in_entry(self, main: list[str], at: int) -> None:
+        """Sometimes a construct the static tier rejects, on ``h``, put into ``main`` (its lines) after line ``at``
+        (the end of its prologue, where ``h`` is a tensor): its statement or loop is outlined into a dynamic region
+        (``acrobat.analysis.outline``), or, a stored lambda, the whole program runs in the dynamic tier. Drawn
+        last, so the programs of the seeds before this draw existed stay as they were, the construct aside."""
+        if not self.ch.coin(20):
+            return
+        form = self.ch.pick(["dict loop", "try", "lambda", "isinstance"])
+        self.feat(f"rejected construct in the entry: {form}")
+        lines = {"dict loop": ["for rj_k in range(2):", "    rj_d = {}", "    rj_d[rj_k] = torch.tanh(h) * 0.5",
+                               "    h = rj_d[rj_k] + h"],
+                 "try": ["try:", "    h = h / 2.0", "except ZeroDivisionError:", "    h = h * 0.5"],
+                 "lambda": ["rj_f = lambda v: torch.tanh(v) * 0.5", "h = rj_f(h) + h"],
+                 "isinstance": ["if isinstance(h, torch.Tensor):", "    h = h * 0.5 + 0.1"]}[form]
+        main[at + 1:at + 1] = ["    " + x for x in lines]
+
     def tree_fn(self) -> str:
         """The recursion over the instance tree, ``rec(node, p)`` -> T; and maybe ``visit(node, p, outs)``."""
         self.feat("recursion")
@@ -1205,6 +1223,7 @@ class Gen:
                    ("coarsening", "hoisting", "concurrency", "phases", "stages", "ghosts", "fibers", "horizontal_fusion")}
         sizes = tuple(sorted({ch.int(1, 12), ch.int(1, 40)}))
         self.rejected()
+        self.rejected_in_entry(main, len(prologue))
         head = ["import math", "", "import torch", "import torch.nn.functional as F", "", "import acrobat as ab", "",
                 "", "def clip(k):", "    return min(max(k, 0), 3)", ""]
         src = "\n".join(head + ["\n" + h + "\n" for h in self.helpers] + ["", "@ab.program", *main, ""])
