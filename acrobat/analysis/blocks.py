@@ -395,7 +395,7 @@ class _Lowerer:
             keep = isinstance(e, ir.Call) and rowops.pointwise_dtype_kept(e)  # `zeros_like(S, dtype=...)`
             value = ir.Call(loc, ir.CallKind.TORCH, row_operands,
                             [row_op, ir.TupleExpr(loc, row_names), ir.TupleExpr(loc, [fit(x) for x in dense]),
-                             ir.Const(loc, keep)], {})
+                             *([ir.Const(loc, True)] if keep else [])], {})
         return self.op_node(value)
 
     def op_node(self, e: ir.Expr) -> ir.Expr:

@@ -2128,7 +2128,9 @@ _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0
                 "amax, amin), by ranking it over the list axis (sort, argsort, "
                 "topk with a host k), by `alpha @ torch.stack(xs)` with a stacked 1-D `alpha`, by reading it with "
                 "`.tolist()`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
-                "operands row by row; for anything else, loop over the list")
+                "operands row by row, as operators along the rows' axes (a dim >= 1 or a negative dim of the rows: "
+                "chunk, transpose, permute(0, ...), flatten(1), layer_norm, normalize, view(len(xs), ...); "
+                "acrobat.analysis.rowops); for anything else, loop over the list")
 
 
 def _stored_attrs(fn: ir.Function) -> set[str]:
