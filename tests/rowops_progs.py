@@ -2,7 +2,7 @@
 
 They live in a real .py file because acrobat reads their source with ``inspect``;
 lines the tests look up carry a ``# M:<key>`` marker comment. Parameters:
-``tests.test_tdc.P(hidden=4)`` (``emb`` (V, 4), ``W`` (4, 4), ``b``/``h0`` (4,)).
+``tests.test_tdc.P(hidden=4)`` (``emb`` (V, 4), ``W`` (4, 4), ``b``/``h0`` (4,)) with ``heads = 2``.
 """
 
 # ruff: noqa
@@ -49,7 +49,7 @@ def matrix_rows(toks, p):
     """Operators along the axes of 2-D rows, written as on the stacked (L, 2, 2) tensor: normalize, layer_norm,
     narrow, transpose, permute, flatten, expand, repeat, softmax over the last axis."""
     M = torch.stack([(p.emb[t] @ p.W).view(2, 2) for t in toks])
-    return (F.normalize(M, dim=-1), F.normalize(M, dim=1), F.layer_norm(M, (2,)), F.layer_norm(M, (2, 2)),
+    return (F.normalize(M, dim=-1), F.normalize(M, dim=1), F.normalize(M, 1.5, 2), F.layer_norm(M, (2,)), F.layer_norm(M, (2, 2)),
             M.narrow(2, 1, 1), M.transpose(1, 2), M.transpose(-2, -1), M.permute(0, 2, 1), M.flatten(1),
             torch.flatten(M, start_dim=1), M.unsqueeze(1).expand(-1, 3, -1, -1), M.repeat(1, 2, 3),
             F.softmax(M, dim=-1) * M.transpose(1, 2))
@@ -74,7 +74,7 @@ def token_states(tokens, p):
     x = F.layer_norm(x + torch.relu(x @ p.W), (4,), p.h0, p.b)
     q, k = (x @ p.W).chunk(2, dim=-1)
     L = x.shape[0]
-    h = (q * k).view(L, 2, 1)
+    h = (q * k).view(L, p.heads, 1)
     keep = (torch.tensor(tokens) != 0).unsqueeze(-1)
     pooled = torch.where(keep, x, torch.zeros_like(x)).sum(0) / keep.sum().clamp(min=1)
     return pooled, h, x

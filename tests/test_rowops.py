@@ -34,7 +34,9 @@ def _line(key: str) -> int:
 
 
 def _params() -> P:
-    return P(hidden=4, vocab=16)
+    p = P(hidden=4, vocab=16)
+    p.heads = 2  # a module's int attribute, as a view's size
+    return p
 
 
 def _batch(n: int, length: int, seed: int = 0) -> list[list[int]]:

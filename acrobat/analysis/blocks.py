@@ -352,13 +352,13 @@ class _Lowerer:
         loc = e.loc
         how = self.spec.ragged[e.nid][0]
         if how == "rowop":  # by its rule (acrobat.analysis.rowops): the row's dims in place of the stacked list's
-            assert isinstance(e, ir.Call)
-            rule = rowops.rule_of(e)
-            f = rowops.form(e, rule, rowops.describe(e))  # type: ignore[arg-type]
-            assert rule is not None and not isinstance(f, str)
+            rule = rowops.rule_of(e) if isinstance(e, ir.Call) else None
+            assert isinstance(e, ir.Call) and rule is not None
+            f = rowops.form(e, rule, rowops.describe(e))
+            assert not isinstance(f, str)
             value: ir.Expr = rowops.row_call(e, rule, f, args, self.op_node, part)
         elif how == "contract":
-            value: ir.Expr = ir.Call(loc, ir.CallKind.TORCH, row_scale, args, {})
+            value = ir.Call(loc, ir.CallKind.TORCH, row_scale, args, {})
         elif isinstance(e, ir.BinOp) and e.op == "@" or isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH \
                 and e.target is torch.matmul:
             value = ir.Call(loc, ir.CallKind.TORCH, row_matmul, args, {})
@@ -925,7 +925,7 @@ def _operands(e: ir.Expr) -> list[ir.Expr]:
     if isinstance(e, ir.Subscript):  # its index is host data, kept in the row's subscript (`row_value`)
         return [e.obj]
     assert isinstance(e, ir.Call)
-    return ([e.receiver] if e.receiver is not None else []) + list(e.args) + list(e.kwargs.values())
+    return rowops.operands(e)
 
 
 def _on_row(e: ir.Expr, args: list[ir.Expr]) -> ir.Expr:

@@ -1497,21 +1497,22 @@ class _Analyzer:
             CompileError: sizes that are not ints given one by one, or a first size that is a tensor.
         """
         count = e.args[int(lead)] if len(e.args) > int(lead) else None
-        if count is None or e.kwargs or not all(map(self.host_int, e.args[int(lead):])) or \
+        if count is None or e.kwargs or not all(self.host_int(x, i == 0) for i, x in enumerate(e.args[int(lead):])) or \
                 isinstance(count, ir.TupleExpr):
             front = "1, " if lead else ""
             raise self.error(e, f"`.{e.target}()` of a stacked list (its length differs per instance) is batched row "
                                 f"by row: write `.{e.target}({front}len(xs), ...)` with the list's length first, then "
-                                f"the rows' new shape as ints (constants or host values); {_RAGGED_HINT}")
+                                f"the rows' new shape as constant ints or a module's int attributes (`p.heads`); {_RAGGED_HINT}")
         return self.ragged_node(e, "view", None, RAGGED)
 
-    def host_int(self, x: ir.Expr) -> bool:
-        """Whether ``x`` may be a size the host knows: a constant int, or host data (``L = x.shape[0]``, a module's
-        int attribute ``p.heads``), not a tensor."""
+    def host_int(self, x: ir.Expr, first: bool) -> bool:
+        """Whether ``x`` may be a size of ``S.view(n, ...)``: a constant int, or a module's int attribute
+        (``p.heads``: the same in every instance, so the rows of a launch keep one shape); the ``first``, ``n``
+        (checked against the list's length by host code), also per-instance host data (``L = x.shape[0]``)."""
         k = self.spec.kinds.get(x.nid, HOST)
-        c = _const(x)
-        return type(c) is int if isinstance(x, ir.Const) else not has_tensor(k) and not (
-            isinstance(k, SharedK) and not k.host)
+        if isinstance(x, ir.Const):
+            return type(x.value) is int
+        return isinstance(k, SharedK) and k.host or first and not has_tensor(k) and not isinstance(k, SharedK)
 
     def repeats_rows(self, e: ir.Call) -> bool:
         """Whether ``e`` is ``t.repeat(len(S), 1, ...)`` (sizes after the first all the constant 1) of a stacked list

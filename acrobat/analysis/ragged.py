@@ -13,8 +13,10 @@ whatever the lists' lengths:
   ``alpha * S`` of two ragged tensors of one length) act on every row alone:
   they run as a map loop over the rows, whose nodes batch across rows and
   instances (§4.1); so do indices within the rows (``S[:, j]``, ``S[..., :k]``:
-  ``keeps_list_axis``, ``row_within``); ``S.shape[0]``/``S.size(0)`` is the
-  list's length;
+  ``keeps_list_axis``, ``row_within``) and the operator families of
+  ``acrobat.analysis.rowops`` (``torch.where``, ``masked_fill``, ``F.layer_norm``,
+  ``chunk``/``transpose``/``flatten`` along the rows' axes, ...: one rule per
+  family); ``S.shape[0]``/``S.size(0)`` is the list's length;
 - **reductions over the list axis** (``sum(xs)``, ``S.sum(0)``, ``mean``,
   ``max``/``amax``, ``min``/``amin``, ``logsumexp``) and **normalizations**
   over it (``softmax``/``log_softmax`` with ``dim=0``) are *segment*

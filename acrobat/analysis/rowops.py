@@ -108,7 +108,7 @@ defrow(CallKind.METHOD, POINTWISE, "where", "maximum", "minimum", "clamp", "clip
        "nan_to_num", "lerp", "remainder", "fmod")
 defrow(CallKind.METHOD, WHOLE, "to", "type_as", "clone", "contiguous", "detach")
 defrow(CallKind.TORCH, WHOLE, torch.clone)
-defrow(CallKind.TORCH, RowRule(dims=(Arg(2, "dim", 1),)), F.normalize)  # F.normalize(x, p=2.0, dim=1, eps)
+defrow(CallKind.TORCH, RowRule(dims=(Arg(1, "dim", 1),)), F.normalize)  # F.normalize(x, p=2.0, dim=1, eps)
 defrow(CallKind.TORCH, RowRule(trailing=Arg(0, "normalized_shape", MISSING)), F.layer_norm)
 defrow(CallKind.METHOD, RowRule(dims=(_DIM,)), "narrow")
 defrow(CallKind.TORCH, RowRule(dims=(_DIM,)), torch.narrow)
@@ -168,7 +168,7 @@ def form(e: ir.Call, rule: RowRule, what: str) -> RowForm | str:
     if rule.varargs or rule.lead is not None:
         if e.kwargs or not rest(e):
             return f"`{what}` of a stacked list is batched row by row with its sizes or dims given one by one"
-        given = [(Arg(i, ""), x) for i, x in enumerate(rest(e))]
+        given: list[tuple[Arg, ir.Expr | None]] = [(Arg(i, ""), x) for i, x in enumerate(rest(e))]
     else:
         given = [(a, argument(e, a)) for a in rule.dims]
     dims: list[tuple[Arg, int]] = []
@@ -210,7 +210,7 @@ def form(e: ir.Call, rule: RowRule, what: str) -> RowForm | str:
 
 def row_call(e: ir.Call, rule: RowRule, f: RowForm, args: list[ir.Expr], node: Callable[[ir.Expr], ir.Expr],
              part: int | None = None) -> ir.Expr:
-    """The call ``e`` on one row: ``args`` are ``e``'s operands as ``blocks._operands`` lists them (receiver,
+    """The call ``e`` on one row: ``args`` are ``e``'s ``operands`` (receiver,
     positional, keyword), the row in place of the stacked list; every dim of ``f`` becomes the row's (a left out
     default written out), ``lead``'s first size goes, the row is checked first where ``f`` needs a rank
     (``reaches``, ``exact_rank``), and ``part`` picks a result of ``chunk``/``split`` (``chunk_of``). ``node``
@@ -226,7 +226,7 @@ def row_call(e: ir.Call, rule: RowRule, f: RowForm, args: list[ir.Expr], node: C
         pos = pos[:first] + pos[first + 1:]
     elif f.rank or rule.trailing is not None:
         trailing = argument(e, rule.trailing) if rule.trailing is not None else None
-        shape = args[[id(x) for x in _operands(e)].index(id(trailing))] if trailing is not None else ir.Const(loc, None)
+        shape = args[[id(x) for x in operands(e)].index(id(trailing))] if trailing is not None else ir.Const(loc, None)
         pos[0] = node(ir.Call(loc, CallKind.TORCH, reaches, [pos[0], ir.Const(loc, f.rank), shape,
                                                              ir.Const(loc, what)], {}))
     for a, d in f.dims:
@@ -244,12 +244,12 @@ def row_call(e: ir.Call, rule: RowRule, f: RowForm, args: list[ir.Expr], node: C
     parts = argument(e, rule.outputs)  # type: ignore[arg-type]
     dim = next((d for _, d in f.dims), 0)
     return ir.Call(loc, CallKind.TORCH, chunk_of, [pos[0], ir.Const(loc, part), ir.Const(loc, method),
-                                                   args[[id(x) for x in _operands(e)].index(id(parts))],
+                                                   args[[id(x) for x in operands(e)].index(id(parts))],
                                                    ir.Const(loc, dim)], {})
 
 
-def _operands(e: ir.Call) -> list[ir.Expr]:
-    """The operands of ``e`` in ``blocks._operands``' order: receiver, positional, keyword arguments."""
+def operands(e: ir.Call) -> list[ir.Expr]:
+    """The operands of the call ``e`` as its operator node takes them: receiver, positional, keyword arguments."""
     return ([e.receiver] if e.receiver is not None else []) + list(e.args) + list(e.kwargs.values())
 
 
