@@ -56,6 +56,15 @@ def matrix_rows(toks, p):
 
 
 @ab.program
+def contractions(toks, p):
+    """torch.einsum with the list axis' letter first in the stacked operands and the output: a product per row."""
+    S = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks])
+    M = torch.stack([p.emb[t].view(2, 2) for t in toks])
+    return (torch.einsum("ld,de->le", S, p.W), torch.einsum("ld,ld->l", S, S * 2.0),
+            torch.einsum("lij,j->li", M, p.h0[:2]), torch.einsum("d, kd -> k", p.h0, p.W) * 1.0)
+
+
+@ab.program
 def parts(toks, p):
     """chunk and split along a row axis: a tuple of stacked lists (unpacked, indexed, reduced over the list)."""
     S = torch.stack([p.emb[t] @ p.W for t in toks])
@@ -140,3 +149,9 @@ def expand_before_the_list_axis(toks, p):
     """expand(-1, 4) of 0-D rows puts a new axis in front of the list axis in PyTorch: the static tier's limit."""
     s = torch.stack([torch.dot(p.emb[t], p.h0) for t in toks])
     return s.expand(-1, 4)  # M:expand_front
+
+
+@ab.program
+def einsum_across_rows(toks, p):
+    S = torch.stack([p.emb[t] for t in toks])
+    return torch.einsum("ld,md->lm", S, S)  # M:einsum_rows

@@ -24,8 +24,9 @@ from tests.test_tdc import P
 
 STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-5, "atol": 1e-6}
-PROGRAMS = [rp.pointwise, rp.kept_dtypes, rp.scalar_rows, rp.matrix_rows, rp.parts, rp.token_states]
-FLOAT_PROGRAMS = [rp.pointwise, rp.scalar_rows, rp.matrix_rows, rp.parts, rp.token_states]
+PROGRAMS = [rp.pointwise, rp.kept_dtypes, rp.scalar_rows, rp.matrix_rows, rp.contractions, rp.parts,
+            rp.token_states]
+FLOAT_PROGRAMS = [rp.pointwise, rp.scalar_rows, rp.matrix_rows, rp.contractions, rp.parts, rp.token_states]
 
 
 def _line(key: str) -> int:
@@ -121,7 +122,8 @@ def test_random_operators_draw_per_row(backend):
     (rp.permute_list_axis, "permute0", "moves its list axis"),
     (rp.expand_list_axis, "expand0", "write -1 as its first size"),
     (rp.split_by_size, "split_size", "a constant number of parts"),
-], ids=["chunk", "transpose", "flatten", "permute", "expand", "split"])
+    (rp.einsum_across_rows, "einsum_rows", "start with the list axis' letter, which no other subscript uses"),
+], ids=["chunk", "transpose", "flatten", "permute", "expand", "split", "einsum"])
 def test_the_list_axis_stays_rejected_naming_the_line(prog, key, words):
     with pytest.raises(CompileError) as err:
         prog.run([[1, 2]], _params(), options=STRICT)

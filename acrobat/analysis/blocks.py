@@ -354,7 +354,7 @@ class _Lowerer:
         if how == "rowop":  # by its rule (acrobat.analysis.rowops): the row's dims in place of the stacked list's
             rule = rowops.rule_of(e) if isinstance(e, ir.Call) else None
             assert isinstance(e, ir.Call) and rule is not None
-            f = rowops.form(e, rule, rowops.describe(e))
+            f = rowops.form(e, rule, rowops.describe(e), [isinstance(self.kind(x), RaggedK) for x in _operands(e)])
             assert not isinstance(f, str)
             value: ir.Expr = rowops.row_call(e, rule, f, args, self.op_node, part)
         elif how == "contract":

@@ -1327,7 +1327,8 @@ class _Analyzer:
             return self.ragged_reshape(e)
         rule = rowops.rule_of(e)
         if rule is not None and (isinstance(recv if kind is CallKind.METHOD else args[0] if args else None, RaggedK)
-                                 or rule.pointwise and any(isinstance(k, RaggedK) for k in [recv, *args, *kws])):
+                                 or (rule.pointwise or rule.einsum) and any(isinstance(k, RaggedK)
+                                                                            for k in [recv, *args, *kws])):
             return self.row_op(e, rule, [k for k in [recv, *args, *kws] if k is not None])
         if kind is CallKind.METHOD and isinstance(recv, RaggedK):
             assert e.receiver is not None
@@ -1537,15 +1538,15 @@ class _Analyzer:
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         what = rowops.describe(e)
         for i, k in enumerate(kinds):
-            if isinstance(k, RaggedK) and (k.depth > 1 or i and not rule.pointwise) or not isinstance(
+            if isinstance(k, RaggedK) and (k.depth > 1 or i and not (rule.pointwise or rule.einsum)) or not isinstance(
                     k, (RaggedK, TensorK, SharedK)) and has_tensor(k):
                 raise self.error(e, f"`{what}` takes a stacked list (`torch.stack(xs)`, its length differs per "
-                                    f"instance) as {'an operand' if rule.pointwise else 'its first operand'} and "
+                                    f"instance) as {'an operand' if rule.pointwise or rule.einsum else 'its first operand'} and "
                                     "applies within its rows; its other operands must be tensors of no list "
                                     "axis or host values, not a " + str(k))
         if rule.pointwise:
             return self.ragged_node(e, "rows", None, RAGGED)
-        f = rowops.form(e, rule, what)
+        f = rowops.form(e, rule, what, [isinstance(k, RaggedK) for k in kinds])
         if isinstance(f, str):
             raise self.error(e, f"{f}; or loop over the list")
         return self.ragged_node(e, "rowop", None, RAGGED if f.outputs is None else TupleK((RAGGED,) * f.outputs))

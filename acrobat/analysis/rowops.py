@@ -70,7 +70,9 @@ class RowRule:
     ``lead``: the sizes are all the positional arguments, the first the list
     axis', which must be ``lead`` (``expand(-1, 3, 4)``, ``repeat(1, 2)``).
     ``outputs``: the argument that is the constant number of results
-    (``chunk``: a tuple of stacked lists).
+    (``chunk``: a tuple of stacked lists). ``einsum``: a constant equation
+    first, then operands any of which may be stacked lists, each with the list
+    axis' letter first; the output's first letter too (``row_equation``).
     """
 
     pointwise: bool = False
@@ -79,6 +81,7 @@ class RowRule:
     trailing: Arg | None = None
     lead: int | None = None
     outputs: Arg | None = None
+    einsum: bool = False
 
 
 POINTWISE = RowRule(pointwise=True)
@@ -120,6 +123,7 @@ defrow(CallKind.TORCH, RowRule(dims=(Arg(0, "start_dim", 0), Arg(1, "end_dim", -
 defrow(CallKind.METHOD, RowRule(dims=(Arg(1, "dim", 0),), outputs=Arg(0, "chunks", MISSING)), "chunk")
 defrow(CallKind.TORCH, RowRule(dims=(Arg(1, "dim", 0),), outputs=Arg(0, "chunks", MISSING)), torch.chunk)
 defrow(CallKind.METHOD, RowRule(dims=(Arg(1, "dim", 0),), outputs=Arg(0, "split_size", MISSING)), "split")
+defrow(CallKind.TORCH, RowRule(einsum=True), torch.einsum)
 defrow(CallKind.METHOD, RowRule(lead=-1), "expand")
 defrow(CallKind.METHOD, RowRule(lead=1), "repeat")
 
@@ -150,21 +154,25 @@ class RowForm:
     """What a call on a stacked list is, row by row: ``dims``, each dim argument with the row's dim in place of the
     stacked list's; ``rank``, how many dims every row must have at least (a negative dim ``-rank``; ``trailing``:
     the argument whose length is such a rank, ``normalized_shape``) or exactly (``exact``: ``lead``'s sizes);
-    ``outputs``, None for one stacked list, else the size of the tuple of stacked lists the call gives."""
+    ``outputs``, None for one stacked list, else the size of the tuple of stacked lists the call gives;
+    ``equation``, an einsum's for one row."""
 
     dims: tuple[tuple[Arg, int], ...] = ()
     rank: int = 0
     exact: bool = False
     outputs: int | None = None
+    equation: str | None = None
 
 
-def form(e: ir.Call, rule: RowRule, what: str) -> RowForm | str:
+def form(e: ir.Call, rule: RowRule, what: str, stacked: list[bool]) -> RowForm | str:
     """``e`` under ``rule`` row by row, or why acrobat cannot batch it so (``what``: how the message names the
-    call, ``.chunk()``).
+    call, ``.chunk()``; ``stacked``: which of its ``operands`` are stacked lists).
 
     A dim must be a constant int: a positive one is the row's ``dim - 1``, a
     negative one the same (the rows must have at least ``-dim`` dims:
     ``rank``); 0 is the list axis, which no row holds."""
+    if rule.einsum:
+        return row_equation(e, stacked, what)
     if rule.varargs or rule.lead is not None:
         if e.kwargs or not rest(e):
             return f"`{what}` of a stacked list is batched row by row with its sizes or dims given one by one"
@@ -208,6 +216,29 @@ def form(e: ir.Call, rule: RowRule, what: str) -> RowForm | str:
     return RowForm(tuple(dims), rank, False, outputs)
 
 
+def row_equation(e: ir.Call, stacked: list[bool], what: str) -> RowForm | str:
+    """``torch.einsum(eq, *xs)`` for one row: every stacked operand's subscripts and the output's start with one
+    letter, the list axis', found nowhere else; the row's equation drops it (``"ld,de->le"``: ``"d,de->e"``)."""
+    eq = e.args[0].value if e.args and isinstance(e.args[0], ir.Const) else None
+    why = (f"`{what}` of a stacked list is batched row by row with a constant equation `\"...->...\"` whose "
+           "stacked operands and output each start with the list axis' letter, which no other subscript uses, and "
+           "its operands given one by one")
+    if not isinstance(eq, str) or e.kwargs or "..." in eq or "->" not in eq:
+        return why
+    ins, out = eq.replace(" ", "").split("->")
+    subs = ins.split(",")
+    if len(subs) != len(e.args) - 1 or not out:
+        return why
+    axis = out[0]
+    for sub, s in zip(subs, stacked[1:]):
+        if s and not sub.startswith(axis) or sub.count(axis) != (1 if s else 0):
+            return why
+    if out.count(axis) != 1:
+        return why
+    row = ",".join(sub.replace(axis, "") for sub in subs) + "->" + out[1:]
+    return RowForm(equation=row)
+
+
 def row_call(e: ir.Call, rule: RowRule, f: RowForm, args: list[ir.Expr], node: Callable[[ir.Expr], ir.Expr],
              part: int | None = None) -> ir.Expr:
     """The call ``e`` on one row: ``args`` are ``e``'s ``operands`` (receiver,
@@ -220,6 +251,8 @@ def row_call(e: ir.Call, rule: RowRule, f: RowForm, args: list[ir.Expr], node: C
     pos, kws = list(args[:n]), dict(zip(e.kwargs, args[n:]))
     first = 1  # after the stacked operand (a receiver or first argument): what `rest` lists
     what = describe(e)
+    if f.equation is not None:
+        return ir.Call(loc, e.kind, e.target, [ir.Const(loc, f.equation), *pos[1:]], kws)
     if f.exact:
         pos[0] = node(ir.Call(loc, CallKind.TORCH, exact_rank, [pos[0], ir.Const(loc, f.rank), ir.Const(loc, what)],
                               {}))
