@@ -65,6 +65,15 @@ def contractions(toks, p):
 
 
 @ab.program
+def joins(toks, p):
+    """torch.cat / torch.stack of a list display of stacked lists of one length along a row axis."""
+    S = torch.stack([torch.tanh(p.emb[t] @ p.W) for t in toks])
+    s = torch.stack([torch.dot(p.emb[t], p.h0) for t in toks])
+    return (torch.cat([S, S * 2.0], dim=1), torch.cat((S, torch.relu(S)), -1), torch.stack([S, S - 1.0], dim=1),
+            torch.stack((S, S), -1), torch.stack([s, s * s], 1), torch.stack([S, -S], -2))
+
+
+@ab.program
 def parts(toks, p):
     """chunk and split along a row axis: a tuple of stacked lists (unpacked, indexed, reduced over the list)."""
     S = torch.stack([p.emb[t] @ p.W for t in toks])
@@ -155,3 +164,16 @@ def expand_before_the_list_axis(toks, p):
 def einsum_across_rows(toks, p):
     S = torch.stack([p.emb[t] for t in toks])
     return torch.einsum("ld,md->lm", S, S)  # M:einsum_rows
+
+
+@ab.program
+def cat_with_a_dense_item(toks, p):
+    S = torch.stack([p.emb[t] for t in toks])
+    return torch.cat([S, p.emb[0:1]], dim=1)  # M:cat_dense
+
+
+@ab.program
+def stack_before_the_list_axis(toks, p):
+    """torch.stack(dim=-2) of 0-D rows puts the new axis in front of the list axis: the static tier's limit."""
+    s = torch.stack([torch.dot(p.emb[t], p.h0) for t in toks])
+    return torch.stack([s, s * 2.0], dim=-2)  # M:stack_front

@@ -24,9 +24,10 @@ from tests.test_tdc import P
 
 STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-5, "atol": 1e-6}
-PROGRAMS = [rp.pointwise, rp.kept_dtypes, rp.scalar_rows, rp.matrix_rows, rp.contractions, rp.parts,
+PROGRAMS = [rp.pointwise, rp.kept_dtypes, rp.scalar_rows, rp.matrix_rows, rp.contractions, rp.joins, rp.parts,
             rp.token_states]
-FLOAT_PROGRAMS = [rp.pointwise, rp.scalar_rows, rp.matrix_rows, rp.contractions, rp.parts, rp.token_states]
+FLOAT_PROGRAMS = [rp.pointwise, rp.scalar_rows, rp.matrix_rows, rp.contractions, rp.joins, rp.parts,
+                  rp.token_states]
 
 
 def _line(key: str) -> int:
@@ -123,7 +124,8 @@ def test_random_operators_draw_per_row(backend):
     (rp.expand_list_axis, "expand0", "write -1 as its first size"),
     (rp.split_by_size, "split_size", "a constant number of parts"),
     (rp.einsum_across_rows, "einsum_rows", "start with the list axis' letter, which no other subscript uses"),
-], ids=["chunk", "transpose", "flatten", "permute", "expand", "split", "einsum"])
+    (rp.cat_with_a_dense_item, "cat_dense", "every item must be a stacked list of the same length"),
+], ids=["chunk", "transpose", "flatten", "permute", "expand", "split", "einsum", "cat-dense"])
 def test_the_list_axis_stays_rejected_naming_the_line(prog, key, words):
     with pytest.raises(CompileError) as err:
         prog.run([[1, 2]], _params(), options=STRICT)
@@ -132,7 +134,8 @@ def test_the_list_axis_stays_rejected_naming_the_line(prog, key, words):
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])
 @pytest.mark.parametrize("prog, key", [(rp.normalize_into_the_list_axis, "normalize_list"),
-                                       (rp.expand_before_the_list_axis, "expand_front")])
+                                       (rp.expand_before_the_list_axis, "expand_front"),
+                                       (rp.stack_before_the_list_axis, "stack_front")])
 def test_a_dim_that_reaches_the_list_axis_is_the_static_tiers_limit(prog, key, backend):
     """A negative dim (or sizes) that the 0-D rows do not have would reach the list axis: strict names the line,
     and the default run reruns in the dynamic tier with the plain calls' results (or PyTorch's error)."""

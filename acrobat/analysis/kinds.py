@@ -1327,8 +1327,8 @@ class _Analyzer:
             return self.ragged_reshape(e)
         rule = rowops.rule_of(e)
         if rule is not None and (isinstance(recv if kind is CallKind.METHOD else args[0] if args else None, RaggedK)
-                                 or (rule.pointwise or rule.einsum) and any(isinstance(k, RaggedK)
-                                                                            for k in [recv, *args, *kws])):
+                                 or (rule.pointwise or rule.einsum or rule.join) and any(
+                    isinstance(k, RaggedK) for k in [recv, *args, *kws])):
             return self.row_op(e, rule, [k for k in [recv, *args, *kws] if k is not None])
         if kind is CallKind.METHOD and isinstance(recv, RaggedK):
             assert e.receiver is not None
@@ -1538,7 +1538,11 @@ class _Analyzer:
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         what = rowops.describe(e)
         for i, k in enumerate(kinds):
-            if isinstance(k, RaggedK) and (k.depth > 1 or i and not (rule.pointwise or rule.einsum)) or not isinstance(
+            if rule.join and i > 1 and not isinstance(k, RaggedK):
+                raise self.error(e, f"`{what}` of stacked lists along a row axis joins their rows one by one: every "
+                                    "item must be a stacked list of the same length, not a " + str(k))
+            if isinstance(k, RaggedK) and (k.depth > 1 or i and not (rule.pointwise or rule.einsum or rule.join)) or \
+                    not isinstance(
                     k, (RaggedK, TensorK, SharedK)) and has_tensor(k):
                 raise self.error(e, f"`{what}` takes a stacked list (`torch.stack(xs)`, its length differs per "
                                     f"instance) as {'an operand' if rule.pointwise or rule.einsum else 'its first operand'} and "
@@ -1728,6 +1732,8 @@ class _Analyzer:
             self.called.add(e.receiver.nid)
         if self.method_call(e):
             return self.program_call(e)
+        if rowops.join_call(e, lambda x: isinstance(self.expr(x), RaggedK)):
+            self.changed = True  # `torch.cat([S, T], dim=1)`: joined row by row (acrobat.analysis.rowops)
         site = rules.Site(e, self.expr(e.receiver) if e.receiver is not None else None,
                           [self.expr(a) for a in e.args], [self.expr(v) for v in e.kwargs.values()])
         found = recurrent.call_kind(self, site)

@@ -73,6 +73,9 @@ class RowRule:
     (``chunk``: a tuple of stacked lists). ``einsum``: a constant equation
     first, then operands any of which may be stacked lists, each with the list
     axis' letter first; the output's first letter too (``row_equation``).
+    ``join``: ``joined``, the form ``torch.cat``/``torch.stack`` of a list
+    display of stacked lists takes (``join_call``): every tensor operand a
+    stacked list, the dim the first argument after the operator's name.
     """
 
     pointwise: bool = False
@@ -82,6 +85,7 @@ class RowRule:
     lead: int | None = None
     outputs: Arg | None = None
     einsum: bool = False
+    join: bool = False
 
 
 POINTWISE = RowRule(pointwise=True)
@@ -128,6 +132,33 @@ defrow(CallKind.METHOD, RowRule(lead=-1), "expand")
 defrow(CallKind.METHOD, RowRule(lead=1), "repeat")
 
 
+def joined(op: str, dim: int, *rows: torch.Tensor) -> torch.Tensor:
+    """``torch.cat(rows, dim)`` (``op`` ``"cat"``) or ``torch.stack(rows, dim)``: one row of ``torch.cat([S, T],
+    dim=d)`` of stacked lists of one length along a row axis (``dim``, the rows' ``d - 1``, or the same negative)."""
+    return getattr(torch, op)(rows, dim)
+
+
+_JOINS = {torch.cat: "cat", torch.concat: "cat", torch.concatenate: "cat", torch.stack: "stack"}
+
+
+def join_call(e: ir.Call, stacked: Callable[[ir.Expr], bool]) -> bool:
+    """Rewrite ``e``, ``torch.cat([S, T], dim=d)`` / ``torch.stack((S, T), d)`` of a list or tuple display one of
+    whose items is a stacked list (``stacked``), into ``joined("cat", d, S, T)``, whose rule (``join``) applies it
+    row by row; True where it did. A display's items are operands one by one (a list variable's are not: the
+    list's own rules, ``acrobat.analysis.rules``)."""
+    op = known(_JOINS, e.target) if e.kind is CallKind.TORCH else None
+    items = e.args[0] if e.args else None
+    if op is None or not isinstance(items, (ir.ListExpr, ir.TupleExpr)) or len(e.args) > 2 or \
+            any(k != "dim" for k in e.kwargs) or not any(map(stacked, items.items)):
+        return False
+    dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim", ir.Const(e.loc, 0))
+    e.target, e.args, e.kwargs = joined, [ir.Const(e.loc, op), dim, *items.items], {}
+    return True
+
+
+defrow(CallKind.TORCH, RowRule(dims=(_DIM,), join=True), joined)
+
+
 def rule_of(e: ir.Call) -> RowRule | None:
     """The row rule of the call ``e``, else None."""
     return known(ROW_RULES, (e.kind, e.target)) if e.kind in (CallKind.TORCH, CallKind.METHOD) else None
@@ -135,13 +166,18 @@ def rule_of(e: ir.Call) -> RowRule | None:
 
 def rest(e: ir.Call) -> list[ir.Expr]:
     """The positional arguments of ``e`` after its stacked operand (a method's receiver, a function's first)."""
-    return list(e.args) if e.kind is CallKind.METHOD else list(e.args[1:])
+    return list(e.args) if e.kind is CallKind.METHOD else list(e.args[1:])  # `joined`: its dim, then the rows
 
 
 def argument(e: ir.Call, arg: Arg) -> ir.Expr | None:
     """The expression ``e`` passes for ``arg`` (positional or by keyword), None where it leaves it out."""
     after = rest(e)
     return after[arg.at] if len(after) > arg.at else e.kwargs.get(arg.name)
+
+
+def _const_str(x: ir.Expr) -> str | None:
+    """The value of ``x`` where it is a constant str, else None."""
+    return x.value if isinstance(x, ir.Const) and isinstance(x.value, str) else None
 
 
 def _int(x: ir.Expr | None) -> int | None:
@@ -200,7 +236,7 @@ def form(e: ir.Call, rule: RowRule, what: str, stacked: list[bool]) -> RowForm |
             return (f"`{what}` with dim 0{' (its default)' if x is None else ''} acts on the list axis of a stacked list, whose length differs per "
                     "instance: acrobat batches it within the rows only (a dim >= 1, or a negative dim of the rows)")
         dims.append((a, d - 1 if d > 0 else d))
-        rank = max(rank, -d)
+        rank = max(rank, -d - (1 if rule.join and _const_str(e.args[0]) == "stack" else 0))
     if rule.lead is not None:
         return RowForm(rank=len(given) - 1, exact=True)
     outputs = None
@@ -260,8 +296,9 @@ def row_call(e: ir.Call, rule: RowRule, f: RowForm, args: list[ir.Expr], node: C
     elif f.rank or rule.trailing is not None:
         trailing = argument(e, rule.trailing) if rule.trailing is not None else None
         shape = args[[id(x) for x in operands(e)].index(id(trailing))] if trailing is not None else ir.Const(loc, None)
-        pos[0] = node(ir.Call(loc, CallKind.TORCH, reaches, [pos[0], ir.Const(loc, f.rank), shape,
-                                                             ir.Const(loc, what)], {}))
+        at = 2 if rule.join else 0  # `joined(op, dim, *rows)`: its first row
+        pos[at] = node(ir.Call(loc, CallKind.TORCH, reaches, [pos[at], ir.Const(loc, f.rank), shape,
+                                                               ir.Const(loc, what)], {}))
     for a, d in f.dims:
         if rule.varargs or len(rest(e)) > a.at:
             pos[first + a.at] = ir.Const(loc, d)
@@ -339,5 +376,7 @@ def describe(e: ir.Call) -> str:
     """How a message names the call ``e``: ``.chunk()``, ``torch.where()``."""
     if e.kind is CallKind.METHOD:
         return f".{e.target}()"
+    if e.target is joined:
+        return f"torch.{_const_str(e.args[0])}()"
     name = getattr(e.target, "__name__", "this operator")
     return f"{'F' if getattr(e.target, '__module__', '') == 'torch.nn.functional' else 'torch'}.{name}()"
