@@ -49,7 +49,8 @@ def matrix_rows(toks, p):
     """Operators along the axes of 2-D rows, written as on the stacked (L, 2, 2) tensor: normalize, layer_norm,
     narrow, transpose, permute, flatten, expand, repeat, softmax over the last axis."""
     M = torch.stack([(p.emb[t] @ p.W).view(2, 2) for t in toks])
-    return (F.normalize(M, dim=-1), F.normalize(M, dim=1), F.normalize(M, 1.5, 2), F.layer_norm(M, (2,)), F.layer_norm(M, (2, 2)),
+    return (F.normalize(M, dim=-1), F.normalize(M, dim=1), F.normalize(M, 1.5, 2), F.layer_norm(M, (2,)),
+            F.layer_norm(M, (2, 2)),
             M.narrow(2, 1, 1), M.transpose(1, 2), M.transpose(-2, -1), M.permute(0, 2, 1), M.flatten(1),
             torch.flatten(M, start_dim=1), M.unsqueeze(1).expand(-1, 3, -1, -1), M.repeat(1, 2, 3),
             F.softmax(M, dim=-1) * M.transpose(1, 2))
@@ -177,3 +178,11 @@ def stack_before_the_list_axis(toks, p):
     """torch.stack(dim=-2) of 0-D rows puts the new axis in front of the list axis: the static tier's limit."""
     s = torch.stack([torch.dot(p.emb[t], p.h0) for t in toks])
     return torch.stack([s, s * 2.0], dim=-2)  # M:stack_front
+
+
+@ab.program
+def normalize_default_dim_of_scalars(toks, p):
+    """F.normalize's default dim=1 of a stack of 0-D rows is out of range in PyTorch (an IndexError), not dim 0 of
+    each 0-D row (which PyTorch would take)."""
+    s = torch.stack([torch.dot(p.emb[t], p.h0) for t in toks])
+    return F.normalize(s)  # M:normalize_default

@@ -1326,9 +1326,9 @@ class _Analyzer:
         if kind is CallKind.METHOD and isinstance(recv, RaggedK) and what in ragged.RESHAPE_METHODS:
             return self.ragged_reshape(e)
         rule = rowops.rule_of(e)
-        if rule is not None and (isinstance(recv if kind is CallKind.METHOD else args[0] if args else None, RaggedK)
-                                 or (rule.pointwise or rule.einsum or rule.join) and any(
-                    isinstance(k, RaggedK) for k in [recv, *args, *kws])):
+        operand = recv if kind is CallKind.METHOD else args[0] if args else None
+        if rule is not None and (isinstance(operand, RaggedK) or (rule.pointwise or rule.einsum or rule.join) and any(
+                isinstance(k, RaggedK) for k in [recv, *args, *kws])):
             return self.row_op(e, rule, [k for k in [recv, *args, *kws] if k is not None])
         if kind is CallKind.METHOD and isinstance(recv, RaggedK):
             assert e.receiver is not None
@@ -1498,12 +1498,14 @@ class _Analyzer:
             CompileError: sizes that are not ints given one by one, or a first size that is a tensor.
         """
         count = e.args[int(lead)] if len(e.args) > int(lead) else None
-        if count is None or e.kwargs or not all(self.host_int(x, i == 0) for i, x in enumerate(e.args[int(lead):])) or \
+        sizes = e.args[int(lead):]
+        if count is None or e.kwargs or not all(self.host_int(x, i == 0) for i, x in enumerate(sizes)) or \
                 isinstance(count, ir.TupleExpr):
             front = "1, " if lead else ""
             raise self.error(e, f"`.{e.target}()` of a stacked list (its length differs per instance) is batched row "
                                 f"by row: write `.{e.target}({front}len(xs), ...)` with the list's length first, then "
-                                f"the rows' new shape as constant ints or a module's int attributes (`p.heads`); {_RAGGED_HINT}")
+                                f"the rows' new shape as constant ints or a module's int attributes (`p.heads`); "
+                                f"{_RAGGED_HINT}")
         return self.ragged_node(e, "view", None, RAGGED)
 
     def host_int(self, x: ir.Expr, first: bool) -> bool:
@@ -1537,17 +1539,17 @@ class _Analyzer:
         if BOTTOM in kinds:
             return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
         what = rowops.describe(e)
+        anywhere = rule.pointwise or rule.einsum or rule.join  # stacked lists as any operand, or the first only
         for i, k in enumerate(kinds):
             if rule.join and i > 1 and not isinstance(k, RaggedK):
                 raise self.error(e, f"`{what}` of stacked lists along a row axis joins their rows one by one: every "
                                     "item must be a stacked list of the same length, not a " + str(k))
-            if isinstance(k, RaggedK) and (k.depth > 1 or i and not (rule.pointwise or rule.einsum or rule.join)) or \
-                    not isinstance(
-                    k, (RaggedK, TensorK, SharedK)) and has_tensor(k):
+            if isinstance(k, RaggedK) and (k.depth > 1 or i and not anywhere) or \
+                    not isinstance(k, (RaggedK, TensorK, SharedK)) and has_tensor(k):
                 raise self.error(e, f"`{what}` takes a stacked list (`torch.stack(xs)`, its length differs per "
-                                    f"instance) as {'an operand' if rule.pointwise or rule.einsum else 'its first operand'} and "
-                                    "applies within its rows; its other operands must be tensors of no list "
-                                    "axis or host values, not a " + str(k))
+                                    f"instance) as {'an operand' if anywhere else 'its first operand'} and applies "
+                                    "within its rows; its other operands must be tensors of no list axis or host "
+                                    "values, not a " + str(k))
         if rule.pointwise:
             return self.ragged_node(e, "rows", None, RAGGED)
         f = rowops.form(e, rule, what, [isinstance(k, RaggedK) for k in kinds])
@@ -2135,9 +2137,9 @@ _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0
                 "logsumexp, softmax, log_softmax; or sum(xs)) or over all of it without dim (sum, mean, max, min, "
                 "amax, amin), by ranking it over the list axis (sort, argsort, "
                 "topk with a host k), by `alpha @ torch.stack(xs)` with a stacked 1-D `alpha`, by reading it with "
-                "`.tolist()`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
-                "operands row by row, as operators along the rows' axes (a dim >= 1 or a negative dim of the rows: "
-                "chunk, transpose, permute(0, ...), flatten(1), layer_norm, normalize, view(len(xs), ...); "
+                "`.tolist()`, by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
+                "operands row by row, and by operators along the rows' axes (a dim >= 1 or a negative dim of the "
+                "rows: chunk, transpose, permute(0, ...), flatten(1), layer_norm, normalize, view(len(xs), ...); "
                 "acrobat.analysis.rowops); for anything else, loop over the list")
 
 

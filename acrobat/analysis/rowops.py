@@ -205,7 +205,7 @@ def form(e: ir.Call, rule: RowRule, what: str, stacked: list[bool]) -> RowForm |
     call, ``.chunk()``; ``stacked``: which of its ``operands`` are stacked lists).
 
     A dim must be a constant int: a positive one is the row's ``dim - 1``, a
-    negative one the same (the rows must have at least ``-dim`` dims:
+    negative one the same (the rows must have at least ``|dim|`` dims:
     ``rank``); 0 is the list axis, which no row holds."""
     if rule.einsum:
         return row_equation(e, stacked, what)
@@ -233,10 +233,13 @@ def form(e: ir.Call, rule: RowRule, what: str, stacked: list[bool]) -> RowForm |
                 return f"`{what}` of a stacked list moves its list axis: acrobat keeps it first (`.permute(0, ...)`)"
             continue
         if d == 0:
-            return (f"`{what}` with dim 0{' (its default)' if x is None else ''} acts on the list axis of a stacked list, whose length differs per "
+            default = " (its default)" if x is None else ""
+            return (f"`{what}` with dim 0{default} acts on the list axis of a stacked list, whose length differs per "
                     "instance: acrobat batches it within the rows only (a dim >= 1, or a negative dim of the rows)")
         dims.append((a, d - 1 if d > 0 else d))
-        rank = max(rank, -d - (1 if rule.join and _const_str(e.args[0]) == "stack" else 0))
+        # the rows' dims the stacked list's dim d needs (d - 1 must exist for d > 0: PyTorch takes dim 0 of a 0-D
+        # tensor); a stack's new axis may also come after them all
+        rank = max(rank, abs(d) - (1 if rule.join and _const_str(e.args[0]) == "stack" else 0))
     if rule.lead is not None:
         return RowForm(rank=len(given) - 1, exact=True)
     outputs = None
