@@ -32,7 +32,8 @@ from tests.fuzz.generator import FuzzProgram, generate
 from tests.fuzz.oracle import FAILURES, Outcome, check, same
 from tests.fuzz.shrink import shrink_program
 
-FAST_EAGER = [*range(40), 321, 469, 77, 45, 47, 41, 42, 76, 48, 53]  # between them every feature of test_the_programs_use_the_constructs
+# between them every feature of test_the_programs_use_the_constructs
+FAST_EAGER = [*range(40), 321, 469, 77, 45, 47, 41, 42, 76, 48, 53, 100, 238, 257, 297]
 FAST_COMPILED = (3, 11)
 FAST_DYNAMIC = range(20)
 MINUTES = float(os.environ.get("ACROBAT_FUZZ_MINUTES", "0") or 0)
@@ -79,7 +80,9 @@ def test_the_programs_use_the_constructs():
                     "list returned by a callee, changed", "starred call", "list unpacked into *rest",
                     "node attribute stored and read back",
                     "torch.cat of unsqueezed items", "dim=-1 of stacked scalars", "softmax over dim=-1 of a stack",
-                    "topk/sort of a stack", "loop over a tensor's rows", "enumerate over a tensor's rows",
+                    "topk/sort of a stack",
+                    "operator within the rows of a stack", "loop over a tensor's rows",
+                    "enumerate over a tensor's rows",
                     "zip over a tensor's rows", "reversed over a tensor's rows", "list of a tensor's rows",
                     "loop over a tensor's 0-d rows", "module-level data", "int rebound to a tensor", "host int list",
                     "instance's own int list", "host int list read",

@@ -105,6 +105,7 @@ INPUTS: dict[str, list[tuple[Callable[[], Any], Callable[[int], list]]]] = {
                       (lambda: TdcParams(hidden=4, vocab=16), _tokens), (lambda: TdcParams(hidden=4, vocab=16), _token)],
     "message_progs": [(Small, _tokens)],
     "ragged_progs": [(Small, _tokens)],
+    "rowops_progs": [(lambda: importlib.import_module("tests.test_rowops")._params(), _tokens)],
     "region_progs": [(lambda: importlib.import_module("tests.region_progs").Params(), _tokens),
                      (lambda: importlib.import_module("tests.region_progs").Params(),
                       lambda n: [importlib.import_module("tests.region_progs").tree_of(2, k) for k in range(n)])],

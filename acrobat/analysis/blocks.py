@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from acrobat.analysis import ragged, rankings
+from acrobat.analysis import ragged, rankings, rowops
 from acrobat.analysis.recurrent import module_ref
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST, range_checked
@@ -220,10 +220,12 @@ class _Lowerer:
         lowered = [self.extract(x, pre, False) for x in operands]
         if how in ("view", "lead_view"):  # host code checks the first size against the list's length first
             at = 1 if how == "view" else 2
-            infers = any(isinstance(x, ir.Const) and x.value == -1 for x in operands[at + 1:])
             lowered[0] = ir.Call(e.loc, ir.CallKind.HOST, row_count,
-                                 [lowered[0], lowered[at], ir.Const(e.loc, infers)], {})
+                                 [lowered[0], lowered[at], ir.TupleExpr(e.loc, lowered[at + 1:])], {})
             self.spec.kinds[lowered[0].nid] = RAGGED
+        if how == "rowop" and isinstance(self.kind(e), TupleK):  # `S.chunk(3, dim=-1)`: a stacked list per part
+            return ir.TupleExpr(e.loc, [self.map_rows(e, operands, lowered, pre, part)
+                                        for part in range(len(self.kind(e).items))])  # type: ignore[attr-defined]
         rows = self.map_rows(e, operands, lowered, pre)
         if how == "contract":  # a @ S: sum over the list of a_j * S_j
             return self.segment_call(e, SEGMENT_SUM, rows, pre)
@@ -313,8 +315,10 @@ class _Lowerer:
         pre.append(ir.For(loc, ir.Target(name=row.id), rows, [ir.ExprStmt(loc, append)]))
         return out
 
-    def map_rows(self, e: ir.Expr, operands: list[ir.Expr], lowered: list[ir.Expr], pre: list[ir.Stmt]) -> ir.Name:
-        """``out = [op(row, ...) for row in S]`` as a map loop (§4.1): every row's node batches together."""
+    def map_rows(self, e: ir.Expr, operands: list[ir.Expr], lowered: list[ir.Expr], pre: list[ir.Stmt],
+                 part: int | None = None) -> ir.Name:
+        """``out = [op(row, ...) for row in S]`` as a map loop (§4.1): every row's node batches together
+        (``part``: which result of an operator giving several, ``chunk``)."""
         loc = e.loc
         out = self.temp(loc, e, RAGGED)
         self.spec.reads.discard(out.nid)  # a list of handles has no value to wait for: a read of e is its result's
@@ -328,7 +332,7 @@ class _Lowerer:
             else:
                 dense.append(lx)
                 args.append(lx)
-        value = self.row_value(e, args, rows, dense)
+        value = self.row_value(e, args, rows, dense, part)
         elem = self.temp(loc, e, TensorK(None))
         self.spec.reads.discard(elem.nid)
         append = ir.Call(loc, ir.CallKind.METHOD, "append", [ir.Name(loc, elem.id)], {}, receiver=ir.Name(loc, out.id))
@@ -341,12 +345,20 @@ class _Lowerer:
         pre.append(ir.For(loc, target, it, body))
         return out
 
-    def row_value(self, e: ir.Expr, args: list[ir.Expr], rows: list, dense: list[ir.Expr]) -> ir.Expr:
-        """The operator ``e`` applied to one row (``args``: its operands with rows in place of stacked lists)."""
+    def row_value(self, e: ir.Expr, args: list[ir.Expr], rows: list, dense: list[ir.Expr],
+                  part: int | None = None) -> ir.Expr:
+        """The operator ``e`` applied to one row (``args``: its operands with rows in place of stacked lists;
+        ``part``: which of its results)."""
         loc = e.loc
         how = self.spec.ragged[e.nid][0]
-        if how == "contract":
-            value: ir.Expr = ir.Call(loc, ir.CallKind.TORCH, row_scale, args, {})
+        if how == "rowop":  # by its rule (acrobat.analysis.rowops): the row's dims in place of the stacked list's
+            rule = rowops.rule_of(e) if isinstance(e, ir.Call) else None
+            assert isinstance(e, ir.Call) and rule is not None
+            f = rowops.form(e, rule, rowops.describe(e), [isinstance(self.kind(x), RaggedK) for x in _operands(e)])
+            assert not isinstance(f, str)
+            value: ir.Expr = rowops.row_call(e, rule, f, args, self.op_node, part)
+        elif how == "contract":
+            value = ir.Call(loc, ir.CallKind.TORCH, row_scale, args, {})
         elif isinstance(e, ir.BinOp) and e.op == "@" or isinstance(e, ir.Call) and e.kind is ir.CallKind.TORCH \
                 and e.target is torch.matmul:
             value = ir.Call(loc, ir.CallKind.TORCH, row_matmul, args, {})
@@ -380,8 +392,10 @@ class _Lowerer:
             dense_ids = {id(x) for x in dense}
             row_op = self.op_node(_on_row(e, [fit(x) if id(x) in dense_ids else x for x in args]))
             row_names: list[ir.Expr] = [self.tensor_name(loc, r) for r, _ in rows]
+            keep = isinstance(e, ir.Call) and rowops.pointwise_dtype_kept(e)  # `zeros_like(S, dtype=...)`
             value = ir.Call(loc, ir.CallKind.TORCH, row_operands,
-                            [row_op, ir.TupleExpr(loc, row_names), ir.TupleExpr(loc, [fit(x) for x in dense])], {})
+                            [row_op, ir.TupleExpr(loc, row_names), ir.TupleExpr(loc, [fit(x) for x in dense]),
+                             *([ir.Const(loc, True)] if keep else [])], {})
         return self.op_node(value)
 
     def op_node(self, e: ir.Expr) -> ir.Expr:
@@ -906,10 +920,12 @@ def _operands(e: ir.Expr) -> list[ir.Expr]:
         return [e.left, e.right]
     if isinstance(e, ir.Compare):
         return list(e.operands)
+    if isinstance(e, ir.UnaryOp):
+        return [e.operand]
     if isinstance(e, ir.Subscript):  # its index is host data, kept in the row's subscript (`row_value`)
         return [e.obj]
     assert isinstance(e, ir.Call)
-    return ([e.receiver] if e.receiver is not None else []) + list(e.args) + list(e.kwargs.values())
+    return rowops.operands(e)
 
 
 def _on_row(e: ir.Expr, args: list[ir.Expr]) -> ir.Expr:
@@ -927,6 +943,9 @@ def _set_operands(e: ir.Expr, values: list[ir.Expr]) -> None:
         return
     if isinstance(e, ir.Compare):
         e.operands = list(values)
+        return
+    if isinstance(e, ir.UnaryOp):
+        e.operand, = values
         return
     assert isinstance(e, ir.Call)
     it = iter(values)

@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from acrobat.analysis import inplace, ragged, rankings, ranks, rows, run_lists, sized, token_lists
+from acrobat.analysis import inplace, ragged, rankings, ranks, rowops, rows, run_lists, sized, token_lists
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -1234,6 +1234,8 @@ class _Analyzer:
                 if op == "not":
                     self.no_tensor(e, k, "`not`")
                     return HOST
+                if isinstance(k, RaggedK) and k.depth == 1:  # `-S`, `~mask`: row by row
+                    return self.ragged_node(e, "rows", None, RAGGED)
                 return self.op_kind(e, [a], [k], host_result=True)
             case ir.Compare(operands=ops):
                 kinds = [self.expr(x) for x in ops]
@@ -1323,6 +1325,11 @@ class _Analyzer:
             return self.ragged_node(e, "length", None, HOST)  # the list's length
         if kind is CallKind.METHOD and isinstance(recv, RaggedK) and what in ragged.RESHAPE_METHODS:
             return self.ragged_reshape(e)
+        rule = rowops.rule_of(e)
+        operand = recv if kind is CallKind.METHOD else args[0] if args else None
+        if rule is not None and (isinstance(operand, RaggedK) or (rule.pointwise or rule.einsum or rule.join) and any(
+                isinstance(k, RaggedK) for k in [recv, *args, *kws])):
+            return self.row_op(e, rule, [k for k in [recv, *args, *kws] if k is not None])
         if kind is CallKind.METHOD and isinstance(recv, RaggedK):
             assert e.receiver is not None
             if what in ragged.SEGMENT_OPS:
@@ -1491,13 +1498,24 @@ class _Analyzer:
             CompileError: sizes that are not ints given one by one, or a first size that is a tensor.
         """
         count = e.args[int(lead)] if len(e.args) > int(lead) else None
-        if count is None or e.kwargs or any(type(_const(x)) is not int for x in e.args[int(lead) + 1:]) or \
-                has_tensor(self.spec.kinds.get(count.nid, HOST)) or isinstance(count, ir.TupleExpr):
+        sizes = e.args[int(lead):]
+        if count is None or e.kwargs or not all(self.host_int(x, i == 0) for i, x in enumerate(sizes)) or \
+                isinstance(count, ir.TupleExpr):
             front = "1, " if lead else ""
             raise self.error(e, f"`.{e.target}()` of a stacked list (its length differs per instance) is batched row "
                                 f"by row: write `.{e.target}({front}len(xs), ...)` with the list's length first, then "
-                                f"the rows' new shape as constant ints; {_RAGGED_HINT}")
+                                f"the rows' new shape as constant ints or a module's int attributes (`p.heads`); "
+                                f"{_RAGGED_HINT}")
         return self.ragged_node(e, "view", None, RAGGED)
+
+    def host_int(self, x: ir.Expr, first: bool) -> bool:
+        """Whether ``x`` may be a size of ``S.view(n, ...)``: a constant int, or a module's int attribute
+        (``p.heads``: the same in every instance, so the rows of a launch keep one shape); the ``first``, ``n``
+        (checked against the list's length by host code), also per-instance host data (``L = x.shape[0]``)."""
+        k = self.spec.kinds.get(x.nid, HOST)
+        if isinstance(x, ir.Const):
+            return type(x.value) is int
+        return isinstance(k, SharedK) and k.host or first and not has_tensor(k) and not isinstance(k, SharedK)
 
     def repeats_rows(self, e: ir.Call) -> bool:
         """Whether ``e`` is ``t.repeat(len(S), 1, ...)`` (sizes after the first all the constant 1) of a stacked list
@@ -1508,6 +1526,36 @@ class _Analyzer:
         return not e.kwargs and isinstance(n, ir.Call) and n.kind is CallKind.BUILTIN and n.target == "len" and \
             len(n.args) == 1 and not n.kwargs and self.spec.kinds.get(n.args[0].nid) == RAGGED and all(
                 isinstance(x, ir.Const) and type(x.value) is int and x.value == 1 for x in e.args[1:])
+
+    def row_op(self, e: ir.Call, rule: rowops.RowRule, kinds: list[Kind]) -> Kind:
+        """A call on a stacked list that ``rowops.ROW_RULES`` applies within its rows (``rule``; ``kinds``: its
+        operands', receiver first): a map loop over the rows (``"rows"`` for a pointwise operator, whose dense
+        operands broadcast against each row; ``"rowop"`` for the others, their dims the rows'), issue 18 §2.
+
+        Raises:
+            CompileError: a dim that is not a constant, or is the list axis; a stacked list where the rule takes a
+                dense operand; an operand that is a container of tensors.
+        """
+        if BOTTOM in kinds:
+            return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
+        what = rowops.describe(e)
+        anywhere = rule.pointwise or rule.einsum or rule.join  # stacked lists as any operand, or the first only
+        for i, k in enumerate(kinds):
+            if rule.join and i > 1 and not isinstance(k, RaggedK):
+                raise self.error(e, f"`{what}` of stacked lists along a row axis joins their rows one by one: every "
+                                    "item must be a stacked list of the same length, not a " + str(k))
+            if isinstance(k, RaggedK) and (k.depth > 1 or i and not anywhere) or \
+                    not isinstance(k, (RaggedK, TensorK, SharedK)) and has_tensor(k):
+                raise self.error(e, f"`{what}` takes a stacked list (`torch.stack(xs)`, its length differs per "
+                                    f"instance) as {'an operand' if anywhere else 'its first operand'} and applies "
+                                    "within its rows; its other operands must be tensors of no list axis or host "
+                                    "values, not a " + str(k))
+        if rule.pointwise:
+            return self.ragged_node(e, "rows", None, RAGGED)
+        f = rowops.form(e, rule, what, [isinstance(k, RaggedK) for k in kinds])
+        if isinstance(f, str):
+            raise self.error(e, f"{f}; or loop over the list")
+        return self.ragged_node(e, "rowop", None, RAGGED if f.outputs is None else TupleK((RAGGED,) * f.outputs))
 
     def ragged_binop(self, e: ir.BinOp | ir.Compare | ir.Call, ka: Kind, kb: Kind) -> Kind:
         """``a op b`` (or ``torch.mul(a, b)``, ``ragged.is_elementwise``) with a ragged operand: row by row
@@ -1524,7 +1572,7 @@ class _Analyzer:
             if e.op == "@" and not isinstance(ka, RaggedK):
                 raise self.error(e, "`w @ torch.stack(xs)` with a dense `w`: the list axis is contracted only by a "
                                     "1-D stacked weight vector (`alpha @ torch.stack(xs)`); " + _RAGGED_HINT)
-            if e.op not in ("+", "-", "*", "/", "//", "%", "**", "@") or e.inplace:
+            if e.op not in ("+", "-", "*", "/", "//", "%", "**", "@", "&", "|", "^") or e.inplace:
                 raise self.error(e, f"`{e.op}` on a stacked list: {_RAGGED_HINT}")
         for k in (ka, kb):
             if not isinstance(k, (RaggedK, TensorK, SharedK, HostK)):
@@ -1686,6 +1734,8 @@ class _Analyzer:
             self.called.add(e.receiver.nid)
         if self.method_call(e):
             return self.program_call(e)
+        if rowops.join_call(e, lambda x: isinstance(self.expr(x), RaggedK)):
+            self.changed = True  # `torch.cat([S, T], dim=1)`: joined row by row (acrobat.analysis.rowops)
         site = rules.Site(e, self.expr(e.receiver) if e.receiver is not None else None,
                           [self.expr(a) for a in e.args], [self.expr(v) for v in e.kwargs.values()])
         found = recurrent.call_kind(self, site)
@@ -2101,8 +2151,10 @@ _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0
                 "logsumexp, softmax, log_softmax; or sum(xs)) or over all of it without dim (sum, mean, max, min, "
                 "amax, amin), by ranking it over the list axis (sort, argsort, "
                 "topk with a host k), by `alpha @ torch.stack(xs)` with a stacked 1-D `alpha`, by reading it with "
-                "`.tolist()`, and by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
-                "operands row by row; for anything else, loop over the list")
+                "`.tolist()`, by applying pointwise operators, `@ w`, F.linear and arithmetic with smaller "
+                "operands row by row, and by operators along the rows' axes (a dim >= 1 or a negative dim of the "
+                "rows: chunk, transpose, permute(0, ...), flatten(1), layer_norm, normalize, view(len(xs), ...); "
+                "acrobat.analysis.rowops); for anything else, loop over the list")
 
 
 def _stored_attrs(fn: ir.Function) -> set[str]:

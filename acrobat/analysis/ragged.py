@@ -13,8 +13,10 @@ whatever the lists' lengths:
   ``alpha * S`` of two ragged tensors of one length) act on every row alone:
   they run as a map loop over the rows, whose nodes batch across rows and
   instances (§4.1); so do indices within the rows (``S[:, j]``, ``S[..., :k]``:
-  ``keeps_list_axis``, ``row_within``); ``S.shape[0]``/``S.size(0)`` is the
-  list's length;
+  ``keeps_list_axis``, ``row_within``) and the operator families of
+  ``acrobat.analysis.rowops`` (``torch.where``, ``masked_fill``, ``F.layer_norm``,
+  ``chunk``/``transpose``/``flatten`` along the rows' axes, ...: one rule per
+  family); ``S.shape[0]``/``S.size(0)`` is the list's length;
 - **reductions over the list axis** (``sum(xs)``, ``S.sum(0)``, ``mean``,
   ``max``/``amax``, ``min``/``amin``, ``logsumexp``) and **normalizations**
   over it (``softmax``/``log_softmax`` with ``dim=0``) are *segment*
@@ -121,9 +123,11 @@ def fitted(dense: Any, row: torch.Tensor) -> Any:
     return dense
 
 
-def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tuple[Any, ...]) -> torch.Tensor:
+def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tuple[Any, ...],
+                 keep_dtype: bool = False) -> torch.Tensor:
     """``value`` (an operator applied to ``rows`` and ``dense``, each ``fitted`` to the rows), once checked to
-    equal the stacked operator's row.
+    equal the stacked operator's row (``keep_dtype``: the operator names its dtype, ``zeros_like(S, dtype=...)``,
+    so no promotion of the operands decides it).
 
     Row by row equals the operator on whole stacked lists only when every
     stacked operand has rows of one rank (broadcasting then pairs their list
@@ -142,7 +146,7 @@ def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tup
             raise LimitError(f"an operand of shape {tuple(d.shape)} would broadcast against the list axis of a "
                              f"stacked list (rows of shape {tuple(rows[0].shape)}): acrobat applies operators to "
                              "such a tensor row by row; reduce it first or use operands with fewer dimensions")
-    want = stacked_dtype(rows, dense)
+    want = value.dtype if keep_dtype else stacked_dtype(rows, dense)
     if value.dtype != want and _category(value.dtype) == _category(want) >= 2:
         return value.to(want)  # a precision PyTorch's promotion of 0-D operands chose (an operator's own kept)
     return value
@@ -276,15 +280,16 @@ def row_axis(e: ir.Call) -> int | None:
     return dim.value if ok else None  # type: ignore[union-attr]
 
 
-def row_count(rows: list, n: Any, infers: bool) -> list:
+def row_count(rows: list, n: Any, later: tuple) -> list:
     """``rows`` (the row handles of a stacked list ``S``), once checked against ``n``, the first size given to
-    ``S.view(n, ...)``/``S.reshape(n, ...)`` (host code before its row-by-row form; ``infers``: a later size is
-    -1). The first size must be the list's length, or -1 where no later size is.
+    ``S.view(n, ...)``/``S.reshape(n, ...)`` (host code before its row-by-row form; ``later``: the sizes after
+    it, constant or host ints). The first size must be the list's length, or -1 where no later size is.
 
     Raises:
         RuntimeError: ``n`` is neither (PyTorch's view would make other rows, or raise).
         TypeError: ``n`` is not an int.
     """
+    infers = any(operator.index(m) == -1 for m in later)
     n = operator.index(n)
     if n != len(rows) and not (n == -1 and not infers):
         raise RuntimeError(f"`.view({n}, ...)` of a stacked list of {len(rows)} rows: acrobat reshapes it row by "

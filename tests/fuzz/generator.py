@@ -756,9 +756,11 @@ class Gen:
         items with a leading unit axis, a softmax or reduction over ``dim=-1`` of a stack of 0-D items, a
         softmax over ``dim=-1`` (each item) or ``dim=-2`` (the list) of a stack of items, ``keepdim=True`` (also
         broadcast back, ``S - S.mean(0, keepdim=True)``), indices within the rows (``S[:, j]``, ``S[..., :2]``); topk,
-        sort and argsort of a stack (values, ``.tolist()`` reads, an item picked by a stable sort's index)."""
+        sort and argsort of a stack (values, ``.tolist()`` reads, an item picked by a stable sort's index); operators
+        within the rows of a stack (``acrobat.analysis.rowops``: torch.where, masked_fill, F.normalize, layer_norm,
+        chunk, view/transpose/flatten along the rows' axes, repeat), then reduced over the list."""
         lst, name, v = self.ch.pick(sc.of("L")), self.fresh("t"), self.fresh("v")
-        form = self.ch.int(0, 3)
+        form = self.ch.int(0, 4)
         if form == 0:
             self.feat("torch.cat of unsqueezed items")
             unit = self.ch.pick([f"{v}.unsqueeze(0)", f"{v}[None]", f"{v}.view(1, -1)", f"{v}.reshape(1, -1)",
@@ -779,6 +781,16 @@ class Gen:
                                   f"(torch.stack({lst}) - torch.stack({lst}).mean(0, keepdim=True)).amax(0)",
                                   f"{self.tensor(sc)} * torch.stack({lst})[:, {self.ch.int(0, 3)}].sum()",
                                   f"torch.stack({lst})[:, None].sum(0)[0] + torch.stack({lst})[..., :2].sum()"])
+        elif form == 4:
+            self.feat("operator within the rows of a stack")
+            S, t = f"torch.stack({lst})", self.tensor(sc)
+            value = self.ch.pick([f"torch.where({S} > 0, {S}, {t} * 0.5).sum(0)",
+                                  f"F.normalize({S}, dim=-1).amax(0)",
+                                  f"F.layer_norm({S} * {t}, (4,)).sum(0)",
+                                  f"{S}.clamp(-0.5, 0.5).masked_fill({S} < -0.2, 0.0).sum(0)",
+                                  f"({S}.chunk(2, dim=-1)[0].repeat(1, 2) * {S}).sum(0)",
+                                  f"{S}.view(len({lst}), 2, 2).transpose(1, 2).flatten(1).amax(0)",
+                                  f"torch.maximum({S}, torch.zeros_like({S})).sum(0) + (~({S} > 0)).float().sum(0)"])
         else:  # values, or indices of a stable sort: PyTorch's order of tied indices is unspecified otherwise
             self.feat("topk/sort of a stack")
             scores = f"torch.stack([({v} * {self.tensor(sc)}).sum() for {v} in {lst}])"
