@@ -719,7 +719,7 @@ class _Lowerer:
                 if isinstance(k, TensorK):  # a per-instance value the skeleton holds, e.g. `states[t]`
                     self.subst[e.nid] = param(("x", e.nid), "tensor", lambda n: BlockParam(n, "tensor", expr=e)).name
                     return
-                if isinstance(e, ir.Slice) or any(not isinstance(x, ir.Const) for x in ir.walk(e)):
+                if isinstance(e, ir.Slice) or not _constant_arithmetic(e):
                     if isinstance(k, ListK) and has_tensor(k):
                         raise self.error(e, f"a {k} held in a variable cannot be an operand of a tensor operator "
                                             "(its length is per-instance host data): stack it with torch.stack(xs) "
@@ -934,6 +934,21 @@ def _set_operands(e: ir.Expr, values: list[ir.Expr]) -> None:
         e.receiver = next(it)
     e.args = [next(it) for _ in e.args]
     e.kwargs = {k: next(it) for k in e.kwargs}
+
+
+def _constant_arithmetic(e: ir.Expr) -> bool:
+    """Whether ``e`` is constants combined by arithmetic alone (``-2.0``, ``-CLIP`` or ``CLIP / 2`` of a module
+    constant, which the frontend reads as its value): one number for every instance, printed in the block as
+    written, where a host operand would be a batched tensor under vmap (``torch.clamp(h, -CLIP, CLIP)`` then
+    read it with ``.item()``)."""
+    match e:
+        case ir.Const():
+            return True
+        case ir.UnaryOp(op="-" | "+", operand=x):
+            return _constant_arithmetic(x)
+        case ir.BinOp(left=a, right=b):
+            return _constant_arithmetic(a) and _constant_arithmetic(b)
+    return False
 
 
 def _continues(body: list[ir.Stmt]) -> bool:
