@@ -236,7 +236,7 @@ def sorted_by_item(toks, p):
 @ab.program
 def inplace_fresh(toks, p):
     x = p.emb[toks[0]]
-    h = torch.zeros(H)
+    h = torch.zeros(H, dtype=x.dtype)
     h[0] = x.sum()
     h += p.h0
     h[1:3] = x[:2] * 2.0
@@ -295,7 +295,7 @@ def dropout_eval(toks, p):
 
 @ab.program
 def lstmcell_state(toks, p):
-    state = (p.h0.unsqueeze(0), torch.zeros(1, H))
+    state = (p.h0.unsqueeze(0), torch.zeros(1, H, dtype=p.h0.dtype))
     for t in toks:
         state = p.lstm(p.emb[t].unsqueeze(0), state)
     h, c = state

@@ -76,6 +76,8 @@ STRICT_REJECTS = {
     "namedtuple_instance": "whose constructor runs as plain host Python",
     "sequential_and_modulelist": "cannot iterate over a shared `p.layers`",
 }
+#: What strict refuses where the run records autograd (a CompileError at run time; the dynamic tier runs it).
+STRICT_GRAD_REJECTS = {"no_grad_and_detach": "turns autograd off in its code"}
 #: Limits of the static tier met at run time (strict raises the ShapeError; the default reruns the batch).
 STRICT_RUN_LIMITS = {"mixed_dtypes": "different shapes"}
 
@@ -168,6 +170,11 @@ def test_gradients_equal_plain_autograd(name, option):
         pytest.skip("no output carries a gradient")
     want = torch.autograd.grad(sum(t.sum() for t in want_leaves), list(p.parameters()), allow_unused=True)
     batched = copy.deepcopy(batch)
+    if option == "strict" and name in STRICT_GRAD_REJECTS:
+        with pytest.raises(ab.CompileError, match=r"hunt8_progs\.py:\d+") as err:
+            _run(prog, batched, p, "eager", option)
+        assert STRICT_GRAD_REJECTS[name] in str(err.value)
+        return
     got_out = _strict_limit(name, option, lambda: _run(prog, batched, p, "eager", option))
     if got_out is None:
         return
