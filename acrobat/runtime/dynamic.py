@@ -296,7 +296,6 @@ def _unflatten(leaves: list, struct: Any) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
-
 def _int_lists_as_tensors(index: Any) -> Any:
     """``index`` (of ``x[index]``) with each list of ints or bools in it (nested lists too) the tensor of them,
     as PyTorch reads such a list (an advanced index); ``index`` itself where it holds none."""
@@ -307,6 +306,7 @@ def _int_lists_as_tensors(index: Any) -> Any:
         items = tuple(_int_lists_as_tensors(i) for i in index)
         return items if any(a is not b for a, b in zip(items, index)) else index
     return index
+
 
 class Recorder:
     """One run's dynamic tier: records operators as DFG nodes of ``rt``'s DFG (see the module docstring).
