@@ -446,6 +446,38 @@ def main(inst, p):
     k4 = cell1(p.h0 - p.h0, torch.exp(-p.h0.abs()), p, 0.25).shape[0]
     return (p.h0 * k4, k4)
 '''),
+    # found by long fuzz runs (seed 10100207, session hunt8): `p.h0.size(0)` of a shared tensor was typed a shared
+    # tensor, so the host list `ws[1:] + [p.h0.size(0)]` became an operator of a static block with the batched
+    # host operand `ws[1:]` (`unsupported operand type(s) for +: 'Tensor' and 'list'`: an internal error; the batch
+    # ran in the dynamic tier); a metadata read of a shared tensor is now host data the same for every instance
+    # (`_Analyzer.shared_metadata`), and the list is host code's
+    "size_of_a_shared_tensor_in_a_host_list": ("doc", '''
+@ab.program
+def main(inst, p):
+    ws = list(range(len(inst.tokens) // 9 + 3))  # 3 items: the instance's tokens are 1 to 6
+    e = F.embedding(torch.LongTensor(ws[1:] + [p.h0.size(0)]) % 7, p.embed.weight).mean(0)
+    return e * p.h0.size(0)
+'''),
+    # found by long fuzz runs (seed 10400214, session hunt8): `torch.zeros(S.max(0).values.shape[0], dtype=...)`
+    # with `S` of `torch.tensor(toks)`: building the rows of `torch.tensor(toks)` first put the size, evaluated
+    # before them, in a variable, a per-instance host number, so the factory was built as a stacked list of rows
+    # made by host code, whose `dtype=S.max(0).values.dtype` shared its nodes with each row's block: the block's
+    # metadata read took the value read off host code's (`_t[0].dtype` of a handle: `'int' object has no attribute
+    # 'dtype'`, an internal error; the batch ran in the dynamic tier). Now the rows' pass puts the read's object
+    # alone in a variable (`rows._into_variable`: the shape read stays in the block, no stacked list), and the host
+    # call's keywords are copies of the row's (`sized.host_rows_call`; the second case, a size of `len(toks)`)
+    "dtype_of_a_segment_result_for_a_factory": ("doc", '''
+@ab.program
+def main(inst, p):
+    toks = list(inst.tokens)
+    return (p.embed(torch.tensor(toks) % 7).max(0).values + torch.zeros(p.embed(torch.tensor(toks) % 7).max(0).values.shape[0], dtype=p.embed(torch.tensor(toks) % 7).max(0).values.dtype))
+'''),
+    "dtype_of_a_segment_result_for_sized_rows": ("doc", '''
+@ab.program
+def main(inst, p):
+    toks = list(inst.tokens)
+    return torch.zeros(len(toks), dtype=p.embed(torch.tensor(toks) % 7).max(0).values.dtype).sum() + p.h0
+'''),
 }
 
 

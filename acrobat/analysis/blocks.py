@@ -31,9 +31,9 @@ from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec,
                                     has_tensor, sdepth_of)
 from acrobat.analysis.ragged import (SEGMENT_OPS, row_count, row_matmul, row_operands, row_scale, row_squeeze,
                                      segment_reference)
-from acrobat.analysis.rules import SHAPE_ATTRS, SHAPE_METHODS
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
+from acrobat.analysis.sized import metadata_read
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.runtime.lookup import lookup
@@ -678,7 +678,7 @@ class _Lowerer:
             case ir.BinOp(left=a, right=b) if e.op in ("+", "-", "*", "//", "%"):  # `y.size(0) // 2`
                 parts = [self.shape_query(x) for x in (a, b)]
                 return any(parts) and all(q or isinstance(x, ir.Const) for q, x in zip(parts, (a, b)))
-        read = _metadata_read(e)
+        read = metadata_read(e)
         return read is not None and isinstance(self.kind(read), TensorK)
 
     def make_block(self, stmts: list[ir.Assign], is_static: bool) -> BlockCall:
@@ -722,7 +722,7 @@ class _Lowerer:
                 for c in ir.children(e):
                     visit(c)
                 return
-            read = _metadata_read(e)
+            read = metadata_read(e)
             if read is not None and k is HOST and self.kind(read) is HOST:
                 # `inst.x.dtype`, `t.shape[0]` of the instance's own tensor `t`: the tensor is the operand (a host
                 # column of tensors, one per row) and the block reads its metadata, the same per row as per instance
@@ -733,7 +733,7 @@ class _Lowerer:
                 if isinstance(k, TensorK):  # a per-instance value the skeleton holds, e.g. `states[t]`
                     self.subst[e.nid] = param(("x", e.nid), "tensor", lambda n: BlockParam(n, "tensor", expr=e)).name
                     return
-                if isinstance(e, ir.Slice) or any(not isinstance(x, ir.Const) for x in ir.walk(e)):
+                if isinstance(e, ir.Slice) or not _constant_arithmetic(e):
                     if isinstance(k, ListK) and has_tensor(k):
                         raise self.error(e, f"a {k} held in a variable cannot be an operand of a tensor operator "
                                             "(its length is per-instance host data): stack it with torch.stack(xs) "
@@ -955,25 +955,25 @@ def _set_operands(e: ir.Expr, values: list[ir.Expr]) -> None:
     e.kwargs = {k: next(it) for k in e.kwargs}
 
 
+def _constant_arithmetic(e: ir.Expr) -> bool:
+    """Whether ``e`` is constants combined by arithmetic alone (``-2.0``, ``-CLIP`` or ``CLIP / 2`` of a module
+    constant, which the frontend reads as its value): one number for every instance, printed in the block as
+    written, where a host operand would be a batched tensor under vmap (``torch.clamp(h, -CLIP, CLIP)`` then
+    read it with ``.item()``)."""
+    match e:
+        case ir.Const():
+            return True
+        case ir.UnaryOp(op="-" | "+", operand=x):
+            return _constant_arithmetic(x)
+        case ir.BinOp(left=a, right=b):
+            return _constant_arithmetic(a) and _constant_arithmetic(b)
+    return False
+
+
 def _continues(body: list[ir.Stmt]) -> bool:
     """True when ``body`` holds a ``continue`` of its own loop (not of a nested loop)."""
     return any(isinstance(s, ir.Continue) or isinstance(s, ir.If) and (_continues(s.body) or _continues(s.orelse))
                for s in body)
-
-
-def _metadata_read(e: ir.Expr) -> ir.Expr | None:
-    """The object ``e`` reads the metadata of (``o.dtype``, ``o.device``, ``o.ndim``, ``o.shape``, ``o.shape[i]``,
-    ``o.size(i)``, ``o.dim()``, ``o.numel()`` with constant arguments), or None: of a per-instance tensor, a shape
-    query (``_Lowerer.shape_query``); of the instance's own tensor, read in the block too (``make_block``)."""
-    match e:
-        case ir.Attr(obj=o, attr=a) if a in SHAPE_ATTRS:
-            return o
-        case ir.Subscript(obj=ir.Attr(obj=o, attr="shape"), index=ir.Const()):
-            return o
-        case ir.Call(kind=ir.CallKind.METHOD, target=t, receiver=o, args=args, kwargs=kw) if t in SHAPE_METHODS and \
-                o is not None and all(isinstance(a, ir.Const) for a in [*args, *kw.values()]):
-            return o
-    return None
 
 
 def _substitute(e: ir.Expr, items: dict[int, ir.Expr]) -> None:

@@ -1053,6 +1053,19 @@ class _Analyzer:
         self.spec.forms[e.nid] = "sized"
         return self.rows_of(e)
 
+    def shared_metadata(self, e: ir.Expr, operands: list[ir.Expr], kinds: list[Kind]) -> Kind:
+        """The kind of a metadata read ``e`` (``o.shape``, ``o.dtype``, ``o.size(0)``, ``o.dim()``) of a shared
+        tensor ``o`` (``operands[0]``; its arguments after it): host data, the same for every instance, which the
+        once-per-run prologue computes where it can compute ``o`` and the arguments (shared values, constants;
+        §5.1), else host code reads (a call's shared result: the prologue runs no call; an argument that is the
+        instance's host data). Never a shared tensor: host code computes with it (`ws + [p.h0.size(0)]`)."""
+        if any(k is BOTTOM for k in kinds):
+            return BOTTOM
+        if all(_shared_operand(x, k) or _is_const(x) for x, k in zip(operands, kinds)):
+            self.spec.shared_ops.add(e.nid)
+            return SharedK(("expr", self.spec.name, e.nid), host=True)
+        return HOST
+
     def read_in_block(self, e: ir.Expr) -> bool:
         """Whether the size ``e`` reads a tensor's metadata that a block reads itself, a Python int under vmap: a
         shape (``t.shape[0]``, ``t.size(0)``, ``t.ndim``) of any tensor, ``len(x)`` of a per-instance one."""
@@ -1168,8 +1181,8 @@ class _Analyzer:
                     raise self.run_list_read(e, o)
                 if isinstance(k, SharedK) and k.ref[0] == "arg":
                     return self.shared_path(k.ref + ((".", a),))
-                if isinstance(k, SharedK) and a in rules.SHAPE_ATTRS and not _shared_operand(o, k):
-                    return HOST  # the shape of a call's shared result (the prologue runs no call): host code reads it
+                if isinstance(k, SharedK) and a in rules.SHAPE_ATTRS:
+                    return self.shared_metadata(e, [o], [k])
                 if isinstance(k, SharedK):
                     return self.op_kind(e, [o], [k], host_result=False)
                 if isinstance(k, TensorK) and a in rules.SHAPE_ATTRS:

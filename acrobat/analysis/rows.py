@@ -204,9 +204,16 @@ def _lookup(emb: ir.Call, token: ir.Expr) -> ir.Call:
 
 
 def _into_variable(parent: ir.Expr, e: ir.Expr, fresh: _Fresh) -> list[ir.Assign]:
-    """``_rowsN = e``, ``e`` (held by ``parent``) then read from the fresh variable; none for a variable or constant."""
+    """``_rowsN = e``, ``e`` (held by ``parent``) then read from the fresh variable; none for a variable or constant.
+    Of a metadata read (``y.shape[0]``, ``y.dtype``: ``sized.metadata_read``) the object alone (``_rowsN = y``,
+    read ``_rowsN.shape[0]`` in place): the read stays one a block makes itself, as written, where a variable
+    holding the number would be per-instance host data (``torch.zeros(y.shape[0])`` then a factory of a
+    per-instance size, built as a stacked list of its rows)."""
     if isinstance(e, (ir.Name, ir.Const)):
         return []
+    o = sized.metadata_read(e)
+    if o is not None:
+        return _into_variable(next(h for h in ir.walk(e) if any(c is o for c in ir.children(h))), o, fresh)
     name = fresh(_ROWS)
     _replace(parent, e, ir.Name(e.loc, name))
     return [ir.Assign(e.loc, ir.Target(name), e)]

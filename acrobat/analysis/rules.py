@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from acrobat.analysis import ranks, unpacking
+from acrobat.analysis.sized import SHAPE_ATTRS, SHAPE_METHODS  # noqa: F401 - the rules' shape queries
 from acrobat.analysis.kinds import (BOTTOM, HOST, UNRESOLVED, ChoiceK, DictK, HostK, Kind, KindConflict, ListK,
                                     RaggedK, SharedK, TensorK, TupleK, contains, describe_ref, has_shared, has_tensor,
-                                    join)
+                                    is_host, join)
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind, known
 from acrobat.frontend.source import SourceSnapshot
@@ -46,9 +47,6 @@ if TYPE_CHECKING:
 VALUE_METHODS = frozenset({"item", "tolist"})
 #: Builtins that turn a tensor into a Python number (a value read, like ``.item()``).
 VALUE_BUILTINS = frozenset({"bool", "int", "float"})
-#: Shape queries: host code reading them reads the (per-instance) tensor, like ``.item()`` (§4.2).
-SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "device"})
-SHAPE_METHODS = frozenset({"size", "dim", "numel"})
 #: The list methods a model may call (on a list of host data or of tensors); each changes the list in place.
 LIST_METHODS = frozenset({"append", "pop", "insert", "__setitem__", "reverse"})
 #: The list methods that put one element in, given as their last argument (``xs.insert(i, v)``, ``xs[i] = v``).
@@ -168,6 +166,9 @@ def _value_method(a: _Analyzer, s: Site) -> Kind | None:
 @defcall(CallKind.METHOD, *SHAPE_METHODS)
 def _shape_method(a: _Analyzer, s: Site) -> Kind | None:
     # `x.size(0)`: a shape read, like `.item()` (§4.2); its arguments are host numbers
+    if isinstance(s.recv, SharedK) and not s.recv.host and all(is_host(k) for k in s.kinds):
+        assert s.e.receiver is not None
+        return a.shared_metadata(s.e, [s.e.receiver, *s.operands], [s.recv, *s.kinds])
     if not isinstance(s.recv, TensorK):
         return None
     if any(has_tensor(k) for k in s.kinds):

@@ -79,6 +79,28 @@ def _method(e: ir.Call) -> tuple[Callable | None, str | None]:
     return METHODS[e.target]  # type: ignore[index]
 
 
+#: Shape queries: host code reading them reads the (per-instance) tensor, like ``.item()`` (§4.2).
+SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "device"})
+SHAPE_METHODS = frozenset({"size", "dim", "numel"})
+
+
+def metadata_read(e: ir.Expr) -> ir.Expr | None:
+    """The object ``e`` reads the metadata of (``o.dtype``, ``o.device``, ``o.ndim``, ``o.shape``, ``o.shape[i]``,
+    ``o.size(i)``, ``o.dim()``, ``o.numel()`` with constant arguments), or None: of a per-instance tensor, a block
+    reads it itself, a Python int (a dtype) under vmap (``blocks._Lowerer.shape_query``), and so does a factory's
+    size read in its block (``Kinds.read_in_block``) where a stacked list's rows are built before it
+    (``acrobat.analysis.rows``: the object alone goes in a variable first)."""
+    match e:
+        case ir.Attr(obj=o, attr=a) if a in SHAPE_ATTRS:
+            return o
+        case ir.Subscript(obj=ir.Attr(obj=o, attr="shape"), index=ir.Const()):
+            return o
+        case ir.Call(kind=CallKind.METHOD, target=t, receiver=o, args=args, kwargs=kw) if t in SHAPE_METHODS and \
+                o is not None and all(isinstance(a, ir.Const) for a in [*args, *kw.values()]):
+            return o
+    return None
+
+
 def is_instance_data(e: ir.Expr) -> bool:
     """Whether the host expression ``e`` reads something (a variable, an attribute): not constants alone."""
     return any(not isinstance(y, ir.Const) for y in ir.walk(e) if not ir.children(y))
@@ -119,7 +141,10 @@ def row_constructor(e: ir.Call, item: ir.Expr) -> ir.Call:
 
 def host_rows_call(e: ir.Call) -> ir.Call:
     """``factory_rows(factory, "file:line", *args, **kwargs)`` of the factory call ``e``: host code (its
-    arguments move there)."""
+    arguments move there). The keywords are copies (new node ids) of those ``row_constructor`` gives each row: a
+    metadata read among them (``dtype=S.max(0).values.dtype``) is read in the row's block there and by host code
+    here, which waits for the tensor (a value read, §4.2), where one node would be analysed as one or the other."""
     where = ir.Const(e.loc, f"{e.loc.file}:{e.loc.line}")
     factory = _method(e)[0] or e.target
-    return ir.Call(e.loc, CallKind.HOST, factory_rows, [ir.Const(e.loc, factory), where, *e.args], dict(e.kwargs))
+    return ir.Call(e.loc, CallKind.HOST, factory_rows, [ir.Const(e.loc, factory), where, *e.args],
+                   {k: ir.renumbered(v) for k, v in e.kwargs.items()})

@@ -296,6 +296,18 @@ def _unflatten(leaves: list, struct: Any) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
+def _int_lists_as_tensors(index: Any) -> Any:
+    """``index`` (of ``x[index]``) with each list of ints or bools in it (nested lists too) the tensor of them,
+    as PyTorch reads such a list (an advanced index); ``index`` itself where it holds none."""
+    if isinstance(index, list) and (leaves := pytree.tree_leaves(index)) and all(type(i) in (int, bool)
+                                                                                 for i in leaves):
+        return torch.tensor(index)
+    if type(index) is tuple:
+        items = tuple(_int_lists_as_tensors(i) for i in index)
+        return items if any(a is not b for a, b in zip(items, index)) else index
+    return index
+
+
 class Recorder:
     """One run's dynamic tier: records operators as DFG nodes of ``rt``'s DFG (see the module docstring).
 
@@ -458,7 +470,14 @@ class Recorder:
         return pytree.tree_unflatten(result, op.out_spec)
 
     def lookup(self, func: Any, leaves: list, struct: Any, info: _FuncInfo) -> Any:
-        """A parameter indexed by per-instance numbers (``p.emb[word]``): a node whose numbers are batched."""
+        """A parameter indexed by per-instance numbers (``p.emb[word]``): a node whose numbers are batched. A list
+        of ints in the index (``p.emb[toks]``) is one advanced index, the instance's own tensor of them, where its
+        numbers batched one by one would make it a tuple of 0-d tensors under vmap (``p.emb[1, 2]``)."""
+        if func is torch.Tensor.__getitem__:
+            args, kwargs = _unflatten(leaves, struct)
+            index = _int_lists_as_tensors(args[1])
+            if index is not args[1]:
+                return self.call(func, (args[0], index), kwargs)
         key: list = [func, struct]
         hosts = []
         for x in leaves:
