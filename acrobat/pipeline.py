@@ -279,7 +279,7 @@ def kernels(s: State) -> Kernels:
         op = padded_op(spec)
         if op is not None:
             ids[key] = bid = max(codes, default=-1) + 1
-            codes[bid] = padded_code(spec, op, bid)
+            codes[bid] = padded_code(op, bid)
     return Kernels(MappingProxyType(found), MappingProxyType(codes), g, MappingProxyType(ids))
 
 

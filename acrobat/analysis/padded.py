@@ -135,7 +135,9 @@ def padded_op(spec: Spec) -> PaddedOp | None:
                     arity=region.arity)
 
 
-def padded_code(spec: Spec, op: PaddedOp, bid: int) -> BlockCode:
-    """The block of padded function ``op`` (``spec``'s) under id ``bid``: its per-instance function is the
-    user's own (``Region.call``), its launches ``acrobat.runtime.padded.PaddedKernel``'s."""
-    return BlockCode(bid, f"padded_{op.op}", Site(op.where, f"def {op.op}"), (), (), (), op.call, False, op)
+def padded_code(op: PaddedOp, bid: int) -> BlockCode:
+    """The block of padded function ``op`` under id ``bid``, named ``padded NAME (file:line)`` in run
+    reports: its per-instance function is the user's own (``Region.call``), its launches
+    ``acrobat.runtime.padded.PaddedKernel``'s."""
+    short = op.where.rsplit("/", 1)[-1]
+    return BlockCode(bid, f"padded {op.op} ({short})", Site(op.where, f"def {op.op}"), (), (), (), op.call, False, op)
