@@ -2,7 +2,8 @@
 
 Each program embeds a token list (``p.emb(torch.tensor(tokens))``: a stacked list of its length) and hands it
 to a helper the row-wise analysis rejects (it moves or contracts the list axis), which acrobat runs as a padded
-function. Each runs as plain Python per instance; an instance is a list of token ids (0 is padding).
+function: undecorated helpers, as users write them, and ``multi_head`` decorated as examples/transformer_encoder.py
+writes it. Each runs as plain Python per instance; an instance is a list of token ids (0 is padding).
 """
 
 # ruff: noqa
@@ -39,12 +40,10 @@ class Params(nn.Module):
 
 # -- padded functions ----------------------------------------------------------------------------------------
 
-@ab.function
 def single_head(x):
     return torch.softmax(x @ x.T / math.sqrt(x.shape[-1]), dim=-1) @ x
 
 
-@ab.function
 def qkv_linear(x, p):
     q = F.linear(x, p.q.weight, p.q.bias)
     k = p.k(x)
@@ -64,39 +63,33 @@ def multi_head(x, p):
     return p.o((att @ v).transpose(0, 1).reshape(L, p.d))
 
 
-@ab.function
 def masked(x, keep, p):
     scores = (p.q(x) @ p.k(x).mT) / math.sqrt(p.d)
     scores = scores.masked_fill(~keep, float("-inf"))
     return torch.softmax(scores, dim=-1) @ p.v(x)
 
 
-@ab.function
 def masked_where(x, keep, p):
     scores = p.q(x) @ p.k(x).transpose(0, 1)
     scores = torch.where(keep.unsqueeze(0), scores, torch.full_like(scores, -1e9))
     return F.layer_norm(x + scores.softmax(-1) @ x, (p.d,), p.ln.weight, p.ln.bias)
 
 
-@ab.function
 def mean_pooled(x, p):
     att = torch.softmax(x @ x.T, dim=-1)
     return (att @ p.v(x)).mean(0)
 
 
-@ab.function
 def max_pooled(x, p):
     att = torch.softmax(p.q(x) @ p.k(x).T, dim=1)
     h = att @ x
     return h.max(dim=0).values, h
 
 
-@ab.function
 def length_arithmetic(x):
     return (x @ x.T).softmax(-1).sum(0) / x.shape[0]
 
 
-@ab.function
 def unsupported(x):
     return torch.cumsum(x @ x.T, dim=1)
 
