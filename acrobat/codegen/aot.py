@@ -13,7 +13,7 @@ is the evaluating one, with the same decisions.
 from __future__ import annotations
 
 import builtins
-from typing import Mapping
+from typing import Any, Mapping
 
 from acrobat.analysis.kinds import (BOTTOM, DictK, HostOrK, Kind, LeadK, ListK, OptionalK, RaggedK, Spec, TensorK,
                                    TupleK)
@@ -317,7 +317,7 @@ class SkeletonWriter(LoweredVisitor[int]):
 
 def write_skeleton(functions: list[LoweredFunction], entry_key: object, g: Globals, slots: SharedSlots,
                    specs: dict, base: int, options, effects: set,
-                   fields: Mapping[str, Kind], padded: Mapping[object, int] | None = None,
+                   fields: Mapping[str, Kind], padded: Mapping[Any, int] | None = None,
                    ) -> tuple[str, dict[int, tuple[ir.Loc, str]], str]:
     """The Python source of the whole skeleton module (function names made from the spec names by ``g``),
     its map from generated lines to model source lines (for error messages), and the entry's function name.

@@ -178,7 +178,7 @@ def rule(*funcs: Callable) -> Callable:
     return install
 
 
-def _methods(*names: str) -> list[Callable]:
+def _methods(*names: str) -> list[Any]:
     """``torch.X``, ``torch.Tensor.X`` and ``F.X`` of each name, where they exist."""
     return [getattr(m, n, None) for n in names for m in (torch, torch.Tensor, F)]
 
@@ -564,7 +564,8 @@ def getitem(func: Callable, args: tuple, kwargs: dict) -> Any:
         at = key.index(Ellipsis)
         key = key[:at] + (slice(None),) * (x.dim() - used) + key[at + 1:]
     key = key + (slice(None),) * (x.dim() - sum(k is not None for k in key))
-    tags, src = [], 0
+    tags: list[Lengths | None] = []
+    src = 0
     for k in key:
         if k is None:
             tags.append(None)
