@@ -76,10 +76,11 @@ def test_random_lengths(batch, prog, backend):
 
 @pytest.mark.parametrize("prog", [pp.multi_head_prog, pp.masked_where_prog, pp.max_pooled_prog],
                          ids=lambda p: p.__name__)
-def test_gradients_match_plain_pytorch(prog):
+@pytest.mark.parametrize("backend", ["eager", "auto"])  # auto: eager-accum, the training backend
+def test_gradients_match_plain_pytorch(backend, prog):
     batch = _batch(9, seed=3)
     batched, plain = _params(), _params()
-    outs = prog.run(batch, batched, backend="eager", options=STRICT)
+    outs = prog.run(batch, batched, backend=backend, options=STRICT)
     sum(torch.stack([t.sum() for t in torch.utils._pytree.tree_leaves(o)]).sum() for o in outs).backward()
     want = [prog(x, plain) for x in batch]
     sum(torch.stack([t.sum() for t in torch.utils._pytree.tree_leaves(o)]).sum() for o in want).backward()
