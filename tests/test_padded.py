@@ -124,3 +124,14 @@ def test_length_is_a_size_not_a_number():
         len(x)
     with pytest.raises(LimitError):
         x.view(-1)  # the padded axis merged with another
+
+
+def test_rules_refuse_what_would_mix_instances():
+    """Each refusal is a LimitError (the batch reruns in the dynamic tier), never a padded value read as data."""
+    x = Padded(torch.randn(2, 3, 2, 4), (Lengths(torch.tensor([3, 1]), 3), None, None))
+    for use in (lambda: x.reshape(2, x.shape[0], 4),  # the padded axis moved among the others
+                lambda: x.data, lambda: x.cumsum(0), lambda: x.sum(0, dtype=torch.float64),
+                lambda: x.transpose(0, 2) @ torch.randn(3, 5),  # a padded axis contracted with a fixed one
+                lambda: x.transpose(dim0=1, dim1=2), lambda: torch.log(x), lambda: 1 / x):
+        with pytest.raises(LimitError):
+            use()

@@ -161,15 +161,15 @@ class PaddedKernel:
         if not isinstance(x, Padded):
             raise LimitError(f"it returned {type(x).__name__} where a tensor was expected")
         if not ragged:
-            if any(t is not None for t in x.tags):
+            if any(t is not None for t in x._tags):
                 raise LimitError("it returned a value with a padded axis where the compile expected a per-instance "
                                  "tensor (reduce the list axis, or return the stacked list itself)")
-            return x.data
-        if not x.tags or x.tags[0] is None or any(t is not None for t in x.tags[1:]) or \
-                not torch.equal(x.tags[0].t, first.t):
+            return x._batched
+        if not x._tags or x._tags[0] is None or any(t is not None for t in x._tags[1:]) or \
+                not torch.equal(x._tags[0].t, first.t):
             raise LimitError("it returned a value whose padded axes are not dim 0 alone, with the first stacked "
                              "list's lengths, where the compile expected a stacked list")
-        return x.data[first.mask(0, 1)]  # (N, ...): the valid rows, instance after instance
+        return x._batched[first.mask(0, 1)]  # (N, ...): the valid rows, instance after instance
 
     def assemble(self, results: list, b: int, n_handles: int, starts: np.ndarray,
                  lengths: np.ndarray) -> tuple[torch.Tensor, ...]:

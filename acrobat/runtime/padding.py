@@ -87,41 +87,41 @@ def _refused(what: str) -> LimitError:
 
 
 class Padded:
-    """A value of a padded function: ``data`` ``(B, *shape)`` with ``tags[i]`` the ``Lengths`` of logical dim
+    """A value of a padded function: ``_batched`` ``(B, *shape)`` with ``_tags[i]`` the ``Lengths`` of logical dim
     ``i`` (None: not padded). See the module docstring for the rules; an operator without one raises
-    ``LimitError``."""
+    ``LimitError`` (``x.data`` too: the padded tensor is no value of the instance's)."""
 
-    __slots__ = ("data", "tags")
+    __slots__ = ("_batched", "_tags")
 
     def __init__(self, data: torch.Tensor, tags: tuple):
         assert data.dim() == len(tags) + 1
-        self.data = data
-        self.tags = tags
+        self._batched = data
+        self._tags = tags
 
     # -- what a tensor tells about itself
     @property
     def shape(self) -> tuple:
-        return tuple(PaddedSize(t) if t is not None else n for t, n in zip(self.tags, self.data.shape[1:]))
+        return tuple(PaddedSize(t) if t is not None else n for t, n in zip(self._tags, self._batched.shape[1:]))
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[dim]
 
     def dim(self) -> int:
-        return len(self.tags)
+        return len(self._tags)
 
     ndim = property(dim)
-    dtype = property(lambda self: self.data.dtype)
-    device = property(lambda self: self.data.device)
-    requires_grad = property(lambda self: self.data.requires_grad)
-    is_cuda = property(lambda self: self.data.is_cuda)
+    dtype = property(lambda self: self._batched.dtype)
+    device = property(lambda self: self._batched.device)
+    requires_grad = property(lambda self: self._batched.requires_grad)
+    is_cuda = property(lambda self: self._batched.is_cuda)
 
     def is_floating_point(self) -> bool:
-        return self.data.is_floating_point()
+        return self._batched.is_floating_point()
 
     def __len__(self) -> int:
-        if not self.tags or self.tags[0] is not None:
+        if not self._tags or self._tags[0] is not None:
             raise _refused("len()")
-        return self.data.shape[1]
+        return self._batched.shape[1]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -191,8 +191,8 @@ def _lift(x: Any, r: int) -> Any:
     """Operand ``x`` for a batched call where the logical rank is ``r``: a ``Padded``'s data with unit dims after
     its batch dim up to rank r; anything else as it is (right-aligned broadcasting puts the batch dim left)."""
     if isinstance(x, Padded) and x.dim() < r:
-        return x.data.reshape(x.data.shape[0], *([1] * (r - x.dim())), *x.data.shape[1:])
-    return x.data if isinstance(x, Padded) else x
+        return x._batched.reshape(x._batched.shape[0], *([1] * (r - x.dim())), *x._batched.shape[1:])
+    return x._batched if isinstance(x, Padded) else x
 
 
 def _aligned_tags(operands: Sequence, r: int) -> tuple:
@@ -209,13 +209,13 @@ def _aligned_tags(operands: Sequence, r: int) -> tuple:
             k = i - (r - _rank(x))
             if k < 0 or not isinstance(x, (Padded, torch.Tensor)):
                 continue
-            if isinstance(x, Padded) and x.tags[k] is not None:
-                if found is not None and found is not x.tags[k]:
+            if isinstance(x, Padded) and x._tags[k] is not None:
+                if found is not None and found is not x._tags[k]:
                     raise LimitError("two stacked lists of different lengths meet in one operator of a padded "
                                      "function")
-                found = x.tags[k]
+                found = x._tags[k]
             else:
-                sizes.append(x.data.shape[k + 1] if isinstance(x, Padded) else x.shape[k])
+                sizes.append(x._batched.shape[k + 1] if isinstance(x, Padded) else x.shape[k])
         if found is not None and any(n != 1 for n in sizes):
             raise LimitError("a stacked list's axis meets a dim of fixed size under broadcasting in a padded "
                              "function (each instance's length would have to equal it)")
@@ -253,7 +253,7 @@ def pointwise(func: Callable, args: tuple, kwargs: dict) -> Any:
 
 
 def _check_divisor(x: Any) -> None:
-    if isinstance(x, Padded) and any(t is not None for t in x.tags):
+    if isinstance(x, Padded) and any(t is not None for t in x._tags):
         raise LimitError("a division by a value with a padded axis in a padded function (its padding may be 0: "
                          "an infinite gradient there)")
 
@@ -285,10 +285,10 @@ def power(func: Callable, args: tuple, kwargs: dict) -> Any:
 # -- contractions ----------------------------------------------------------------------------------------------
 
 def _zero_padding(x: Padded, dims: Sequence[int], fill: float = 0.0) -> torch.Tensor:
-    """``x.data`` with every position outside the lengths of its padded ``dims`` set to ``fill``."""
-    data = x.data
+    """``x._batched`` with every position outside the lengths of its padded ``dims`` set to ``fill``."""
+    data = x._batched
     for d in dims:
-        t = x.tags[d]
+        t = x._tags[d]
         if t is not None:
             data = torch.where(t.mask(d, x.dim()), data, torch.full((), fill, dtype=data.dtype, device=data.device))
     return data
@@ -303,15 +303,15 @@ def matmul(func: Callable, args: tuple, kwargs: dict) -> Any:
     if ra == 0 or rb == 0:
         raise LimitError("matmul of a 0-D value in a padded function")
     ka, kb = ra - 1, (rb - 2 if rb > 1 else 0)
-    ta = a.tags[ka] if isinstance(a, Padded) else None
-    tb = b.tags[kb] if isinstance(b, Padded) else None
+    ta = a._tags[ka] if isinstance(a, Padded) else None
+    tb = b._tags[kb] if isinstance(b, Padded) else None
     if ta is not tb:
         raise LimitError("matmul contracting a stacked list's axis with another axis in a padded function")
     da = _zero_padding(a, [ka]) if isinstance(a, Padded) else a
     db = _zero_padding(b, [kb]) if isinstance(b, Padded) else b
     # logical operands of rank >= 2 (a 1-D one as a row / column), batch dims equal in rank
-    tags_a = list(a.tags) if isinstance(a, Padded) else [None] * ra
-    tags_b = list(b.tags) if isinstance(b, Padded) else [None] * rb
+    tags_a = list(a._tags) if isinstance(a, Padded) else [None] * ra
+    tags_b = list(b._tags) if isinstance(b, Padded) else [None] * rb
     if ra == 1:
         da = da.unsqueeze(-2)
         tags_a.insert(0, None)
@@ -336,7 +336,7 @@ def matmul(func: Callable, args: tuple, kwargs: dict) -> Any:
 def _head(x: Any, drop: int) -> Any:
     """``x`` without its last ``drop`` dims, for tag alignment (a stand-in of the right rank and sizes)."""
     if isinstance(x, Padded):
-        return Padded(x.data[(...,) + (0,) * drop], x.tags[:-drop])
+        return Padded(x._batched[(...,) + (0,) * drop], x._tags[:-drop])
     return x[(...,) + (0,) * drop]
 
 
@@ -345,10 +345,10 @@ def linear(func: Callable, args: tuple, kwargs: dict) -> Any:
     """``F.linear(x, W, b)`` (``nn.Linear``): over the last dim of ``x``, which must not be padded."""
     x, *rest = args
 
-    if not isinstance(x, Padded) or x.tags[-1] is not None or any(isinstance(r, Padded) for r in
+    if not isinstance(x, Padded) or x._tags[-1] is not None or any(isinstance(r, Padded) for r in
                                                                   [*rest, *kwargs.values()]):
         raise _refused("F.linear over the padded axis, or with a padded weight,")
-    return Padded(F.linear(x.data, *rest, **kwargs), x.tags)
+    return Padded(F.linear(x._batched, *rest, **kwargs), x._tags)
 
 
 @rule(F.embedding)
@@ -357,7 +357,7 @@ def embedding(func: Callable, args: tuple, kwargs: dict) -> Any:
     x, *rest = args
     if not isinstance(x, Padded) or any(isinstance(r, Padded) for r in [*rest, *kwargs.values()]):
         raise _refused("F.embedding with a padded weight")
-    return Padded(F.embedding(x.data, *rest, **kwargs), (*x.tags, None))
+    return Padded(F.embedding(x._batched, *rest, **kwargs), (*x._tags, None))
 
 
 # -- normalizations and reductions ----------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def softmax(func: Callable, args: tuple, kwargs: dict) -> Any:
     name = "log_softmax" if func in (torch.log_softmax, torch.Tensor.log_softmax, F.log_softmax) else "softmax"
     dtype = rest.get("dtype", args[3] if func in (F.softmax, F.log_softmax) and len(args) > 3 else
                      args[2] if len(args) > 2 and func not in (F.softmax, F.log_softmax) else None)
-    return Padded(getattr(torch, name)(data, d + 1, dtype=dtype), x.tags)
+    return Padded(getattr(torch, name)(data, d + 1, dtype=dtype), x._tags)
 
 
 _IDENTITY = {"sum": 0.0, "mean": 0.0, "amax": -math.inf, "max": -math.inf, "amin": math.inf, "min": math.inf,
@@ -396,6 +396,8 @@ def reduction(func: Callable, args: tuple, kwargs: dict) -> Any:
     name = func.__name__
     x = args[0]
     r = x.dim()
+    if set(kwargs) - {"dim", "keepdim"} or len(args) > 3:
+        raise _refused(f"`{name}` with a dtype or an out tensor")
     dim = _dim_arg(args, kwargs)
     if name in ("max", "min") and len(args) > 1 and isinstance(args[1], (Padded, torch.Tensor)):
         return pointwise(torch.maximum if name == "max" else torch.minimum, args, kwargs)
@@ -407,8 +409,8 @@ def reduction(func: Callable, args: tuple, kwargs: dict) -> Any:
     data = _zero_padding(x, dims, _IDENTITY[name])
     if name == "sum" and not (data.is_floating_point() or data.is_complex()):
         data = data.to(torch.int64)
-    keep_tags = tuple(t for i, t in enumerate(x.tags) if i not in dims) if not keepdim else \
-        tuple(None if i in dims else t for i, t in enumerate(x.tags))
+    keep_tags = tuple(t for i, t in enumerate(x._tags) if i not in dims) if not keepdim else \
+        tuple(None if i in dims else t for i, t in enumerate(x._tags))
     if name in ("max", "min") and dim is not None:
         if len(dims) != 1:
             raise _refused(f"{name} over several dims")
@@ -423,7 +425,7 @@ def reduction(func: Callable, args: tuple, kwargs: dict) -> Any:
         total = data.sum([d + 1 for d in dims], keepdim=keepdim)
         count = torch.ones((), dtype=data.dtype, device=data.device)
         for d in dims:
-            t = x.tags[d]
+            t = x._tags[d]
             n = t.t.to(data.dtype) if t is not None else torch.tensor(float(data.shape[d + 1]), dtype=data.dtype)
             count = count * (n.reshape(-1, *([1] * (total.dim() - 1))) if t is not None else n)
         return Padded(total / count, keep_tags)
@@ -435,10 +437,10 @@ def layer_norm(func: Callable, args: tuple, kwargs: dict) -> Any:
     """``F.layer_norm(x, shape, w, b, eps)`` (``nn.LayerNorm``) over trailing dims that are not padded."""
     x, shape, *rest = args
     n = len(shape) if isinstance(shape, (tuple, list, torch.Size)) else 1
-    if any(t is not None for t in x.tags[x.dim() - n:]) or any(isinstance(v, Padded) for v in
+    if any(t is not None for t in x._tags[x.dim() - n:]) or any(isinstance(v, Padded) for v in
                                                                [*rest, *kwargs.values()]):
         raise _refused("F.layer_norm over a padded axis")
-    return Padded(F.layer_norm(x.data, shape, *rest, **kwargs), x.tags)
+    return Padded(F.layer_norm(x._batched, shape, *rest, **kwargs), x._tags)
 
 
 @rule(F.normalize)
@@ -446,10 +448,10 @@ def normalize(func: Callable, args: tuple, kwargs: dict) -> Any:
     """``F.normalize(x, p, dim)`` over a dim that is not padded."""
     x = args[0]
     d = _norm_dim(kwargs.get("dim", args[2] if len(args) > 2 else 1), x.dim())
-    if x.tags[d] is not None:
+    if x._tags[d] is not None:
         raise _refused("F.normalize over a padded axis")
     rest = dict(kwargs, dim=d + 1)
-    return Padded(F.normalize(x.data, *args[1:2], **rest), x.tags)
+    return Padded(F.normalize(x._batched, *args[1:2], **rest), x._tags)
 
 
 # -- shapes --------------------------------------------------------------------------------------------------
@@ -464,24 +466,27 @@ def reshape(func: Callable, args: tuple, kwargs: dict) -> Any:
     if isinstance(shape, torch.dtype) or (shape and isinstance(shape[0], torch.dtype)):
         raise _refused("view(dtype)")
     want = [s.lengths if isinstance(s, PaddedSize) else None for s in shape]
-    if [t for t in want if t is not None] != [t for t in x.tags if t is not None]:
+    if [t for t in want if t is not None] != [t for t in x._tags if t is not None]:
         raise LimitError("view/reshape of a padded value must keep every stacked list's axis as its own dim, "
                          "written as x.shape[i] (or a variable holding it)")
     out: list[int] = []
     src = 0
     for part in _parts(shape):
         if isinstance(part, PaddedSize):
-            while x.tags[src] is None:
+            while x._tags[src] is None:
                 src += 1
             out.append(part.lengths.max)
             src += 1
             continue
-        nxt = next((i for i in range(src, x.dim()) if x.tags[i] is not None), x.dim())
-        size = math.prod(x.data.shape[src + 1:nxt + 1])
+        nxt = next((i for i in range(src, x.dim()) if x._tags[i] is not None), x.dim())
+        size = math.prod(x._batched.shape[src + 1:nxt + 1])
         known = math.prod(n for n in part if n != -1)
-        out.extend(size // known if n == -1 and known else n for n in part)
+        sizes = [size // known if n == -1 and known else n for n in part]
+        if math.prod(sizes) != size:  # the dims between two padded axes must stay between them
+            raise LimitError("view/reshape of a padded value moves elements across a stacked list's axis")
+        out.extend(sizes)
         src = nxt
-    data = x.data.reshape(x.data.shape[0], *out)
+    data = x._batched.reshape(x._batched.shape[0], *out)
     return Padded(data, tuple(w for w in want))
 
 
@@ -501,27 +506,31 @@ def transpose(func: Callable, args: tuple, kwargs: dict) -> Any:
     """Two dims swapped, their tags with them."""
     x = args[0]
     r = x.dim()
+    if kwargs or func in (torch.t, torch.Tensor.t) and r > 2:
+        raise _refused(f"`{func.__name__}` with keywords, or t() of more than 2 dims,")
     a, b = (args[1], args[2]) if len(args) > 2 else (0, 1) if r >= 2 else (0, 0)
     a, b = _norm_dim(a, r), _norm_dim(b, r)
-    tags = list(x.tags)
+    tags = list(x._tags)
     tags[a], tags[b] = tags[b], tags[a]
-    return Padded(x.data.transpose(a + 1, b + 1), tuple(tags))
+    return Padded(x._batched.transpose(a + 1, b + 1), tuple(tags))
 
 
 @rule(torch.permute, torch.Tensor.permute)
 def permute(func: Callable, args: tuple, kwargs: dict) -> Any:
     """Dims permuted (none given: reversed, as ``.T``), their tags with them."""
     x = args[0]
+    if kwargs:
+        raise _refused("permute with keywords")
     dims = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list)) else args[1:]
     dims = [_norm_dim(d, x.dim()) for d in (dims or reversed(range(x.dim())))]
-    return Padded(x.data.permute(0, *(d + 1 for d in dims)), tuple(x.tags[d] for d in dims))
+    return Padded(x._batched.permute(0, *(d + 1 for d in dims)), tuple(x._tags[d] for d in dims))
 
 
 @rule(torch.unsqueeze, torch.Tensor.unsqueeze)
 def unsqueeze(func: Callable, args: tuple, kwargs: dict) -> Any:
     x = args[0]
     d = _norm_dim(_dim_arg(args, kwargs), x.dim() + 1)
-    return Padded(x.data.unsqueeze(d + 1), x.tags[:d] + (None,) + x.tags[d:])
+    return Padded(x._batched.unsqueeze(d + 1), x._tags[:d] + (None,) + x._tags[d:])
 
 
 @rule(torch.squeeze, torch.Tensor.squeeze)
@@ -532,11 +541,11 @@ def squeeze(func: Callable, args: tuple, kwargs: dict) -> Any:
     if dim is None:
         raise _refused("squeeze() without dim")
     d = _norm_dim(dim, x.dim())
-    if x.tags[d] is not None:
+    if x._tags[d] is not None:
         raise _refused("squeeze of a padded axis")
-    if x.data.shape[d + 1] != 1:
+    if x._batched.shape[d + 1] != 1:
         return x
-    return Padded(x.data.squeeze(d + 1), x.tags[:d] + x.tags[d + 1:])
+    return Padded(x._batched.squeeze(d + 1), x._tags[:d] + x._tags[d + 1:])
 
 
 @rule(torch.chunk, torch.Tensor.chunk, torch.split, torch.Tensor.split, torch.unbind, torch.Tensor.unbind)
@@ -545,11 +554,11 @@ def pieces(func: Callable, args: tuple, kwargs: dict) -> Any:
     x = args[0]
     at = 1 if func in (torch.unbind, torch.Tensor.unbind) else 2
     d = _norm_dim(kwargs.get("dim", args[at] if len(args) > at else 0), x.dim())
-    if x.tags[d] is not None:
+    if x._tags[d] is not None:
         raise _refused(f"`{func.__name__}` over a padded axis")
     if func in (torch.unbind, torch.Tensor.unbind):
-        return tuple(Padded(p, x.tags[:d] + x.tags[d + 1:]) for p in x.data.unbind(d + 1))
-    return tuple(Padded(p, x.tags) for p in getattr(torch, func.__name__)(x.data, args[1], d + 1))
+        return tuple(Padded(p, x._tags[:d] + x._tags[d + 1:]) for p in x._batched.unbind(d + 1))
+    return tuple(Padded(p, x._tags) for p in getattr(torch, func.__name__)(x._batched, args[1], d + 1))
 
 
 @rule(torch.Tensor.__getitem__)
@@ -570,13 +579,13 @@ def getitem(func: Callable, args: tuple, kwargs: dict) -> Any:
         if k is None:
             tags.append(None)
             continue
-        t = x.tags[src]
+        t = x._tags[src]
         if t is not None and k != slice(None):
             raise _refused("indexing a padded axis other than by `:`")
         if isinstance(k, slice):
             tags.append(t)
         src += 1
-    return Padded(x.data[(slice(None), *key)], tuple(tags))
+    return Padded(x._batched[(slice(None), *key)], tuple(tags))
 
 
 @rule(torch.Tensor.new_zeros, torch.Tensor.new_ones)
@@ -586,5 +595,5 @@ def new_filled(func: Callable, args: tuple, kwargs: dict) -> Any:
     size = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list, torch.Size)) else args[1:]
     tags = tuple(s.lengths if isinstance(s, PaddedSize) else None for s in size)
     dims = [s.lengths.max if isinstance(s, PaddedSize) else int(s) for s in size]
-    return Padded(func(x.data, (x.data.shape[0], *dims), **kwargs), tags)
+    return Padded(func(x._batched, (x._batched.shape[0], *dims), **kwargs), tags)
 
