@@ -148,3 +148,14 @@ def length_arithmetic_prog(tokens, p):
 @ab.program
 def unsupported_prog(tokens, p):
     return unsupported(p.emb(torch.tensor(tokens))).sum(0)
+
+
+def cross(x, y, p):
+    return torch.softmax(p.q(x) @ p.k(y).T, dim=-1) @ y
+
+
+@ab.program
+def cross_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens))
+    y = p.emb(torch.tensor(tokens[:(len(tokens) + 1) // 2]))
+    return cross(x, y, p)
