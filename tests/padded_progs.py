@@ -159,3 +159,12 @@ def cross_prog(tokens, p):
     x = p.emb(torch.tensor(tokens))
     y = p.emb(torch.tensor(tokens[:(len(tokens) + 1) // 2]))
     return cross(x, y, p)
+
+
+def scaled(x, temperature):
+    return torch.softmax(x @ x.T / temperature, dim=-1) @ x
+
+
+@ab.program
+def host_number_prog(tokens, p):
+    return scaled(p.emb(torch.tensor(tokens)), 1 + len(tokens) % 3)  # three temperatures: one call each

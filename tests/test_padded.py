@@ -27,7 +27,7 @@ STRICT = ab.Options(strict=True)
 TOL = {"rtol": 1e-9, "atol": 1e-10}
 BACKENDS = ["eager", "compiled"]
 STATIC = [pp.single_head_prog, pp.qkv_prog, pp.multi_head_prog, pp.masked_prog, pp.masked_where_prog,
-          pp.mean_pooled_prog, pp.max_pooled_prog, pp.cross_prog]  # cross: two lists of different lengths
+          pp.mean_pooled_prog, pp.max_pooled_prog, pp.cross_prog, pp.host_number_prog]
 
 
 def _params() -> pp.Params:
