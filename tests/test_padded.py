@@ -135,3 +135,13 @@ def test_rules_refuse_what_would_mix_instances():
                 lambda: x.transpose(dim0=1, dim1=2), lambda: torch.log(x), lambda: 1 / x):
         with pytest.raises(LimitError):
             use()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_transformer_example_runs_static_with_a_padded_attention(backend):
+    from examples import transformer_encoder as te
+    params, batch = te.make_params(0), te.instances(17, seed=5)  # float32: the reference builds a float32 mask
+    assert "padded function `self_attention`" in te.program.explain(params, options=STRICT)
+    with torch.inference_mode():
+        got = te.program.run(batch, params, backend=backend, options=STRICT)
+    torch.testing.assert_close(got, [te.reference(x, params) for x in batch], rtol=1e-4, atol=1e-5)
