@@ -117,6 +117,7 @@ def test_explain_and_report_name_the_padded_function():
 def test_length_is_a_size_not_a_number():
     x = Padded(torch.zeros(2, 3, 4), (Lengths(torch.tensor([3, 1]), 3), None))
     assert x.view(x.shape[0], 2, 2).shape[1:] == (2, 2)
+    assert x.new_zeros(x.shape[0], 5).shape[1] == 5 and x.size(0).lengths is x.shape[0].lengths
     for use in (lambda n: n + 1, lambda n: float(n), lambda n: n > 2, lambda n: bool(n), lambda n: x.sum(0) / n):
         with pytest.raises(LimitError):
             use(x.shape[0])
