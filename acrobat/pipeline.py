@@ -64,6 +64,7 @@ from acrobat.analysis.blocks import lower_function
 from acrobat.analysis.depth import base_depth, parallel_loops
 from acrobat.analysis.kinds import KindTable, Resolver, Spec, SpecKey, analyze_kinds
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction
+from acrobat.analysis.padded import padded_code, padded_op
 from acrobat.analysis.phases import insert_phases
 from acrobat.analysis.regions import Region
 from acrobat.analysis.shared import SharedSlots
@@ -111,6 +112,7 @@ class Kernels:
     blocks: Mapping[int, Block]
     codes: Mapping[int, BlockCode]
     globals: Globals
+    padded: Mapping[SpecKey, int] = dataclasses.field(default_factory=lambda: MappingProxyType({}))  # the padded functions' block ids (acrobat.analysis.padded)
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,13 @@ def kernels(s: State) -> Kernels:
     found = {st.block.id: st.block for f in s.lowered for st in ir.walk_stmts(f.body) if isinstance(st, BlockCall)}
     g = Globals()
     codes = {bid: block_code(b, g) for bid, b in found.items()}
-    return Kernels(MappingProxyType(found), MappingProxyType(codes), g)
+    ids: dict[SpecKey, int] = {}
+    for key, spec in s.lowering.specs.items():  # a padded function's block: after the static ones
+        op = padded_op(spec)
+        if op is not None:
+            ids[key] = bid = max(codes, default=-1) + 1
+            codes[bid] = padded_code(op, bid)
+    return Kernels(MappingProxyType(found), MappingProxyType(codes), g, MappingProxyType(ids))
 
 
 def skeleton(s: State) -> Skeleton:
@@ -281,11 +289,13 @@ def skeleton(s: State) -> Skeleton:
     specs = s.lowering.specs
     g, slots = s.kernels.globals.extended(), s.lowering.slots.extended()
     base = base_depth([f.body for f in lowered])
-    # a dynamic region waits for its tensor arguments' values (``Runtime.region``), as a value read does
-    needs_fibers = any(spec.reads for spec in specs.values()) or bool(s.request.regions)
+    # a dynamic region waits for its tensor arguments' values (``Runtime.region``), as a value read does; a
+    # padded function does not (``Runtime.padded``)
+    needs_fibers = any(spec.reads or spec.fn.region is not None and key not in s.kernels.padded
+                       for key, spec in specs.items())
     options = dataclasses.replace(s.request.options, fibers=s.request.options.fibers and needs_fibers)
     source, line_map, entry_name = write_skeleton(list(lowered), table.entry, g, slots, dict(specs), base,
-                                                  options, set(s.effects), dict(table.fields))
+                                                  options, set(s.effects), dict(table.fields), s.kernels.padded)
     return Skeleton(source, MappingProxyType(line_map), entry_name, options, needs_fibers, base, g, slots)
 
 

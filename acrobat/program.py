@@ -43,7 +43,8 @@ from acrobat.runtime.backend import check_trains, choose_backend, get_backend, r
 from acrobat.runtime.dynamic import Signatures, tensors_of
 from acrobat.runtime.executor import Backend, BlockKernel, Runtime
 from acrobat.runtime.lookup import sparse_grads as lookup_grads
-from acrobat.runtime.plan import DynamicLayout, Plan, RecurrentOp, Site
+from acrobat.runtime.padded import PaddedKernel
+from acrobat.runtime.plan import DynamicLayout, PaddedOp, Plan, RecurrentOp, Site
 from acrobat.runtime.recurrent import RecurrentKernel
 from acrobat.runtime.run_list import held
 from acrobat.runtime.segments import SegmentKernel
@@ -370,13 +371,17 @@ class Program(Function[P, R]):
             except CompileError as exc:
                 first = first or exc
                 fn = getattr(exc, "function", None)
-                if options.strict or not exc.fallback or fn in regions or len(regions) >= MAX_REGIONS:
+                if not exc.fallback or fn in regions or len(regions) >= MAX_REGIONS:
                     raise first from None
                 found = region_of(exc, fn, self)
-                if isinstance(found, str):  # the smallest statement holding it, outlined (analysis.outline)
+                if isinstance(found, str) and not options.strict:  # the smallest statement holding it, outlined
                     found = outline_region(exc, fn, regions, Function)
                 if isinstance(found, str):
                     raise first from None
+                # under Options(strict=True) only as a padded function (static-tier code): a call that makes it a
+                # dynamic region raises (``kinds.region_call``), and so this first rejection
+                if options.strict:
+                    found = dataclasses.replace(found, padded_only=True)
                 regions[fn if found.outline is None else found.outline.function] = found
 
     def source(self, n_shared: int = 1, options: Options | None = None) -> str:
@@ -409,6 +414,10 @@ class Program(Function[P, R]):
         regions = "".join(f"\n  dynamic region {r.describe()}\n    runs as its own Python per instance, its torch "
                           "operators batched at run time with the static blocks (acrobat.analysis.regions); "
                           "Options(strict=True) raises that CompileError instead" for r in c.plan.regions)
+        regions += "".join(f"\n  padded function `{b.segment.op}` ({b.segment.where}): one node per instance, each "
+                           "launch its own Python once over the stacked lists padded to (B, Lmax, ...) with their "
+                           "lengths (acrobat.analysis.padded); an operator without a padding rule reruns the batch "
+                           "in the dynamic tier" for b in blocks if isinstance(b.segment, PaddedOp))
         return (f"program `{self.__name__}` runs in the static tier (compiled: §4, §5)\n"
                 f"  functions: {names}\n"
                 f"  static blocks: {len(c.plan.blocks)} ({hoisted} hoisted, {segments} list reductions), program "
@@ -698,7 +707,8 @@ def block_kernels(be: Backend, plan: Plan) -> dict[int, BlockKernel]:
     """Each block's batched launch on backend ``be``, which is handed the kernel JIT (``trace_block``);
     segment operators run the same on every backend."""
     return {bid: be.kernel(b, trace_block) if b.segment is None else
-            RecurrentKernel(b) if isinstance(b.segment, RecurrentOp) else SegmentKernel(b)
+            RecurrentKernel(b) if isinstance(b.segment, RecurrentOp) else
+            PaddedKernel(b) if isinstance(b.segment, PaddedOp) else SegmentKernel(b)
             for bid, b in plan.blocks.items()}
 
 
@@ -839,10 +849,12 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
     located_prologue = _located_prologue(namespace["_prologue"], prologue_file, dict(prologue.line_slots),
                                          prologue.slots, entry_fn.spec.fn, prog.__name__, prog.instance_pos)
     fields = {name: result_layout(k) for name, k in table.fields.items() if has_tensor(k)}
+    # the regions some call runs as their own Python (the others run only as padded functions)
+    dynamic = tuple(dict.fromkeys(sp.fn.region for key, sp in s.lowering.specs.items()
+                                  if sp.fn.region is not None and key not in kernels.padded))
     plan = Plan(entry, located_prologue, codes, skeleton.base, skeleton.needs_fibers,
-                result_layout(entry_fn.spec.ret), fields=fields, run_list=table.run_list,
-                regions=tuple((regions or {}).values()),
-                signatures=Signatures(max(codes, default=-1) + 1) if regions else None)  # blocks after the static
+                result_layout(entry_fn.spec.ret), fields=fields, run_list=table.run_list, regions=dynamic,
+                signatures=Signatures(max(codes, default=-1) + 1) if dynamic else None)  # blocks after the static
     facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
     grad_off = tuple(dict.fromkeys(str(loc) for sp in table.specs.values() for loc in sp.fn.grad_off))
     return Compiled(plan, skeleton.source, prologue.source, dict(kernels.blocks), n_phases, lowered, table.entry,

@@ -117,6 +117,7 @@ INPUTS: dict[str, list[tuple[Callable[[], Any], Callable[[int], list]]]] = {
     "tdc_progs": [(TdcParams, _tokens), (TdcParams, _token)],
     "user_progs": [(Small, _tokens), (Small, _token)],
     "nn_progs": [(Small, _tokens)],
+    "padded_progs": [(lambda: importlib.import_module("tests.padded_progs").Params(), _tokens)],
 }
 
 

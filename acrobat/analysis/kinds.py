@@ -2007,13 +2007,23 @@ class _Analyzer:
 
     def region_call(self, e: ir.Call, callee: Spec, arg_kinds: tuple[Kind, ...]) -> Kind:
         """A call of a dynamic region (``acrobat.analysis.regions``): its specialization returns the region's
-        kind (its body is not analysed: the user's own Python runs it).
+        kind (its body is not analysed: the user's own Python runs it). Given stacked lists, it is a padded
+        function's call (``acrobat.analysis.padded``), of the kind its source shows.
 
         Raises:
             CompileError: an argument of a kind that cannot cross into a region (a stacked list, a module chosen
                 per instance); the caller's error, so the whole program runs in the dynamic tier.
         """
         region = callee.fn.region
+        if padded.roles(arg_kinds) is not None and region.tree is not None:  # a padded function's call
+            kind, _ = padded.result_kind(region.tree, region.arity, arg_kinds)
+            if callee.ret != kind:
+                callee.ret = kind
+                self.changed = True
+            return kind
+        if region.padded_only:
+            raise self.error(e, f"`{region.name}` is rejected by the static tier and runs as a padded function only "
+                                f"when given stacked lists: {region.describe()}")
         for a, k in zip(e.args, arg_kinds):
             if not regions.crosses(k):
                 raise self.error(a, f"`{region.name}` runs as a dynamic region (the static tier rejects it: "
@@ -2382,7 +2392,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
 
 # The call rules and the expansion of starred arguments build on the lattice above; imported last, as they import
 # it (until the analyzer has a module of its own, ``kinds`` holds both).
-from acrobat.analysis import accumulators, aliases, recurrent, regions, rules, unpacking, versions  # noqa: E402
+from acrobat.analysis import accumulators, aliases, padded, recurrent, regions, rules, unpacking, versions  # noqa: E402
 
 
 def forward_hooks(module: torch.nn.Module) -> str | None:

@@ -22,7 +22,9 @@ Only a function that can be shown to be exact becomes a region; anything else ke
 - it returns a value on every path: one tensor, or a tuple display of tensors of one length on every
   ``return`` (``result_kind``; checked at run time, where anything else reruns the batch in the dynamic tier);
 - it is given tensors, host data, shared values and tuples, lists, dicts or optionals of them
-  (``crosses``): not a stacked list (a ragged kind), not a module chosen per instance.
+  (``crosses``): not a stacked list (a ragged kind), not a module chosen per instance. A call that gives it
+  stacked lists (and otherwise tensors, shared values and host data) makes it a padded function instead
+  (``acrobat.analysis.padded``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class Region:
     keywords: tuple[str, ...] = ()
     star: bool = False
     outline: Any = None
+    tree: ast.FunctionDef | None = None  # its parsed source (a padded function reads its result's form there)
+    padded_only: bool = False  # under Options(strict=True): it may run as a padded function only
 
     def call(self, args: Sequence[Any]) -> Any:
         """``fn`` called with ``args``, its arguments in the IR's parameter order (``parser.bind_arguments``:
@@ -123,7 +127,7 @@ def region_of(err: CompileError, function: Any, entry: Any) -> Region | str:
     star = any(q.kind is inspect.Parameter.VAR_POSITIONAL for q in params)
     if star and keywords:
         return "it takes keyword-only parameters after `*rest`, which a program call does not bind"
-    return Region(fn, function.__name__, f"{snapshot.filename}:{first}", str(err), arity, keywords, star)
+    return Region(fn, function.__name__, f"{snapshot.filename}:{first}", str(err), arity, keywords, star, tree=fdef)
 
 
 def crosses(k: Kind) -> bool:

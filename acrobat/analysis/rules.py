@@ -236,7 +236,10 @@ def _host_call_message(fn: Any, k: Kind) -> str:
 
 @defcall(CallKind.HOST, ANY)
 def _model_helper(a: _Analyzer, s: Site) -> Kind | None:
-    # the model's own undecorated helper given tensors or shared values: analysed as a program function
+    # the model's own undecorated helper given tensors or shared values: analysed as a program function; given an
+    # argument whose kind is not known yet (a stacked list the rows pass builds), the fixpoint comes back to it
+    if BOTTOM in s.kinds and a.implicit_of(s.e.target) is not None:
+        return BOTTOM
     if any(has_tensor(k) or has_shared(k) for k in s.kinds) and a.helper_call(s.e):
         return a.program_call(s.e)
     return None

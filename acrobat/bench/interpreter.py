@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from acrobat.analysis.kinds import SpecKey
 from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
+from acrobat.analysis.padded import padded_op
 from acrobat.codegen.aot import region_layouts
 from acrobat.codegen.printer import BINOPS, CMPOPS, INPLACE
 from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each, Fields, LiftedList, Lift,
@@ -93,6 +94,10 @@ class Interpreter(LoweredVisitor[_Frame]):
     def call(self, key: SpecKey, d: int, args: Sequence[Any]) -> tuple[Any, int]:
         fn = self.functions[key]
         region = fn.spec.fn.region
+        op = padded_op(fn.spec)
+        if op is not None:  # a padded function's node (acrobat.analysis.padded), as the skeleton adds it
+            block = next(b for b in self.rt.plan.blocks.values() if b.segment == op)
+            return self.rt.padded(block, d, tuple(args))
         if region is not None:  # the user's own Python (acrobat.analysis.regions), as the skeleton calls it
             return self.rt.region(region, region_layouts(fn.spec), d, tuple(args))
         f = _Frame(fn, dict(zip(fn.spec.fn.params, args)), d)

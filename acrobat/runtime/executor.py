@@ -37,6 +37,7 @@ from acrobat.runtime.dynamic import MAX_OUTPUTS, Recorder, lazy_left_in, replace
 from acrobat.runtime.fibers import FiberScheduler
 from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.lazy import Lazy, meta_of
+from acrobat.runtime.padded import padded_node
 from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, HostOrLayout, HostResult, Layout,
                                   ListLayout, NoRows, OptionalLayout, Plan, RaggedLayout, RecurrentOp, RowSpec, Site,
                                   TensorLayout, Tracer, TupleLayout)
@@ -424,6 +425,11 @@ class Runtime:
         self.stats.dynamic = rec.stats
         self.host_state = shared_host_state(shared_args)
         return rec
+
+    def padded(self, block: BlockCode, d: int, args: tuple) -> tuple[Any, int]:
+        """The running instance's node of padded function ``block`` at depth ``d`` (``args``: its arguments);
+        its result handles and the depth counter past it (``acrobat.runtime.padded.padded_node``)."""
+        return padded_node(self, block, d, args)
 
     def region(self, region: Any, layouts: tuple[Layout, ...], d: int, args: tuple) -> tuple[Any, int]:
         """Run dynamic region ``region`` (``acrobat.analysis.regions.Region``) for the running instance, on its

@@ -96,6 +96,27 @@ class RecurrentOp(SegmentOp):
     lead: bool = False
 
 
+@dataclass(frozen=True)
+class PaddedOp(SegmentOp):
+    """A padded function (``acrobat.runtime.padded``; issue 18 §2, beyond the paper's §3 language): a program
+    function given stacked lists whose body the row-wise analysis rejects, one segment node per instance and,
+    per launch, ONE call of the user's function on padded ``(B, Lmax, ...)`` values.
+
+    ``call(args)`` calls the user's function (``acrobat.analysis.regions.Region.call``); ``where`` is its
+    ``file:line``. ``roles`` says per argument what the node holds of it: ``"rows"`` (a stacked list: its row
+    handles, its length a host value), ``"tensor"`` (a per-instance tensor: one handle), ``"shared"`` or
+    ``"host"`` (the value itself, among the node's host values; nodes with different host values run in
+    separate calls). ``ragged`` says per result item (``n_outputs`` of them; ``arity`` None: one value, not a
+    tuple) whether it is a stacked list with as many rows as the first stacked-list argument, else one
+    per-instance tensor."""
+
+    call: Any = None
+    where: str = ""
+    roles: tuple[str, ...] = ()
+    ragged: tuple[bool, ...] = ()
+    arity: int | None = None
+
+
 @dataclass(frozen=True, eq=False)
 class BlockCode:
     """A static block as the runtime runs it: a DFG node's arguments, its per-instance code, its errors' sites.

@@ -1,0 +1,143 @@
+"""Padded functions in the static tier: which calls become one, and the kind of their results (issue 18 §2).
+
+A program function that the static analysis rejects becomes a dynamic region (``acrobat.analysis.regions``:
+the same checks that its own code changes no host state that outlives it, and returns a value on every path).
+Where such a function is called with a stacked list (``RaggedK``, depth 1) and otherwise only per-instance
+tensors, shared values and host data (``roles``), the call is instead a *padded function*
+(``acrobat.runtime.padded``): one segment node per instance, its batched form the user's function run once
+per launch on padded tensors. It needs no fiber and records no operator: it is static-tier code.
+
+The static program needs the kind of its result before any run: per returned item, a stacked list or a
+per-instance tensor (``result_kind``). It is read from the source (``_form``): an item computed from a
+stacked-list parameter stays a stacked list unless a reduction over the list axis (``sum``/``mean``/``amax``/
+``amin``/``max``/``min``/``logsumexp`` over ``dim=0`` or every dim, without ``keepdim=True``) takes it; the
+launch checks the assumption on the values it computes (another form: ``LimitError``, the batch reruns in the
+dynamic tier). Beyond the paper's §3 language (tensors of per-instance shape), like ``acrobat.analysis.ragged``.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Sequence
+
+from acrobat.analysis.kinds import DYNAMIC, RAGGED, HostK, Kind, RaggedK, SharedK, Spec, TensorK, TupleK
+from acrobat.runtime.plan import BlockCode, PaddedOp, Site
+
+#: The reductions that take the list axis away when given ``dim=0`` or no dim.
+_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm", "prod"})
+#: Attributes of a tensor that are no tensor of its form.
+_META = frozenset({"shape", "dtype", "device", "ndim", "is_cuda"})
+
+LIST, DENSE, NEUTRAL = "list", "dense", "neutral"
+
+
+def roles(kinds: Sequence[Kind]) -> tuple[str, ...] | None:
+    """Per argument of a call, what a padded function's node holds of it (``PaddedOp.roles``), or None where
+    the call is no padded function's: no stacked list among ``kinds``, or an argument of another kind (a list,
+    a tuple, a stack of stacks)."""
+    if not any(isinstance(k, RaggedK) and k.depth == 1 for k in kinds):
+        return None
+    out = []
+    for k in kinds:
+        match k:
+            case RaggedK(depth=1):
+                out.append("rows")
+            case TensorK():
+                out.append("tensor")
+            case SharedK():
+                out.append("shared")
+            case HostK():
+                out.append("host")
+            case _:
+                return None
+    return tuple(out)
+
+
+def result_kind(fdef: ast.FunctionDef, arity: int | None, kinds: Sequence[Kind]) -> tuple[Kind, tuple[bool, ...]]:
+    """The kind of a padded function's result, and per item whether it is a stacked list (see the module
+    docstring); ``kinds`` are its arguments' kinds, ``arity`` the length of the tuple it returns (None: one
+    value)."""
+    params = [a.arg for a in [*fdef.args.posonlyargs, *fdef.args.args]]
+    forms = {p: LIST if isinstance(k, RaggedK) else DENSE if isinstance(k, TensorK) else NEUTRAL
+             for p, k in zip(params, kinds)}
+    assigned: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(fdef):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for name in ast.walk(t):
+                    if isinstance(name, ast.Name):
+                        assigned.setdefault(name.id, []).append(node.value)
+    returns = [r.value for r in ast.walk(fdef) if isinstance(r, ast.Return) and r.value is not None]
+    n = 1 if arity is None else arity
+    ragged = [False] * n
+    for r in returns:
+        items = [r] if arity is None else r.elts  # type: ignore[attr-defined]
+        for i, item in enumerate(items):
+            ragged[i] = ragged[i] or _form(item, forms, assigned, frozenset()) == LIST
+    kind_of = [RAGGED if x else DYNAMIC for x in ragged]
+    return (kind_of[0] if arity is None else TupleK(tuple(kind_of))), tuple(ragged)
+
+
+def _form(e: ast.expr, params: dict[str, str], assigned: dict[str, list[ast.expr]], seen: frozenset[str]) -> str:
+    """``LIST``, ``DENSE`` or ``NEUTRAL`` (a number, a module, a constant): the form of ``e``'s value."""
+    match e:
+        case ast.Name(id=name):
+            if name in seen:
+                return NEUTRAL
+            found = [_form(v, params, assigned, seen | {name}) for v in assigned.get(name, [])]
+            return _join([params.get(name, NEUTRAL), *found])
+        case ast.Attribute(value=v, attr=attr):
+            return NEUTRAL if attr in _META else _form(v, params, assigned, seen)
+        case ast.Subscript(value=v):
+            return _form(v, params, assigned, seen)
+        case ast.Call(func=f, args=args, keywords=kws):
+            if _reduces_list_axis(e):
+                return DENSE
+            if isinstance(f, ast.Name) and f.id == "len":
+                return NEUTRAL
+            parts = [*args, *(k.value for k in kws)]
+            if isinstance(f, ast.Attribute):
+                parts.append(f.value)
+            return _join([_form(p, params, assigned, seen) for p in parts])
+        case ast.Constant():
+            return NEUTRAL
+    return _join([_form(c, params, assigned, seen) for c in ast.iter_child_nodes(e) if isinstance(c, ast.expr)])
+
+
+def _join(forms: Sequence[str]) -> str:
+    return LIST if LIST in forms else DENSE if DENSE in forms else NEUTRAL
+
+
+def _reduces_list_axis(c: ast.Call) -> bool:
+    """Whether ``c`` is a reduction over dim 0 or every dim (``x.sum(0)``, ``torch.mean(x, dim=0)``, ``x.max()``),
+    without ``keepdim=True``."""
+    f = c.func
+    if not isinstance(f, ast.Attribute) or f.attr not in _REDUCTIONS:
+        return False
+    if any(k.arg == "keepdim" and not (isinstance(k.value, ast.Constant) and not k.value.value) for k in c.keywords):
+        return False
+    method = not (isinstance(f.value, ast.Name) and f.value.id in ("torch", "F"))
+    dims = [k.value for k in c.keywords if k.arg == "dim"] or c.args[0 if method else 1:][:1]
+    return not dims or isinstance(dims[0], ast.Constant) and dims[0].value == 0
+
+
+def padded_op(spec: Spec) -> PaddedOp | None:
+    """The ``PaddedOp`` of ``spec``, a specialization of a region function given stacked lists (its key's
+    argument kinds: ``roles``), else None."""
+    region = spec.fn.region
+    kinds = spec.key[1]
+    found = roles(kinds) if region is not None and region.tree is not None else None
+    if found is None:
+        return None
+    _, ragged = result_kind(region.tree, region.arity, kinds)
+    return PaddedOp(region.name, len(ragged), call=region.call, where=region.where, roles=found, ragged=ragged,
+                    arity=region.arity)
+
+
+def padded_code(op: PaddedOp, bid: int) -> BlockCode:
+    """The block of padded function ``op`` under id ``bid``, named ``padded NAME (file:line)`` in run
+    reports: its per-instance function is the user's own (``Region.call``), its launches
+    ``acrobat.runtime.padded.PaddedKernel``'s."""
+    short = op.where.rsplit("/", 1)[-1]
+    return BlockCode(bid, f"padded {op.op} ({short})", Site(op.where, f"def {op.op}"), (), (), (), op.call, False, op)

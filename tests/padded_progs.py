@@ -1,0 +1,170 @@
+"""Models for tests/test_padded.py: attention over a per-instance list as researchers write it (issue 18 §2).
+
+Each program embeds a token list (``p.emb(torch.tensor(tokens))``: a stacked list of its length) and hands it
+to a helper the row-wise analysis rejects (it moves or contracts the list axis), which acrobat runs as a padded
+function: undecorated helpers, as users write them, and ``multi_head`` decorated as examples/transformer_encoder.py
+writes it. Each runs as plain Python per instance; an instance is a list of token ids (0 is padding).
+"""
+
+# ruff: noqa
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import acrobat as ab
+
+H = 8
+HEADS = 2
+
+
+class Params(nn.Module):
+    def __init__(self, vocab: int = 20, hidden: int = H, heads: int = HEADS):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, hidden)
+        self.pos = nn.Parameter(0.1 * torch.randn(16, hidden))
+        self.q = nn.Linear(hidden, hidden)
+        self.k = nn.Linear(hidden, hidden)
+        self.v = nn.Linear(hidden, hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.o = nn.Linear(hidden, hidden)
+        self.ln = nn.LayerNorm(hidden)
+        self.out = nn.Linear(hidden, 3)
+        self.d = hidden
+        self.heads = heads
+        self.d_head = hidden // heads
+
+
+# -- padded functions ----------------------------------------------------------------------------------------
+
+def single_head(x):
+    return torch.softmax(x @ x.T / math.sqrt(x.shape[-1]), dim=-1) @ x
+
+
+def qkv_linear(x, p):
+    q = F.linear(x, p.q.weight, p.q.bias)
+    k = p.k(x)
+    v = p.v(x)
+    att = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(p.d), dim=-1)
+    return att @ v
+
+
+@ab.function
+def multi_head(x, p):
+    L = x.shape[0]
+    q, k, v = p.qkv(x).chunk(3, dim=-1)
+    q = q.view(L, p.heads, p.d_head).transpose(0, 1)
+    k = k.view(L, p.heads, p.d_head).transpose(0, 1)
+    v = v.view(L, p.heads, p.d_head).transpose(0, 1)
+    att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(p.d_head), dim=-1)
+    return p.o((att @ v).transpose(0, 1).reshape(L, p.d))
+
+
+def masked(x, keep, p):
+    scores = (p.q(x) @ p.k(x).mT) / math.sqrt(p.d)
+    scores = scores.masked_fill(~keep, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ p.v(x)
+
+
+def masked_where(x, keep, p):
+    scores = p.q(x) @ p.k(x).transpose(0, 1)
+    scores = torch.where(keep.unsqueeze(0), scores, torch.full_like(scores, -1e9))
+    return F.layer_norm(x + scores.softmax(-1) @ x, (p.d,), p.ln.weight, p.ln.bias)
+
+
+def mean_pooled(x, p):
+    att = torch.softmax(x @ x.T, dim=-1)
+    return (att @ p.v(x)).mean(0)
+
+
+def max_pooled(x, p):
+    att = torch.softmax(p.q(x) @ p.k(x).T, dim=1)
+    h = att @ x
+    return h.max(dim=0).values, h
+
+
+def length_arithmetic(x):
+    return (x @ x.T).softmax(-1).sum(0) / x.shape[0]
+
+
+def unsupported(x):
+    return torch.cumsum(x @ x.T, dim=1)
+
+
+# -- programs ------------------------------------------------------------------------------------------------
+
+@ab.program
+def single_head_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    return p.out(single_head(x).mean(0))
+
+
+@ab.program
+def qkv_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    return qkv_linear(x, p)
+
+
+@ab.program
+def multi_head_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    h = x + multi_head(x, p)
+    return p.out(h.mean(0)), h
+
+
+@ab.program
+def masked_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    keep = torch.tensor(tokens) != 0
+    return masked(x, keep, p).sum(0)
+
+
+@ab.program
+def masked_where_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    keep = torch.tensor(tokens) != 0
+    return masked_where(x, keep, p)
+
+
+@ab.program
+def mean_pooled_prog(tokens, p):
+    return p.out(mean_pooled(p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)], p))
+
+
+@ab.program
+def max_pooled_prog(tokens, p):
+    pooled, h = max_pooled(p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)], p)
+    return pooled, h.amax(0)
+
+
+@ab.program
+def length_arithmetic_prog(tokens, p):
+    return length_arithmetic(p.emb(torch.tensor(tokens)))
+
+
+@ab.program
+def unsupported_prog(tokens, p):
+    return unsupported(p.emb(torch.tensor(tokens))).sum(0)
+
+
+def cross(x, y, p):
+    return torch.softmax(p.q(x) @ p.k(y).T, dim=-1) @ y
+
+
+@ab.program
+def cross_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens))
+    y = p.emb(torch.tensor(tokens[:(len(tokens) + 1) // 2]))
+    return cross(x, y, p)
+
+
+def scaled(x, temperature):
+    return torch.softmax(x @ x.T / temperature, dim=-1) @ x
+
+
+@ab.program
+def host_number_prog(tokens, p):
+    return scaled(p.emb(torch.tensor(tokens)), 1 + len(tokens) % 3)  # three temperatures: one call each

@@ -1,0 +1,148 @@
+"""Padded functions: attention over a per-instance list in the static tier (issue 18 §2).
+
+Each program of ``tests/padded_progs.py`` hands a stacked list of per-instance length to a function that moves
+or contracts the list axis; acrobat runs it as a padded function (one call of the user's function per launch on
+``(B, Lmax, ...)`` values). Every batched result is checked against the plain per-instance calls on both
+backends, under ``Options(strict=True)`` (a rejection fails the test); gradients of every parameter on eager.
+A function with an operator that has no padding rule, or that uses ``x.shape[0]`` as a number, reruns the
+batch in the dynamic tier: still exact.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import acrobat as ab
+from acrobat.errors import LimitError
+from acrobat.runtime.padding import Lengths, Padded
+from tests import padded_progs as pp
+
+STRICT = ab.Options(strict=True)
+TOL = {"rtol": 1e-9, "atol": 1e-10}
+BACKENDS = ["eager", "compiled"]
+STATIC = [pp.single_head_prog, pp.qkv_prog, pp.multi_head_prog, pp.masked_prog, pp.masked_where_prog,
+          pp.mean_pooled_prog, pp.max_pooled_prog, pp.cross_prog, pp.host_number_prog]
+
+
+def _params() -> pp.Params:
+    torch.manual_seed(0)
+    return pp.Params().double()
+
+
+def _batch(size: int, seed: int = 0, lo: int = 1, hi: int = 16) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(20) for _ in range(rng.randint(lo, hi))] for _ in range(size)]
+
+
+def _check(prog: ab.Program, batch: list, backend: str, options: ab.Options = STRICT) -> ab.RunStats:
+    params = _params()
+    stats = ab.RunStats()
+    with torch.inference_mode():
+        got = prog.run(batch, params, backend=backend, options=options, stats=stats)
+        want = [prog(x, params) for x in batch]
+    torch.testing.assert_close(got, want, **TOL)
+    return stats
+
+
+def _padded_launches(stats: ab.RunStats) -> int:
+    return sum(b.launches for b in stats.blocks.values() if b.name.startswith("padded "))
+
+
+@pytest.mark.parametrize("size", [1, 3, 17, 64])
+@pytest.mark.parametrize("prog", STATIC, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attention_matches_plain_pytorch(backend, prog, size):
+    stats = _check(prog, _batch(size, seed=size), backend)
+    assert stats.dynamic is None and _padded_launches(stats) == 1  # the whole batch in one call of the function
+
+
+@pytest.mark.parametrize("prog", STATIC, ids=lambda p: p.__name__)
+def test_every_list_of_length_one(prog):
+    _check(prog, _batch(5, seed=1, hi=1), "eager")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 19), min_size=1, max_size=16), min_size=1, max_size=8),
+       st.sampled_from(STATIC), st.sampled_from(BACKENDS))
+def test_random_lengths(batch, prog, backend):
+    _check(prog, batch, backend)
+
+
+@pytest.mark.parametrize("prog", [pp.multi_head_prog, pp.masked_where_prog, pp.max_pooled_prog],
+                         ids=lambda p: p.__name__)
+@pytest.mark.parametrize("backend", ["eager", "auto"])  # auto: eager-accum, the training backend
+def test_gradients_match_plain_pytorch(backend, prog):
+    batch = _batch(9, seed=3)
+    batched, plain = _params(), _params()
+    outs = prog.run(batch, batched, backend=backend, options=STRICT)
+    sum(torch.stack([t.sum() for t in torch.utils._pytree.tree_leaves(o)]).sum() for o in outs).backward()
+    want = [prog(x, plain) for x in batch]
+    sum(torch.stack([t.sum() for t in torch.utils._pytree.tree_leaves(o)]).sum() for o in want).backward()
+    for (name, a), (_, b) in zip(batched.named_parameters(), plain.named_parameters()):
+        if b.grad is None:
+            assert a.grad is None or not a.grad.any(), name
+        else:
+            torch.testing.assert_close(a.grad, b.grad, **TOL, msg=name)
+
+
+@pytest.mark.parametrize("prog", [pp.length_arithmetic_prog, pp.unsupported_prog], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_rule_reruns_in_the_dynamic_tier(backend, prog):
+    """``x.sum(0) / x.shape[0]`` never divides by Lmax; ``cumsum`` has no rule: both rerun exact (in the dynamic
+    tier, or as plain calls once the tier choice has measured them)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ab.DynamicFallbackWarning)
+        stats = _check(prog, _batch(6, seed=2), backend, ab.Options())
+    assert _padded_launches(stats) == 0
+
+
+def test_strict_raises_where_a_rule_is_missing():
+    with pytest.raises(ab.AcrobatError, match="cumsum"):
+        _check(pp.unsupported_prog, _batch(3), "eager")
+
+
+def test_explain_and_report_name_the_padded_function():
+    text = pp.multi_head_prog.explain(_params(), options=STRICT)
+    assert "padded function `multi_head`" in text and "padded_progs.py:" in text and "static tier" in text
+    stats = _check(pp.multi_head_prog, _batch(4), "eager")
+    assert "padded multi_head (padded_progs.py:" in stats.report()
+
+
+def test_length_is_a_size_not_a_number():
+    x = Padded(torch.zeros(2, 3, 4), (Lengths(torch.tensor([3, 1]), 3), None))
+    assert x.view(x.shape[0], 2, 2).shape[1:] == (2, 2)
+    assert x.new_zeros(x.shape[0], 5).shape[1] == 5 and x.size(0).lengths is x.shape[0].lengths
+    for use in (lambda n: n + 1, lambda n: float(n), lambda n: n > 2, lambda n: bool(n), lambda n: x.sum(0) / n):
+        with pytest.raises(LimitError):
+            use(x.shape[0])
+    with pytest.raises(LimitError):
+        len(x)
+    with pytest.raises(LimitError):
+        x.view(-1)  # the padded axis merged with another
+
+
+def test_rules_refuse_what_would_mix_instances():
+    """Each refusal is a LimitError (the batch reruns in the dynamic tier), never a padded value read as data."""
+    x = Padded(torch.randn(2, 3, 2, 4), (Lengths(torch.tensor([3, 1]), 3), None, None))
+    for use in (lambda: x.reshape(2, x.shape[0], 4),  # the padded axis moved among the others
+                lambda: x.data, lambda: x.cumsum(0), lambda: x.sum(0, dtype=torch.float64),
+                lambda: x.transpose(0, 2) @ torch.randn(3, 5),  # a padded axis contracted with a fixed one
+                lambda: x.transpose(dim0=1, dim1=2), lambda: torch.log(x), lambda: 1 / x):
+        with pytest.raises(LimitError):
+            use()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_transformer_example_runs_static_with_a_padded_attention(backend):
+    from examples import transformer_encoder as te
+    params, batch = te.make_params(0), te.instances(17, seed=5)  # float32: the reference builds a float32 mask
+    assert "padded function `self_attention`" in te.program.explain(params, options=STRICT)
+    with torch.inference_mode():
+        got = te.program.run(batch, params, backend=backend, options=STRICT)
+    torch.testing.assert_close(got, [te.reference(x, params) for x in batch], rtol=1e-4, atol=1e-5)
