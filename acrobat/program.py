@@ -26,7 +26,7 @@ from typing import Any, Callable, Generic, Mapping, ParamSpec, Sequence, TypeVar
 import torch
 
 from acrobat import pipeline
-from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, has_tensor, shared_fact
+from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, batch_fact, has_tensor, shared_fact
 from acrobat.analysis.lowered import Block, LoweredFunction
 from acrobat.analysis.regions import MAX_REGIONS, Region, region_of
 from acrobat.analysis.shared import SharedSlots
@@ -302,20 +302,24 @@ class Program(Function[P, R]):
                             todo.append(e.target)
         return functions
 
-    def compile(self, n_shared: int, options: Options | None = None, shared: tuple | None = None) -> Compiled:
+    def compile(self, n_shared: int, options: Options | None = None, shared: tuple | None = None,
+                instances: Sequence | None = None) -> Compiled:
         """Compile for ``n_shared`` shared arguments (cached).
 
         With the run's ``shared`` arguments, paths into them that hold plain host data (``p.steps``, a list of
         floats) are host values of the program (``acrobat.analysis.kinds.shared_fact``); the compile is kept
         with what it found and reused by later runs whose arguments agree, else the program is compiled again.
-        Without them, every path is a shared value.
+        Without them, every path is a shared value. With the run's ``instances`` too, facts of the batch are
+        known and checked for each batch in the same way (``kinds.batch_fact``): the entry may unpack its
+        instance (``model(*pair)``) where every instance is a tuple of one length, and an embedding of an
+        instance's int tensor is a stacked list where those tensors differ in shape.
 
         Raises:
             CompileError: the model uses Python acrobat cannot batch.
         """
         options = options or self.options
         key = (n_shared, options)
-        resolve = None if shared is None else _resolver(self.shared_args(shared))
+        resolve = None if shared is None else _resolver(self.shared_args(shared), instances)
         with self._lock:
             done = self._compiled.setdefault(key, [])
             for c in done:
@@ -459,7 +463,7 @@ class Program(Function[P, R]):
         check_batch(instances, self.__name__)
         self.check_arity(len(shared))
         options = self._grad_tier(instances, shared, options or self.options)
-        run_list = self.compile(len(shared), options, shared).plan.run_list
+        run_list = self.compile(len(shared), options, shared, instances).plan.run_list
         if run_list is None:
             return self._run(instances, shared, backend, options, stats, sync, sparse_grads)
         with held(run_list, shared):  # the prologue's shared values too see it held
@@ -562,7 +566,7 @@ class Program(Function[P, R]):
         """
         if not options.static or not torch.is_grad_enabled():
             return options
-        c = self.compile(len(shared), options, shared)
+        c = self.compile(len(shared), options, shared, instances)
         if not c.grad_off or c.plan.dynamic is not None or not records_grad(tensors_of(shared), instances):
             return options
         if options.strict:
@@ -632,7 +636,7 @@ class Program(Function[P, R]):
         """The compiled program, the backend picked for ``instances`` and ``shared`` (``"auto"`` resolved,
         a backend that cannot train refused under autograd) and a fresh ``Runtime`` over that backend's
         kernels and this run's shared values."""
-        c = self.compile(len(shared), options, shared)
+        c = self.compile(len(shared), options, shared, instances)
         slots = c.plan.prologue(self.shared_args(shared))
         be, kernels = self._backend(choose_backend(backend, slots, instances), c, len(shared), options)
         check_trains(be, slots, instances)
@@ -750,10 +754,14 @@ def program(fn: Callable[P, R] | None = None, *,
 # ------------------------------------------------------------------ compile driver
 
 
-def _resolver(args: tuple) -> Resolver:
+def _resolver(args: tuple, instances: Sequence | None = None) -> Resolver:
     """``resolve(ref)``: the object shared reference ``ref`` (``("arg", pos, (".", attr) | ("[", key), ...)``)
-    names among the entry's arguments ``args``, or ``UNRESOLVED`` (the prologue reports what is missing)."""
+    names among the entry's arguments ``args``, or ``UNRESOLVED`` (the prologue reports what is missing); for
+    ``("instance", ...)`` (``kinds.INSTANCE_ARITY``, ``kinds.INSTANCE_SHAPES``), ``kinds.batch_fact`` of the batch
+    ``instances`` (``UNRESOLVED`` without one)."""
     def resolve(ref: tuple) -> Any:
+        if ref[0] == "instance":
+            return UNRESOLVED if not instances else batch_fact(ref, instances)
         if ref[0] != "arg" or ref[1] >= len(args):
             return UNRESOLVED
         obj = args[ref[1]]
@@ -768,9 +776,10 @@ def _resolver(args: tuple) -> Resolver:
 
 
 def _fact(resolve: Resolver, ref: tuple) -> str:
-    """``shared_fact`` of what ``ref`` names in a run, or ``"missing"``."""
+    """``shared_fact`` of what ``ref`` names in a run (for a fact of the batch, ``kinds.batch_fact``), or
+    ``"missing"``."""
     value = resolve(ref)
-    return "missing" if value is UNRESOLVED else shared_fact(value)
+    return "missing" if value is UNRESOLVED else value if ref[0] == "instance" else shared_fact(value)
 
 
 def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor] | None]:

@@ -43,7 +43,7 @@ import dataclasses
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -507,6 +507,42 @@ def shared_fact(v: Any) -> str:
     if keys is not None:
         return f"modules {keys!r}" if len(keys) <= MAX_CHOICES else "modules"
     return "shared"
+
+
+INSTANCE_ARITY: tuple = ("instance", "arity")
+"""The reference of a fact of the run's batch, not of its shared arguments: ``instance_arity`` of the instances
+(``model(*pair)``, the entry unpacking its instance: ``_Analyzer.instance_arity``). A ``Resolver`` given the
+batch answers it (``batch_fact``); the program compiled so is reused by later batches with the same fact, and
+compiled again for others."""
+INSTANCE_SHAPES: tuple = ("instance", "shapes")
+"""The reference of the fact ``instance_shapes`` of the run's batch (``_Analyzer.ragged_instances``)."""
+
+
+def instance_arity(instances: Sequence[Any]) -> str:
+    """``"tuple n"`` where every instance of the batch is a tuple or list of ``n`` items, else ``"mixed"``."""
+    sizes = {len(x) if type(x) in (tuple, list) else None for x in instances}
+    return f"tuple {sizes.pop()}" if len(sizes) == 1 and None not in sizes else "mixed"
+
+
+def instance_shapes(instances: Sequence[Any]) -> str:
+    """``"ragged"`` where the batch's instances are tensors, or tuples or lists of one length, and the tensors at
+    one position differ in shape between instances (treelstm.pytorch's ``(ltree, linputs, rtree, rinputs)``,
+    sentences of different lengths), else ``"uniform"``."""
+    arity = instance_arity(instances)
+    if arity == "mixed":
+        columns = [list(instances)]
+    else:
+        columns = [[x[i] for x in instances] for i in range(int(arity.split()[1]))]
+    for col in columns:
+        shapes = {tuple(t.shape) for t in col if isinstance(t, torch.Tensor)}
+        if len(shapes) > 1:
+            return "ragged"
+    return "uniform"
+
+
+def batch_fact(ref: tuple, instances: Sequence[Any]) -> str:
+    """The fact ``ref`` (``INSTANCE_ARITY``, ``INSTANCE_SHAPES``) of the batch ``instances``."""
+    return instance_arity(instances) if ref == INSTANCE_ARITY else instance_shapes(instances)
 
 
 _PROGRAM_METHODS: dict[type, frozenset[str]] = {}
@@ -1828,6 +1864,30 @@ class _Analyzer:
         self.facts[recv.ref] = shared_fact(module)
         return fn
 
+    def instance_arity(self, s: ir.Starred) -> int | None:
+        """How many items ``*pair`` unpacks where ``pair`` is the entry's instance, never rebound, and every
+        instance of the run's batch is a tuple (or list) of one length (``INSTANCE_ARITY``, a fact of the run:
+        ``treelstm.pytorch``'s ``model(*pair)``); None otherwise (no batch known, lengths that differ)."""
+        name = self.instance_name()
+        if s.double or not isinstance(s.value, ir.Name) or s.value.id != name or self.resolve is None or any(
+                name in ir.assigned_names(st) for st in self.spec.fn.body):
+            return None
+        found = self.batch_fact(INSTANCE_ARITY)
+        return int(found.split()[1]) if found.startswith("tuple ") else None
+
+    def ragged_instances(self) -> bool:
+        """Whether the tensors of the run's instances differ in shape (``INSTANCE_SHAPES``): then an embedding of
+        an int tensor of the instance is the stacked list of its rows (``recurrent.call_kind``), where a tensor
+        of one shape for the whole batch could not hold it."""
+        return self.batch_fact(INSTANCE_SHAPES) == "ragged"
+
+    def batch_fact(self, ref: tuple) -> str:
+        """The fact ``ref`` of the run's batch (``batch_fact``), kept in ``facts`` so the compile is reused only
+        by batches with the same; ``"missing"`` where no batch is known (``explain``, ``source``)."""
+        found = UNRESOLVED if self.resolve is None else self.resolve(ref)
+        self.facts[ref] = "missing" if found is UNRESOLVED else found
+        return self.facts[ref]
+
     def unpack(self, e: ir.Call) -> ir.Call | None:
         """``e`` with its starred arguments expanded (``acrobat.analysis.unpacking``), the same expansion (node
         ids) each time this specialization is analysed; None while the kind of a value it unpacks is not known.
@@ -1845,7 +1905,8 @@ class _Analyzer:
                 fn = self.implicit_of(e.target)
                 self.adopt(fn)
                 e.kind, e.target = CallKind.PROGRAM, fn
-            found = unpacking.shape(e, s, k)
+            found = self.instance_arity(s) if k == HOST else None
+            found = unpacking.shape(e, s, k) if found is None else found
             if found == unpacking.WHOLE and not unpacking.read_only(self.functions[e.target],
                                                                    self.functions[e.target].params[-1]):
                 raise self.error(s, f"`*` passes a list, whose length may differ per instance, as the `*` "
