@@ -26,7 +26,8 @@ from typing import Any, Callable, Generic, Mapping, ParamSpec, Sequence, TypeVar
 import torch
 
 from acrobat import pipeline
-from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, batch_fact, has_tensor, shared_fact
+from acrobat.analysis.kinds import (BATCH_FACTS, UNRESOLVED, Kind, Resolver, SharedK, batch_fact, has_tensor,
+                                    shared_fact)
 from acrobat.analysis.lowered import Block, LoweredFunction
 from acrobat.analysis.regions import MAX_REGIONS, Region, region_of
 from acrobat.analysis.shared import SharedSlots
@@ -335,6 +336,8 @@ class Program(Function[P, R]):
                 if options.strict or not exc.fallback:
                     raise
                 c = _dynamic(self, str(exc), resolve is not None)
+                if resolve is not None:  # a batch with other facts (`model(*pair)` of tuples) may compile statically
+                    c = dataclasses.replace(c, facts={ref: _fact(resolve, ref) for ref in BATCH_FACTS})
             except InternalError as exc:  # a pass broke an invariant of the IR (acrobat.pipeline): the compiler's bug
                 if options.strict:
                     raise
@@ -383,14 +386,15 @@ class Program(Function[P, R]):
         parts += [f"# static block {b.name} ({b.site.loc})\n{b.source}" for b in c.plan.blocks.values()]
         return "\n".join(parts)
 
-    def explain(self, *shared: Any, options: Options | None = None) -> str:
+    def explain(self, *shared: Any, options: Options | None = None, instances: Sequence | None = None) -> str:
         """What acrobat makes of the program, before running it: the static tier (its functions, static blocks,
         fibers, phases; §4, and each dynamic region: the function, its file:line and the ``CompileError`` that
         made it one) or the dynamic tier, and then why: the ``CompileError`` the static tier gave,
         with its file:line and fix. ``shared``: the run's shared arguments, where the compile depends on them
-        (plain data in the parameters, module kinds); without them, one shared argument is assumed."""
+        (plain data in the parameters, module kinds); without them, one shared argument is assumed. ``instances``:
+        a batch, where the compile depends on facts of it (``compile``)."""
         options = options or self.options
-        c = self.compile(len(shared) if shared else 1, options, shared if shared else None)
+        c = self.compile(len(shared) if shared else 1, options, shared if shared else None, instances)
         if c.plan.dynamic is not None:
             return (f"program `{self.__name__}` runs in the dynamic tier: its own Python per instance, on fibers, "
                     f"its torch operators recorded and batched at run time (acrobat.runtime.dynamic)\n"

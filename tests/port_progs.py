@@ -409,3 +409,26 @@ def repeat_of_a_vector(tokens, p):
     S = torch.stack([p.emb[t] for t in tokens])
     t = torch.tanh(p.emb[tokens[0]] @ p.W)
     return torch.sigmoid(S + t.repeat(len(S), 1)).sum(0)
+
+
+@ab.program
+def data_read(tokens, p):
+    # `.data` of a tensor, read as `.detach()`: the greedy decoder's `decoded.data.tolist()[0]` (nmt_attention),
+    # and a value kept out of the gradient
+    h = p.emb[tokens[0]]
+    out = []
+    decoded = p.out(h).argmax().view(1)
+    while decoded.data.tolist()[0] != 0 and len(out) < 5:
+        h = torch.tanh((h + p.emb[decoded.data.tolist()[0]]) @ p.W)
+        out.append(p.out(h) + h.data.sum())
+        decoded = p.out(h).argmax().view(1)
+    return out
+
+
+@ab.program
+def data_then_written(tokens, p):
+    # `.data` shares the storage that an item assignment then writes: not read as `.detach()` (rejected)
+    h = p.emb[tokens[0]] * 1.0
+    d = h.data  # M:data
+    h[0] = 2.0
+    return h + d

@@ -325,3 +325,46 @@ def test_treelstm_constructs_gradients_equal_plain(name, batch):
 def test_treelstm_as_written_any_batch_equals_plain(n, seed):
     torch.manual_seed(0)
     _check(pp.dep_similarity, _dep_pairs(n, seed), pp.DepSimilarity(), "eager")
+
+
+def test_a_compile_without_the_batch_does_not_hold_for_a_batch():
+    """``explain`` without a batch cannot know the instance's arity (the dynamic tier, it says); a run with a batch,
+    after it, compiles statically, and ``explain(instances=...)`` says so."""
+    model, batch = pp.DepSimilarity(), _dep_pairs(3, 9)
+    prog = ab.program(pp.dep_similarity.fn)
+    assert "runs in the dynamic tier" in prog.explain(model)
+    stats = ab.RunStats()
+    with torch.no_grad():
+        torch.testing.assert_close(prog.run(batch, model, stats=stats), [prog(x, model) for x in batch], **TOL)
+    assert stats.dynamic is None and stats.plain is None
+    assert "runs in the static tier" in prog.explain(model, instances=batch)
+
+
+# -- `.data` read as `.detach()` (nmt_attention's `decoded.data.tolist()`) ------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_data_of_a_tensor_is_read_as_detach(n, backend):
+    stats = _check(pp.data_read, _tokens(n, 40 + n), pp.Params(), backend)
+    assert stats.dynamic is None
+
+
+def test_data_of_a_tensor_cuts_the_gradient_as_plain():
+    p, batch = pp.Params(), _tokens(6, 41)
+    sum(sum(o.sum() for o in pp.data_read(x, p)) for x in batch).backward()
+    want = {n: q.grad.clone() for n, q in p.named_parameters() if q.grad is not None}
+    p.zero_grad()
+    sum(sum(o.sum() for o in r) for r in pp.data_read.run(batch, p, options=STRICT)).backward()
+    for n, g in want.items():
+        torch.testing.assert_close(dict(p.named_parameters())[n].grad, g, **TOL, msg=n)
+
+
+def test_data_of_a_tensor_written_in_place_is_rejected_with_its_line():
+    with pytest.raises(ab.CompileError) as info:
+        pp.data_then_written.run(_tokens(2, 0), pp.Params(), options=STRICT)
+    assert _marked("data") in str(info.value) and "`.data`" in str(info.value)
+    batch = _tokens(3, 1)
+    with torch.no_grad():
+        torch.testing.assert_close(pp.data_then_written.run(batch, pp.Params()),
+                                   [pp.data_then_written(x, pp.Params()) for x in batch])

@@ -432,6 +432,9 @@ class Spec:
     # nid of an item assignment `x[i] = v` of a tensor -> its rewrite `x = item_set(x, i, v)` (``item_assignment``);
     # the specialization's ``fn`` holds the rewrites once the analysis is done
     written: dict[int, ir.Assign] = field(default_factory=dict)
+    # nid of a tensor's `x.data` -> `x.detach()` (same nid, ``_Analyzer.data_read``); the specialization's ``fn``
+    # holds the rewrites once the analysis is done
+    detached: dict[int, ir.Call] = field(default_factory=dict)
     # nid -> expression of a tensor kind that the function iterates (``for v in x``, ``zip(x, ys)``), whose rows
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
@@ -516,6 +519,9 @@ batch answers it (``batch_fact``); the program compiled so is reused by later ba
 compiled again for others."""
 INSTANCE_SHAPES: tuple = ("instance", "shapes")
 """The reference of the fact ``instance_shapes`` of the run's batch (``_Analyzer.ragged_instances``)."""
+BATCH_FACTS = (INSTANCE_ARITY, INSTANCE_SHAPES)
+"""Every fact of a batch: a program the static tier rejected for one batch is compiled again for a batch where one
+of them differs."""
 
 
 def instance_arity(instances: Sequence[Any]) -> str:
@@ -1221,6 +1227,8 @@ class _Analyzer:
                     return self.fields[a]
                 if isinstance(k, RaggedK) and a in rules.SHAPE_ATTRS | _VIEW_ATTRS:
                     self.no_ragged(e, k, f"read with `.{a}`" if a in rules.SHAPE_ATTRS else f"transposed with `.{a}`")
+                if isinstance(k, TensorK) and a == "data" and self.data_read(e):
+                    return self.op_kind(e, [o], [k], host_result=False)  # `x.detach()`
                 if has_tensor(k):
                     raise self.error(e, f"attribute `.{a}` of a {k} is not supported inside a model: "
                                         f"{_ATTR_FIXES.get(a, _ATTR_FIX)}")
@@ -1864,6 +1872,23 @@ class _Analyzer:
         self.facts[recv.ref] = shared_fact(module)
         return fn
 
+    def data_read(self, e: ir.Attr) -> bool:
+        """Whether ``x.data`` (``e``) of a per-instance tensor is ``x.detach()`` here, and if so records the rewrite
+        (``Spec.detached``). Both give the same values, no gradient, and share ``x``'s storage; they differ only
+        where the storage is then written in place (autograd checks such a write to a detached tensor, not to
+        ``.data``): so only in a function that writes no tensor in place (no item assignment ``x[i] = v``, no
+        augmented assignment ``x += v``). ``.data`` under vmap, in a static block, is an error; ``.detach()`` is
+        not (nmt_attention's ``decoded.data.tolist()``)."""
+        writes = any(isinstance(c, ir.Call) and c.kind is CallKind.METHOD and c.target == "__setitem__" or
+                     isinstance(c, ir.BinOp) and c.inplace
+                     for s in ir.walk_stmts(self.spec.fn.body) for root in ir.stmt_exprs(s) for c in ir.walk(root))
+        if writes:
+            return False
+        if e.nid not in self.spec.detached:
+            self.spec.detached[e.nid] = ir.Call(e.loc, CallKind.METHOD, "detach", [], {}, receiver=e.obj)
+            self.spec.detached[e.nid].nid = e.nid
+        return True
+
     def instance_arity(self, s: ir.Starred) -> int | None:
         """How many items ``*pair`` unpacks where ``pair`` is the entry's instance, never rebound, and every
         instance of the run's batch is a tuple (or list) of one length (``INSTANCE_ARITY``, a fact of the run:
@@ -2146,7 +2171,8 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
 
 #: What to write instead of a tensor attribute that is not a shape or an operator (``_ATTR_FIX`` for the rest).
 _ATTR_FIXES = {
-    "data": "write `x.detach()`",
+    "data": "`.data` is read as `x.detach()` only in a function that writes no tensor in place (`x[i] = v`, "
+            "`x += v`), as it shares `x`'s storage; write `x.detach().clone()` for a copy the writes leave alone",
     "grad": "gradients exist once the batched run's results are backpropagated: read `.grad` of the "
             "parameters after `loss.backward()`, outside the model",
 }
@@ -2365,8 +2391,8 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
             todo.extend(reachable[k].calls.values())
     for spec in reachable.values():
         # the later passes see calls with starred arguments expanded
-        spec.fn = unpacking.rewritten(spec.fn, {nid: call for nid, (_, call) in spec.unpacked.items()},
-                                      spec.written)
+        spec.fn = unpacking.rewritten(spec.fn, {**{nid: call for nid, (_, call) in spec.unpacked.items()},
+                                                **spec.detached}, spec.written)
         # became per-instance once the fixpoint saw tensor operands (an op's kind, or its operand's: the item of
         # what was a shared op and became a tuple of tensors is no op at all)
         spec.shared_ops = {n for n in spec.shared_ops - spec.ops if isinstance(spec.kinds.get(n), SharedK)}
