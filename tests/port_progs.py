@@ -432,3 +432,15 @@ def data_then_written(tokens, p):
     d = h.data  # M:data
     h[0] = 2.0
     return h + d
+
+
+@ab.program
+def wrapped_in_a_list(inst, p):
+    # the RNTN's `if not isinstance(Trees, list): Trees = [Trees]`: one variable holds host data, or a list of it
+    items = inst
+    if not isinstance(items, list):
+        items = [items]
+    h = p.emb[0]
+    for x in items:
+        h = torch.tanh(h @ p.W + p.emb[x])
+    return h

@@ -368,3 +368,16 @@ def test_data_of_a_tensor_written_in_place_is_rejected_with_its_line():
     with torch.no_grad():
         torch.testing.assert_close(pp.data_then_written.run(batch, pp.Params()),
                                    [pp.data_then_written(x, pp.Params()) for x in batch])
+
+
+# -- host data joined with a list of host data (the RNTN's `Trees = [Trees]`) ---------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_host_data_or_a_list_of_it_is_host_data(n, backend):
+    rng = random.Random(n)
+    batch = [rng.randrange(10) if rng.random() < 0.5 else [rng.randrange(10) for _ in range(rng.randint(1, 4))]
+             for _ in range(n)]
+    stats = _check(pp.wrapped_in_a_list, batch, pp.Params(), backend)
+    assert stats.dynamic is None

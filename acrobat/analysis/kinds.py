@@ -274,6 +274,13 @@ def is_host(k: Kind) -> bool:
     return isinstance(k, HostK) or isinstance(k, SharedK) and k.host
 
 
+def _host_only(k: Kind) -> bool:
+    """Whether ``k`` is host data or a list, tuple or dict of host data only (at any depth)."""
+    if isinstance(k, (ListK, TupleK, DictK)):
+        return all(_host_only(i) for i in _items(k))
+    return is_host(k)
+
+
 def _items(k: Kind) -> tuple[Kind, ...]:
     if isinstance(k, ListK):
         return (k.elem,)
@@ -312,6 +319,8 @@ def join(a: Kind, b: Kind) -> Kind:
         return b
     if is_host(a) and is_host(b):  # host data, the same for every instance or not
         return HOST
+    if type(a) is HostK and _host_only(b) or type(b) is HostK and _host_only(a):
+        return HOST  # `Trees = [Trees]` under `if not isinstance(Trees, list)`: host data either way, run as written
     if isinstance(a, SharedK) and a.host or isinstance(b, SharedK) and b.host:
         other = b if isinstance(a, SharedK) and a.host else a
         if not isinstance(other, (NoneK, OptionalK)):
