@@ -321,6 +321,9 @@ class Program(Function[P, R]):
         options = options or self.options
         key = (n_shared, options)
         resolve = None if shared is None else _resolver(self.shared_args(shared), instances)
+        asked: set[tuple] = set()  # the facts of the batch the analysis asked for (a rejection may depend on them)
+        if resolve is not None:
+            resolve = _asking(resolve, asked)
         with self._lock:
             done = self._compiled.setdefault(key, [])
             for c in done:
@@ -336,8 +339,8 @@ class Program(Function[P, R]):
                 if options.strict or not exc.fallback:
                     raise
                 c = _dynamic(self, str(exc), resolve is not None)
-                if resolve is not None:  # a batch with other facts (`model(*pair)` of tuples) may compile statically
-                    c = dataclasses.replace(c, facts={ref: _fact(resolve, ref) for ref in BATCH_FACTS})
+                if asked:  # a batch with other facts (`model(*pair)` of tuples of one length) may compile statically
+                    c = dataclasses.replace(c, facts={ref: _fact(resolve, ref) for ref in asked})
             except InternalError as exc:  # a pass broke an invariant of the IR (acrobat.pipeline): the compiler's bug
                 if options.strict:
                     raise
@@ -777,6 +780,17 @@ def _resolver(args: tuple, instances: Sequence | None = None) -> Resolver:
         return obj
 
     return resolve
+
+
+def _asking(resolve: Resolver, asked: set[tuple]) -> Resolver:
+    """``resolve``, adding to ``asked`` each fact of the batch (``("instance", ...)``, ``kinds.BATCH_FACTS``) it is
+    asked for."""
+    def ask(ref: tuple) -> Any:
+        if ref in BATCH_FACTS:
+            asked.add(ref)
+        return resolve(ref)
+
+    return ask
 
 
 def _fact(resolve: Resolver, ref: tuple) -> str:

@@ -529,8 +529,8 @@ compiled again for others."""
 INSTANCE_SHAPES: tuple = ("instance", "shapes")
 """The reference of the fact ``instance_shapes`` of the run's batch (``_Analyzer.ragged_instances``)."""
 BATCH_FACTS = (INSTANCE_ARITY, INSTANCE_SHAPES)
-"""Every fact of a batch: a program the static tier rejected for one batch is compiled again for a batch where one
-of them differs."""
+"""Every fact of a batch: a program the static tier rejected after its analysis asked for some of them is compiled
+again for a batch where one of those differs."""
 
 
 def instance_arity(instances: Sequence[Any]) -> str:
