@@ -765,10 +765,12 @@ def _resolver(args: tuple, instances: Sequence | None = None) -> Resolver:
     """``resolve(ref)``: the object shared reference ``ref`` (``("arg", pos, (".", attr) | ("[", key), ...)``)
     names among the entry's arguments ``args``, or ``UNRESOLVED`` (the prologue reports what is missing); for
     ``("instance", ...)`` (``kinds.INSTANCE_ARITY``, ``kinds.INSTANCE_SHAPES``), ``kinds.batch_fact`` of the batch
-    ``instances`` (``UNRESOLVED`` without one)."""
+    ``instances``; without one, of an empty batch (``"mixed"``, ``"uniform"``: what the analysis assumes where it
+    knows nothing of the batch, so a compile for the shared arguments alone is the one a batch of those facts
+    runs)."""
     def resolve(ref: tuple) -> Any:
         if ref[0] == "instance":
-            return UNRESOLVED if not instances else batch_fact(ref, instances)
+            return batch_fact(ref, instances or ())
         if ref[0] != "arg" or ref[1] >= len(args):
             return UNRESOLVED
         obj = args[ref[1]]

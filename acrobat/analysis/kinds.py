@@ -1917,10 +1917,11 @@ class _Analyzer:
 
     def batch_fact(self, ref: tuple) -> str:
         """The fact ``ref`` of the run's batch (``batch_fact``), kept in ``facts`` so the compile is reused only
-        by batches with the same; ``"missing"`` where no batch is known (``explain``, ``source``)."""
+        by batches with the same; ``"missing"`` without the run's arguments (``source``)."""
         found = UNRESOLVED if self.resolve is None else self.resolve(ref)
-        self.facts[ref] = "missing" if found is UNRESOLVED else found
-        return self.facts[ref]
+        if found is not UNRESOLVED:
+            self.facts[ref] = found
+        return "missing" if found is UNRESOLVED else found
 
     def unpack(self, e: ir.Call) -> ir.Call | None:
         """``e`` with its starred arguments expanded (``acrobat.analysis.unpacking``), the same expansion (node
