@@ -26,7 +26,8 @@ from typing import Any, Callable, Generic, Mapping, ParamSpec, Sequence, TypeVar
 import torch
 
 from acrobat import pipeline
-from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, has_tensor, shared_fact
+from acrobat.analysis.kinds import (BATCH_FACTS, UNRESOLVED, Kind, Resolver, SharedK, batch_fact, has_tensor,
+                                    shared_fact)
 from acrobat.analysis.lowered import Block, LoweredFunction
 from acrobat.analysis.outline import outline_region
 from acrobat.analysis.regions import MAX_REGIONS, Region, region_of
@@ -308,20 +309,27 @@ class Program(Function[P, R]):
                             todo.append(e.target)
         return functions
 
-    def compile(self, n_shared: int, options: Options | None = None, shared: tuple | None = None) -> Compiled:
+    def compile(self, n_shared: int, options: Options | None = None, shared: tuple | None = None,
+                instances: Sequence | None = None) -> Compiled:
         """Compile for ``n_shared`` shared arguments (cached).
 
         With the run's ``shared`` arguments, paths into them that hold plain host data (``p.steps``, a list of
         floats) are host values of the program (``acrobat.analysis.kinds.shared_fact``); the compile is kept
         with what it found and reused by later runs whose arguments agree, else the program is compiled again.
-        Without them, every path is a shared value.
+        Without them, every path is a shared value. With the run's ``instances`` too, facts of the batch are
+        known and checked for each batch in the same way (``kinds.batch_fact``): the entry may unpack its
+        instance (``model(*pair)``) where every instance is a tuple of one length, and an embedding of an
+        instance's int tensor is a stacked list where those tensors differ in shape.
 
         Raises:
             CompileError: the model uses Python acrobat cannot batch.
         """
         options = options or self.options
         key = (n_shared, options)
-        resolve = None if shared is None else _resolver(self.shared_args(shared))
+        resolve = None if shared is None else _resolver(self.shared_args(shared), instances)
+        asked: set[tuple] = set()  # the facts of the batch the analysis asked for (a rejection may depend on them)
+        if resolve is not None:
+            resolve = _asking(resolve, asked)
         with self._lock:
             done = self._compiled.setdefault(key, [])
             for c in done:
@@ -337,6 +345,8 @@ class Program(Function[P, R]):
                 if options.strict or not exc.fallback:
                     raise
                 c = _dynamic(self, str(exc), resolve is not None)
+                if asked:  # a batch with other facts (`model(*pair)` of tuples of one length) may compile statically
+                    c = dataclasses.replace(c, facts={ref: _fact(resolve, ref) for ref in asked})
             except InternalError as exc:  # a pass broke an invariant of the IR (acrobat.pipeline): the compiler's bug
                 if options.strict:
                     raise
@@ -391,14 +401,15 @@ class Program(Function[P, R]):
         parts += [f"# static block {b.name} ({b.site.loc})\n{b.source}" for b in c.plan.blocks.values()]
         return "\n".join(parts)
 
-    def explain(self, *shared: Any, options: Options | None = None) -> str:
+    def explain(self, *shared: Any, options: Options | None = None, instances: Sequence | None = None) -> str:
         """What acrobat makes of the program, before running it: the static tier (its functions, static blocks,
         fibers, phases; §4, and each dynamic region: the function, its file:line and the ``CompileError`` that
         made it one) or the dynamic tier, and then why: the ``CompileError`` the static tier gave,
         with its file:line and fix. ``shared``: the run's shared arguments, where the compile depends on them
-        (plain data in the parameters, module kinds); without them, one shared argument is assumed."""
+        (plain data in the parameters, module kinds); without them, one shared argument is assumed. ``instances``:
+        a batch, where the compile depends on facts of it (``compile``)."""
         options = options or self.options
-        c = self.compile(len(shared) if shared else 1, options, shared if shared else None)
+        c = self.compile(len(shared) if shared else 1, options, shared if shared else None, instances)
         if c.plan.dynamic is not None:
             return (f"program `{self.__name__}` runs in the dynamic tier: its own Python per instance, on fibers, "
                     f"its torch operators recorded and batched at run time (acrobat.runtime.dynamic)\n"
@@ -475,7 +486,7 @@ class Program(Function[P, R]):
         check_batch(instances, self.__name__)
         self.check_arity(len(shared))
         options = self._grad_tier(instances, shared, options or self.options)
-        run_list = self.compile(len(shared), options, shared).plan.run_list
+        run_list = self.compile(len(shared), options, shared, instances).plan.run_list
         if run_list is None:
             return self._run(instances, shared, backend, options, stats, sync, sparse_grads)
         with held(run_list, shared):  # the prologue's shared values too see it held
@@ -578,7 +589,7 @@ class Program(Function[P, R]):
         """
         if not options.static or not torch.is_grad_enabled():
             return options
-        c = self.compile(len(shared), options, shared)
+        c = self.compile(len(shared), options, shared, instances)
         if not c.grad_off or c.plan.dynamic is not None or not records_grad(tensors_of(shared), instances):
             return options
         if options.strict:
@@ -648,7 +659,7 @@ class Program(Function[P, R]):
         """The compiled program, the backend picked for ``instances`` and ``shared`` (``"auto"`` resolved,
         a backend that cannot train refused under autograd) and a fresh ``Runtime`` over that backend's
         kernels and this run's shared values."""
-        c = self.compile(len(shared), options, shared)
+        c = self.compile(len(shared), options, shared, instances)
         slots = c.plan.prologue(self.shared_args(shared))
         be, kernels = self._backend(choose_backend(backend, slots, instances), c, len(shared), options)
         check_trains(be, slots, instances)
@@ -767,10 +778,16 @@ def program(fn: Callable[P, R] | None = None, *,
 # ------------------------------------------------------------------ compile driver
 
 
-def _resolver(args: tuple) -> Resolver:
+def _resolver(args: tuple, instances: Sequence | None = None) -> Resolver:
     """``resolve(ref)``: the object shared reference ``ref`` (``("arg", pos, (".", attr) | ("[", key), ...)``)
-    names among the entry's arguments ``args``, or ``UNRESOLVED`` (the prologue reports what is missing)."""
+    names among the entry's arguments ``args``, or ``UNRESOLVED`` (the prologue reports what is missing); for
+    ``("instance", ...)`` (``kinds.INSTANCE_ARITY``, ``kinds.INSTANCE_SHAPES``), ``kinds.batch_fact`` of the batch
+    ``instances``; without one, of an empty batch (``"mixed"``, ``"uniform"``: what the analysis assumes where it
+    knows nothing of the batch, so a compile for the shared arguments alone is the one a batch of those facts
+    runs)."""
     def resolve(ref: tuple) -> Any:
+        if ref[0] == "instance":
+            return batch_fact(ref, instances or ())
         if ref[0] != "arg" or ref[1] >= len(args):
             return UNRESOLVED
         obj = args[ref[1]]
@@ -784,10 +801,22 @@ def _resolver(args: tuple) -> Resolver:
     return resolve
 
 
+def _asking(resolve: Resolver, asked: set[tuple]) -> Resolver:
+    """``resolve``, adding to ``asked`` each fact of the batch (``("instance", ...)``, ``kinds.BATCH_FACTS``) it is
+    asked for."""
+    def ask(ref: tuple) -> Any:
+        if ref in BATCH_FACTS:
+            asked.add(ref)
+        return resolve(ref)
+
+    return ask
+
+
 def _fact(resolve: Resolver, ref: tuple) -> str:
-    """``shared_fact`` of what ``ref`` names in a run, or ``"missing"``."""
+    """``shared_fact`` of what ``ref`` names in a run (for a fact of the batch, ``kinds.batch_fact``), or
+    ``"missing"``."""
     value = resolve(ref)
-    return "missing" if value is UNRESOLVED else shared_fact(value)
+    return "missing" if value is UNRESOLVED else value if ref[0] == "instance" else shared_fact(value)
 
 
 def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor] | None]:

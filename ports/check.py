@@ -161,8 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     warnings.simplefilter("ignore", FutureWarning)  # the original code's deprecated nn.init.xavier_uniform
     for name in args.names:
         ported = load(name)
-        _, shared = setup(name, ported, 1, 0)
-        print(f"== {name}\n{getattr(ported, PORTS[name]).explain(*shared)}")
+        instances, shared = setup(name, ported, args.batch, 0, args.sst)
+        print(f"== {name}\n{getattr(ported, PORTS[name]).explain(*shared, instances=instances)}")
         for backend in ("eager", "compiled"):
             stats, err = check_exact(name, args.batch, 0, backend, args.sst)
             print(f"{backend}: equal to the original (float64 to 1e-9; float32 greatest error {err:.2g})\n  "

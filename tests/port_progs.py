@@ -265,3 +265,182 @@ def repeat_of_two_rows(tokens, p):
     S = torch.stack([p.emb[t] for t in tokens])
     t = torch.tanh(p.emb[:2] * p.emb[tokens[0]])
     return (S.sum(0) + t.repeat(len(S), 1).sum(0)).sum()
+
+
+# -- treelstm.pytorch's ChildSumTreeLSTM as its authors wrote it (ports/treelstm/model.py) ---------------------------
+
+
+class DepTree:
+    """A node of a dependency tree (treelstm.pytorch's ``Tree``): the word's position ``idx`` in the sentence, its
+    ``children`` and ``num_children``; the model stores its ``state`` on it."""
+
+    def __init__(self, idx, children):
+        self.idx, self.children, self.num_children = idx, children, len(children)
+
+
+class DepChildSum(nn.Module):
+    """treelstm.pytorch's ``ChildSumTreeLSTM.forward`` as written: a leaf's state
+    ``inputs[0].detach().new(1, d).fill_(0.).requires_grad_()``, the children's states read with
+    ``zip(* map(lambda x: x.state, tree.children))``, the forget gate's ``self.fx(inputs).repeat(len(child_h), 1)``
+    of one word's ``(D,)`` input, and the result stored on the node (``tree.state``)."""
+
+    def __init__(self, dim=4):
+        super().__init__()
+        self.mem_dim = dim
+        self.ioux = nn.Linear(dim, 3 * dim)
+        self.iouh = nn.Linear(dim, 3 * dim)
+        self.fx = nn.Linear(dim, dim)
+        self.fh = nn.Linear(dim, dim)
+
+    def node_forward(self, inputs, child_c, child_h):
+        child_h_sum = torch.sum(child_h, dim=0, keepdim=True)
+        iou = self.ioux(inputs) + self.iouh(child_h_sum)
+        i, o, u = torch.split(iou, iou.size(1) // 3, dim=1)
+        i, o, u = torch.sigmoid(i), torch.sigmoid(o), torch.tanh(u)
+        f = torch.sigmoid(self.fh(child_h) + self.fx(inputs).repeat(len(child_h), 1))
+        fc = torch.mul(f, child_c)
+        c = torch.mul(i, u) + torch.sum(fc, dim=0, keepdim=True)
+        h = torch.mul(o, torch.tanh(c))
+        return c, h
+
+    @ab.function
+    def forward(self, tree, inputs):
+        for idx in range(tree.num_children):
+            self.forward(tree.children[idx], inputs)
+        if tree.num_children == 0:
+            child_c = inputs[0].detach().new(1, self.mem_dim).fill_(0.).requires_grad_()
+            child_h = inputs[0].detach().new(1, self.mem_dim).zero_().requires_grad_()
+        else:
+            child_c, child_h = zip(* map(lambda x: x.state, tree.children))
+            child_c, child_h = torch.cat(child_c, dim=0), torch.cat(child_h, dim=0)
+        tree.state = self.node_forward(inputs[tree.idx], child_c, child_h)
+        return tree.state
+
+
+class DepSimilarity(nn.Module):
+    """treelstm.pytorch's ``SimilarityTreeLSTM``: sentences embedded whole (``self.emb(linputs)`` of an int tensor
+    of the instance, one length per sentence), both trees encoded, a similarity head."""
+
+    def __init__(self, vocab=10, dim=4, classes=3):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.childsumtreelstm = DepChildSum(dim)
+        self.wh = nn.Linear(2 * dim, 2 * dim)
+        self.wp = nn.Linear(2 * dim, classes)
+
+    @ab.function
+    def forward(self, ltree, linputs, rtree, rinputs):
+        linputs = self.emb(linputs)
+        rinputs = self.emb(rinputs)
+        lstate, lhidden = self.childsumtreelstm(ltree, linputs)
+        rstate, rhidden = self.childsumtreelstm(rtree, rinputs)
+        vec = torch.cat((torch.mul(lstate, rstate), torch.abs(torch.add(lstate, -rstate))), 1)
+        return torch.log_softmax(self.wp(torch.sigmoid(self.wh(vec))), dim=1)
+
+
+@ab.program
+def dep_similarity(pair, model):
+    # the instance is the tuple (ltree, linputs, rtree, rinputs) that treelstm.pytorch's trainer passes on whole
+    return model(*pair)
+
+
+@ab.program
+def star_instance(pair, p):
+    # `f(*pair)` of the instance, a tuple of (tokens, scale, tokens): its arity is a fact of the run's batch
+    return mix(*pair, p)
+
+
+@ab.function
+def mix(a, s, b, p):
+    h = p.emb[a[0]] * s
+    for t in b:
+        h = torch.tanh(h @ p.W + p.emb[t])
+    return h
+
+
+@ab.program
+def star_any(pair, p):
+    # `f(p, *pair)` into a function taking `*ids`: batches of each arity compile apart; a batch mixing them
+    # is the static tier's limit
+    return total(p, *pair)  # M:star
+
+
+@ab.function
+def total(p, *ids):
+    h = p.emb[0]
+    for i in ids:
+        h = torch.tanh(h @ p.W + p.emb[i])
+    return h
+
+
+@ab.program
+def mapped_lambda(tokens, p):
+    # `map(lambda ...)` consumed where it stands: `list(map(...))`, `sum(map(...))` and `*map(...)`
+    rows = list(map(lambda t: p.emb[t] * 2.0, tokens))
+    total = sum(map(lambda r: torch.tanh(r @ p.W), rows))
+    firsts, seconds = zip(*map(lambda t: (p.emb[t], p.emb[(t + 1) % 10]), tokens))
+    return total + torch.stack(firsts).sum(0) - torch.stack(seconds).max(0)[0]
+
+
+@ab.program
+def new_filled(tokens, p):
+    # a new tensor filled in place on the spot: `x.new(1, 4).fill_(v)`, `.zero_()`, `.requires_grad_()`
+    h = p.emb[tokens[0]].detach().new(1, 4).fill_(0.5).requires_grad_()
+    z = p.emb[tokens[-1]].new(2, 4).zero_()
+    for t in tokens:
+        h = torch.tanh((h + p.emb[t]) @ p.W)
+    return h + z.sum(0) + p.emb[0].new_zeros(4).requires_grad_()
+
+
+@ab.program
+def embedded_sentence(pair, p):
+    # an embedding of the instance's int tensor, of a length that differs per instance, read by position
+    tokens, first = pair
+    xs = p.embed(tokens)
+    h = xs[first] + xs[0]
+    for i in range(len(xs)):
+        h = torch.tanh(h @ p.W + xs[i])
+    return h + xs.sum(0)
+
+
+@ab.program
+def repeat_of_a_vector(tokens, p):
+    # `t.repeat(len(S), 1)` of a 1-D `t`: repeat reads it as (1, H), so each row is `t` itself
+    S = torch.stack([p.emb[t] for t in tokens])
+    t = torch.tanh(p.emb[tokens[0]] @ p.W)
+    return torch.sigmoid(S + t.repeat(len(S), 1)).sum(0)
+
+
+@ab.program
+def data_read(tokens, p):
+    # `.data` of a tensor, read as `.detach()`: the greedy decoder's `decoded.data.tolist()[0]` (nmt_attention),
+    # and a value kept out of the gradient
+    h = p.emb[tokens[0]]
+    out = []
+    decoded = p.out(h).argmax().view(1)
+    while decoded.data.tolist()[0] != 0 and len(out) < 5:
+        h = torch.tanh((h + p.emb[decoded.data.tolist()[0]]) @ p.W)
+        out.append(p.out(h) + h.data.sum())
+        decoded = p.out(h).argmax().view(1)
+    return out
+
+
+@ab.program
+def data_then_written(tokens, p):
+    # `.data` shares the storage that an item assignment then writes: not read as `.detach()` (rejected)
+    h = p.emb[tokens[0]] * 1.0
+    d = h.data  # M:data
+    h[0] = 2.0
+    return h + d
+
+
+@ab.program
+def wrapped_in_a_list(inst, p):
+    # the RNTN's `if not isinstance(Trees, list): Trees = [Trees]`: one variable holds host data, or a list of it
+    items = inst
+    if not isinstance(items, list):
+        items = [items]
+    h = p.emb[0]
+    for x in items:
+        h = torch.tanh(h @ p.W + p.emb[x])
+    return h

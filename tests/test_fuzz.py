@@ -90,7 +90,7 @@ def test_the_programs_use_the_constructs():
                     "host int list changed after a use", "loop over a host int list", "zip of a host int list",
                     "instance tensor", "instance tensor written in place", "elif", "while True", "annotated assignment",
                     "with inference_mode", "with enable_grad", "module method call", "nn.Sequential",
-                    "parameter list by data", "full reduction of a stack",
+                    "parameter list by data", "full reduction of a stack", "map of a lambda",
                     "torch.cat of a list variable", "augmented assignment of a fresh tensor",
                     "item assignment of a fresh tensor", "accumulator from a host number", "accumulator returned",
                     *(f"rejected construct in a helper: {form}" for form in

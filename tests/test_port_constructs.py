@@ -199,3 +199,185 @@ def test_two_rows_where_a_stacked_list_takes_one_are_the_static_limit(name, shap
         got = prog.run(batch, p, stats=stats)
     torch.testing.assert_close(got, want, **TOL)
     assert stats.dynamic is not None
+
+
+# -- treelstm.pytorch as its authors wrote it (ports/treelstm): `model(*pair)`, `map(lambda ...)`, ------------------
+# -- `x.new(1, d).fill_(0.)`, an embedding of the instance's sentence of per-instance length ------------------------
+
+
+def _dep_tree(rng: random.Random, n: int) -> pp.DepTree:
+    """A dependency tree over ``n`` words: word 0 the root, every other word under a random earlier one."""
+    kids: list[list] = [[] for _ in range(n)]
+    for i in range(1, n):
+        kids[rng.randrange(i)].append(i)
+
+    def node(i: int) -> pp.DepTree:
+        return pp.DepTree(i, [node(j) for j in kids[i]])
+    return node(0)
+
+
+def _dep_pairs(n: int, seed: int) -> list:
+    """``n`` instances ``(ltree, linputs, rtree, rinputs)`` of sentences of 1 to 7 words each."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        a, b = rng.randint(1, 7), rng.randint(1, 7)
+        out.append((_dep_tree(rng, a), torch.tensor([rng.randrange(10) for _ in range(a)]),
+                    _dep_tree(rng, b), torch.tensor([rng.randrange(10) for _ in range(b)])))
+    return out
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_treelstm_as_written_runs_statically_and_equals_plain(n, backend):
+    torch.manual_seed(0)
+    stats = _check(pp.dep_similarity, _dep_pairs(n, n), pp.DepSimilarity(), backend)
+    assert stats.dynamic is None
+
+
+def test_treelstm_as_written_gradients_equal_plain():
+    torch.manual_seed(0)
+    batch, model = _dep_pairs(6, 4), pp.DepSimilarity().double()
+    with ab_default_double():
+        want = torch.autograd.grad(sum(pp.dep_similarity(x, model).sum() for x in batch), list(model.parameters()))
+        got = torch.autograd.grad(sum(y.sum() for y in pp.dep_similarity.run(batch, model, options=STRICT)),
+                                  list(model.parameters()))
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def ab_default_double():
+    """float64 as torch's default dtype (the model's own ``x.new(1, d)`` takes its input's dtype, but a check
+    in float64 must not meet a float32 tensor made elsewhere)."""
+    from ports.check import default_dtype
+    return default_dtype(torch.float64)
+
+
+def _star_pairs(n: int, seed: int) -> list:
+    rng = random.Random(seed)
+    return [([rng.randrange(10) for _ in range(rng.randint(1, 4))], rng.uniform(-1, 1),
+             [rng.randrange(10) for _ in range(rng.randint(1, 4))]) for _ in range(n)]
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_star_of_the_instance_unpacks_the_batchs_arity(n, backend):
+    stats = _check(pp.star_instance, _star_pairs(n, n), pp.Params(), backend)
+    assert stats.dynamic is None
+
+
+def test_star_of_the_instance_is_checked_per_batch():
+    """The arity is a fact of each batch: batches of tuples (or lists) of two and of three items each compile
+    statically; a batch mixing them is the static tier's limit (strict names the line; by default the dynamic tier
+    runs it and equals plain calls)."""
+    p = pp.Params()
+    for batch in ([(1, 2), (3, 4), (5, 6)], [[1, 2, 3], (4, 5, 6)], [(7, 8)]):
+        assert _check(pp.star_any, batch, p, "eager").dynamic is None
+    mixed = [(1, 2), (3, 4, 5)]
+    with pytest.raises(ab.CompileError) as info:
+        pp.star_any.run(mixed, p, options=STRICT)
+    assert _marked("star") in str(info.value) and "`*` unpacks a host" in str(info.value)
+    stats = ab.RunStats()
+    with torch.no_grad():
+        torch.testing.assert_close(pp.star_any.run(mixed, p, stats=stats), [pp.star_any(x, p) for x in mixed])
+    assert stats.dynamic is not None or stats.plain is not None
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("name", ["mapped_lambda", "new_filled", "repeat_of_a_vector"])
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_treelstm_constructs_run_statically_and_equal_plain(name, n, backend):
+    stats = _check(getattr(pp, name), _tokens(n, n + len(name)), pp.Params(), backend)
+    assert stats.dynamic is None
+
+
+def _sentences(n: int, seed: int) -> list:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        k = rng.randint(1, 7)
+        out.append((torch.tensor([rng.randrange(10) for _ in range(k)]), rng.randrange(k)))
+    return out
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("n", [3, 17])
+def test_embedding_of_the_instances_ragged_sentence_is_a_stacked_list(n, backend):
+    stats = _check(pp.embedded_sentence, _sentences(n, n), pp.Params(), backend)
+    assert stats.dynamic is None
+
+
+@pytest.mark.parametrize("name,batch", [
+    ("mapped_lambda", lambda: _tokens(5, 2)), ("new_filled", lambda: _tokens(5, 3)),
+    ("repeat_of_a_vector", lambda: _tokens(5, 4)), ("star_instance", lambda: _star_pairs(5, 5)),
+    ("embedded_sentence", lambda: _sentences(5, 6))])
+def test_treelstm_constructs_gradients_equal_plain(name, batch):
+    prog, p, xs = getattr(pp, name), pp.Params(), batch()
+    sum(prog(x, p).sum() for x in xs).backward()
+    want = {n: q.grad.clone() for n, q in p.named_parameters() if q.grad is not None}
+    p.zero_grad()
+    sum(r.sum() for r in prog.run(xs, p, options=STRICT)).backward()
+    for n, g in want.items():
+        torch.testing.assert_close(dict(p.named_parameters())[n].grad, g, **TOL, msg=n)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 10**6))
+def test_treelstm_as_written_any_batch_equals_plain(n, seed):
+    torch.manual_seed(0)
+    _check(pp.dep_similarity, _dep_pairs(n, seed), pp.DepSimilarity(), "eager")
+
+
+def test_a_compile_without_the_batch_does_not_hold_for_a_batch():
+    """``explain`` without a batch cannot know the instance's arity (the dynamic tier, it says); a run with a batch,
+    after it, compiles statically, and ``explain(instances=...)`` says so."""
+    model, batch = pp.DepSimilarity(), _dep_pairs(3, 9)
+    prog = ab.program(pp.dep_similarity.fn)
+    assert "runs in the dynamic tier" in prog.explain(model)
+    stats = ab.RunStats()
+    with torch.no_grad():
+        torch.testing.assert_close(prog.run(batch, model, stats=stats), [prog(x, model) for x in batch], **TOL)
+    assert stats.dynamic is None and stats.plain is None
+    assert "runs in the static tier" in prog.explain(model, instances=batch)
+
+
+# -- `.data` read as `.detach()` (nmt_attention's `decoded.data.tolist()`) ------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_data_of_a_tensor_is_read_as_detach(n, backend):
+    stats = _check(pp.data_read, _tokens(n, 40 + n), pp.Params(), backend)
+    assert stats.dynamic is None
+
+
+def test_data_of_a_tensor_cuts_the_gradient_as_plain():
+    p, batch = pp.Params(), _tokens(6, 41)
+    sum(sum(o.sum() for o in pp.data_read(x, p)) for x in batch).backward()
+    want = {n: q.grad.clone() for n, q in p.named_parameters() if q.grad is not None}
+    p.zero_grad()
+    sum(sum(o.sum() for o in r) for r in pp.data_read.run(batch, p, options=STRICT)).backward()
+    for n, g in want.items():
+        torch.testing.assert_close(dict(p.named_parameters())[n].grad, g, **TOL, msg=n)
+
+
+def test_data_of_a_tensor_written_in_place_is_rejected_with_its_line():
+    with pytest.raises(ab.CompileError) as info:
+        pp.data_then_written.run(_tokens(2, 0), pp.Params(), options=STRICT)
+    assert _marked("data") in str(info.value) and "`.data`" in str(info.value)
+    batch = _tokens(3, 1)
+    with torch.no_grad():
+        torch.testing.assert_close(pp.data_then_written.run(batch, pp.Params()),
+                                   [pp.data_then_written(x, pp.Params()) for x in batch])
+
+
+# -- host data joined with a list of host data (the RNTN's `Trees = [Trees]`) ---------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+@pytest.mark.parametrize("n", [1, 3, 17])
+def test_host_data_or_a_list_of_it_is_host_data(n, backend):
+    rng = random.Random(n)
+    batch = [rng.randrange(10) if rng.random() < 0.5 else [rng.randrange(10) for _ in range(rng.randint(1, 4))]
+             for _ in range(n)]
+    stats = _check(pp.wrapped_in_a_list, batch, pp.Params(), backend)
+    assert stats.dynamic is None

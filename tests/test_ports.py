@@ -7,8 +7,10 @@ from __future__ import annotations
 import warnings
 
 import pytest
+import torch
 
-from ports.check import PORTS, check_exact, check_gradients
+import acrobat
+from ports.check import PORTS, check_exact, check_gradients, ported_and_original
 
 
 @pytest.mark.parametrize("backend", ["eager", "compiled"])
@@ -24,3 +26,16 @@ def test_port_gradients_equal_original(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         assert check_gradients(name, 3, 1) > 0
+
+
+STATIC = ["treelstm"]
+"""The ports the static tier takes as their authors wrote them (ports/README.md lists what it rejects in the rest)."""
+
+
+@pytest.mark.parametrize("name", STATIC)
+def test_port_runs_in_the_static_tier(name):
+    entry, _, instances, shared, _ = ported_and_original(name, 5, 2, False)
+    stats = acrobat.RunStats()
+    with torch.no_grad():
+        entry.run(instances, *shared, options=acrobat.Options(strict=True), stats=stats)
+    assert stats.dynamic is None and stats.plain is None

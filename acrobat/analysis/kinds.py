@@ -43,7 +43,7 @@ import dataclasses
 import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -274,6 +274,13 @@ def is_host(k: Kind) -> bool:
     return isinstance(k, HostK) or isinstance(k, SharedK) and k.host
 
 
+def _host_only(k: Kind) -> bool:
+    """Whether ``k`` is host data or a list, tuple or dict of host data only (at any depth)."""
+    if isinstance(k, (ListK, TupleK, DictK)):
+        return all(_host_only(i) for i in _items(k))
+    return is_host(k)
+
+
 def _items(k: Kind) -> tuple[Kind, ...]:
     if isinstance(k, ListK):
         return (k.elem,)
@@ -312,6 +319,8 @@ def join(a: Kind, b: Kind) -> Kind:
         return b
     if is_host(a) and is_host(b):  # host data, the same for every instance or not
         return HOST
+    if type(a) is HostK and _host_only(b) or type(b) is HostK and _host_only(a):
+        return HOST  # `Trees = [Trees]` under `if not isinstance(Trees, list)`: host data either way, run as written
     if isinstance(a, SharedK) and a.host or isinstance(b, SharedK) and b.host:
         other = b if isinstance(a, SharedK) and a.host else a
         if not isinstance(other, (NoneK, OptionalK)):
@@ -432,6 +441,9 @@ class Spec:
     # nid of an item assignment `x[i] = v` of a tensor -> its rewrite `x = item_set(x, i, v)` (``item_assignment``);
     # the specialization's ``fn`` holds the rewrites once the analysis is done
     written: dict[int, ir.Assign] = field(default_factory=dict)
+    # nid of a tensor's `x.data` -> `x.detach()` (same nid, ``_Analyzer.data_read``); the specialization's ``fn``
+    # holds the rewrites once the analysis is done
+    detached: dict[int, ir.Call] = field(default_factory=dict)
     # nid -> expression of a tensor kind that the function iterates (``for v in x``, ``zip(x, ys)``), whose rows
     # the specialization's copy of ``fn`` builds as a list once this pass is done (``rows_of``, ``rows.rewritten``)
     rows: dict[int, ir.Expr] = field(default_factory=dict)
@@ -507,6 +519,45 @@ def shared_fact(v: Any) -> str:
     if keys is not None:
         return f"modules {keys!r}" if len(keys) <= MAX_CHOICES else "modules"
     return "shared"
+
+
+INSTANCE_ARITY: tuple = ("instance", "arity")
+"""The reference of a fact of the run's batch, not of its shared arguments: ``instance_arity`` of the instances
+(``model(*pair)``, the entry unpacking its instance: ``_Analyzer.instance_arity``). A ``Resolver`` given the
+batch answers it (``batch_fact``); the program compiled so is reused by later batches with the same fact, and
+compiled again for others."""
+INSTANCE_SHAPES: tuple = ("instance", "shapes")
+"""The reference of the fact ``instance_shapes`` of the run's batch (``_Analyzer.ragged_instances``)."""
+BATCH_FACTS = (INSTANCE_ARITY, INSTANCE_SHAPES)
+"""Every fact of a batch: a program the static tier rejected after its analysis asked for some of them is compiled
+again for a batch where one of those differs."""
+
+
+def instance_arity(instances: Sequence[Any]) -> str:
+    """``"tuple n"`` where every instance of the batch is a tuple or list of ``n`` items, else ``"mixed"``."""
+    sizes = {len(x) if type(x) in (tuple, list) else None for x in instances}
+    return f"tuple {sizes.pop()}" if len(sizes) == 1 and None not in sizes else "mixed"
+
+
+def instance_shapes(instances: Sequence[Any]) -> str:
+    """``"ragged"`` where the batch's instances are tensors, or tuples or lists of one length, and the tensors at
+    one position differ in shape between instances (treelstm.pytorch's ``(ltree, linputs, rtree, rinputs)``,
+    sentences of different lengths), else ``"uniform"``."""
+    arity = instance_arity(instances)
+    if arity == "mixed":
+        columns = [list(instances)]
+    else:
+        columns = [[x[i] for x in instances] for i in range(int(arity.split()[1]))]
+    for col in columns:
+        shapes = {tuple(t.shape) for t in col if isinstance(t, torch.Tensor)}
+        if len(shapes) > 1:
+            return "ragged"
+    return "uniform"
+
+
+def batch_fact(ref: tuple, instances: Sequence[Any]) -> str:
+    """The fact ``ref`` (``INSTANCE_ARITY``, ``INSTANCE_SHAPES``) of the batch ``instances``."""
+    return instance_arity(instances) if ref == INSTANCE_ARITY else instance_shapes(instances)
 
 
 _PROGRAM_METHODS: dict[type, frozenset[str]] = {}
@@ -1198,6 +1249,8 @@ class _Analyzer:
                     return self.fields[a]
                 if isinstance(k, RaggedK) and a in rules.SHAPE_ATTRS | _VIEW_ATTRS:
                     self.no_ragged(e, k, f"read with `.{a}`" if a in rules.SHAPE_ATTRS else f"transposed with `.{a}`")
+                if isinstance(k, TensorK) and a == "data" and self.data_read(e):
+                    return self.op_kind(e, [o], [k], host_result=False)  # `x.detach()`
                 if has_tensor(k):
                     raise self.error(e, f"attribute `.{a}` of a {k} is not supported inside a model: "
                                         f"{_ATTR_FIXES.get(a, _ATTR_FIX)}")
@@ -1891,6 +1944,48 @@ class _Analyzer:
         self.facts[recv.ref] = shared_fact(module)
         return fn
 
+    def data_read(self, e: ir.Attr) -> bool:
+        """Whether ``x.data`` (``e``) of a per-instance tensor is ``x.detach()`` here, and if so records the rewrite
+        (``Spec.detached``). Both give the same values, no gradient, and share ``x``'s storage; they differ only
+        where the storage is then written in place (autograd checks such a write to a detached tensor, not to
+        ``.data``): so only in a function that writes no tensor in place (no item assignment ``x[i] = v``, no
+        augmented assignment ``x += v``). ``.data`` under vmap, in a static block, is an error; ``.detach()`` is
+        not (nmt_attention's ``decoded.data.tolist()``)."""
+        writes = any(isinstance(c, ir.Call) and c.kind is CallKind.METHOD and c.target == "__setitem__" or
+                     isinstance(c, ir.BinOp) and c.inplace
+                     for s in ir.walk_stmts(self.spec.fn.body) for root in ir.stmt_exprs(s) for c in ir.walk(root))
+        if writes:
+            return False
+        if e.nid not in self.spec.detached:
+            self.spec.detached[e.nid] = ir.Call(e.loc, CallKind.METHOD, "detach", [], {}, receiver=e.obj)
+            self.spec.detached[e.nid].nid = e.nid
+        return True
+
+    def instance_arity(self, s: ir.Starred) -> int | None:
+        """How many items ``*pair`` unpacks where ``pair`` is the entry's instance, never rebound, and every
+        instance of the run's batch is a tuple (or list) of one length (``INSTANCE_ARITY``, a fact of the run:
+        ``treelstm.pytorch``'s ``model(*pair)``); None otherwise (no batch known, lengths that differ)."""
+        name = self.instance_name()
+        if s.double or not isinstance(s.value, ir.Name) or s.value.id != name or self.resolve is None or any(
+                name in ir.assigned_names(st) for st in self.spec.fn.body):
+            return None
+        found = self.batch_fact(INSTANCE_ARITY)
+        return int(found.split()[1]) if found.startswith("tuple ") else None
+
+    def ragged_instances(self) -> bool:
+        """Whether the tensors of the run's instances differ in shape (``INSTANCE_SHAPES``): then an embedding of
+        an int tensor of the instance is the stacked list of its rows (``recurrent.call_kind``), where a tensor
+        of one shape for the whole batch could not hold it."""
+        return self.batch_fact(INSTANCE_SHAPES) == "ragged"
+
+    def batch_fact(self, ref: tuple) -> str:
+        """The fact ``ref`` of the run's batch (``batch_fact``), kept in ``facts`` so the compile is reused only
+        by batches with the same; ``"missing"`` without the run's arguments (``source``)."""
+        found = UNRESOLVED if self.resolve is None else self.resolve(ref)
+        if found is not UNRESOLVED:
+            self.facts[ref] = found
+        return "missing" if found is UNRESOLVED else found
+
     def unpack(self, e: ir.Call) -> ir.Call | None:
         """``e`` with its starred arguments expanded (``acrobat.analysis.unpacking``), the same expansion (node
         ids) each time this specialization is analysed; None while the kind of a value it unpacks is not known.
@@ -1911,7 +2006,8 @@ class _Analyzer:
                 fn = self.implicit_of(e.target)
                 self.adopt(fn)
                 e.kind, e.target = CallKind.PROGRAM, fn
-            found = unpacking.shape(e, s, k)
+            found = self.instance_arity(s) if k == HOST else None
+            found = unpacking.shape(e, s, k) if found is None else found
             if found == unpacking.WHOLE and not unpacking.read_only(self.functions[e.target],
                                                                    self.functions[e.target].params[-1]):
                 raise self.error(s, f"`*` passes a list, whose length may differ per instance, as the `*` "
@@ -2161,7 +2257,8 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
 
 #: What to write instead of a tensor attribute that is not a shape or an operator (``_ATTR_FIX`` for the rest).
 _ATTR_FIXES = {
-    "data": "write `x.detach()`",
+    "data": "`.data` is read as `x.detach()` only in a function that writes no tensor in place (`x[i] = v`, "
+            "`x += v`), as it shares `x`'s storage; write `x.detach().clone()` for a copy the writes leave alone",
     "grad": "gradients exist once the batched run's results are backpropagated: read `.grad` of the "
             "parameters after `loss.backward()`, outside the model",
 }
@@ -2382,8 +2479,8 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
             todo.extend(reachable[k].calls.values())
     for spec in reachable.values():
         # the later passes see calls with starred arguments expanded
-        spec.fn = unpacking.rewritten(spec.fn, {nid: call for nid, (_, call) in spec.unpacked.items()},
-                                      spec.written)
+        spec.fn = unpacking.rewritten(spec.fn, {**{nid: call for nid, (_, call) in spec.unpacked.items()},
+                                                **spec.detached}, spec.written)
         # became per-instance once the fixpoint saw tensor operands (an op's kind, or its operand's: the item of
         # what was a shared op and became a tuple of tensors is no op at all)
         spec.shared_ops = {n for n in spec.shared_ops - spec.ops if isinstance(spec.kinds.get(n), SharedK)}

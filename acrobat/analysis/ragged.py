@@ -228,12 +228,16 @@ def unit_row(x: torch.Tensor, rank: int, where: str) -> torch.Tensor:
     concatenates such tensors along dim 0 (``torch.cat(cs, dim=0)`` of a per-instance list of ``(1, H)`` states:
     the stack of their ``(H,)`` rows) or repeats one along dim 0 (``t.repeat(len(S), 1)``: ``len(S)`` rows
     ``t[0]``), issue 18 §2. ``rank``: the rank ``x`` must have (the number of ``repeat``'s sizes), 0 for any
-    rank of at least 1; ``where``: the model's file:line.
+    rank of at least 1; ``where``: the model's file:line. A tensor of fewer than ``rank`` dimensions is repeated
+    as ``repeat`` takes it, with leading dimensions of size 1: ``t.repeat(n, 1)`` of an ``(H,)`` ``t`` is ``n``
+    rows ``t`` (treelstm.pytorch's ``self.fx(inputs).repeat(len(child_h), 1)`` of one word's ``(D,)`` input).
 
     Raises:
-        LimitError: ``x`` is 0-D, of another rank, or its dim 0 is not 1 (it would add other rows than one:
-            the dynamic tier runs the instance).
+        LimitError: ``x`` is 0-D (for ``rank`` 0), of more than ``rank`` dimensions, or of ``rank`` with a dim 0
+            that is not 1 (it would add other rows than one: the dynamic tier runs the instance).
     """
+    if rank and x.dim() < rank:
+        return x.reshape((1,) * (rank - 1 - x.dim()) + tuple(x.shape))
     if x.dim() == 0 or rank and x.dim() != rank or x.shape[0] != 1:
         raise LimitError(f"acrobat takes a tensor of shape {tuple(x.shape)} at {where} as the one row of a stacked "
                          f"list, which needs a shape (1, ...){f' of {rank} dimensions' if rank else ''}")

@@ -70,13 +70,14 @@ def module_fact(a: _Analyzer, ref: tuple | None) -> str:
 
 
 def call_kind(a: _Analyzer, s: Site) -> Kind | None:
-    """The kind of a call of a recurrent module (``recurrent_call``) or of an embedding that feeds one (BOTTOM
-    until ``acrobat.analysis.rows`` has built it as a stacked list); None for any other call."""
+    """The kind of a call of a recurrent module (``recurrent_call``) or of an embedding of a sequence that feeds one,
+    or of the instance's int tensors where they differ in shape across the batch (``_Analyzer.ragged_instances``)
+    (BOTTOM until ``acrobat.analysis.rows`` has built it as a stacked list); None for any other call."""
     ref = module_ref(s.e, s.recv)
     fact = module_fact(a, ref)
     if fact.startswith(RECURRENT_FACT):
         return recurrent_call(a, s, fact[len(RECURRENT_FACT):])
-    if fact == EMBEDDING_FACT and embeds_sequence(a, s) and feeds_recurrent(a, s.e):
+    if fact == EMBEDDING_FACT and embeds_sequence(a, s) and (feeds_recurrent(a, s.e) or a.ragged_instances()):
         a.spec.forms[s.e.nid] = "embed"
         return a.rows_of(s.e)
     return None

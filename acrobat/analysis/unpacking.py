@@ -199,14 +199,15 @@ def expanded(e: ir.Call, shapes: Mapping[int, Shape]) -> ir.Call:
     return out
 
 
-def rewritten(fn: ir.Function, expansions: Mapping[int, ir.Call],
+def rewritten(fn: ir.Function, expansions: Mapping[int, ir.Expr],
               statements: Mapping[int, ir.Stmt] | None = None) -> ir.Function:
-    """A copy of ``fn`` (node ids kept) whose calls are their expansions ``expansions[call nid]`` and whose
+    """A copy of ``fn`` (node ids kept) whose calls are their expansions ``expansions[call nid]`` (and any other
+    expression its rewrite there: ``x.data`` as ``x.detach()``, ``Spec.detached``) and whose
     statements are ``statements[statement nid]`` (an item assignment's rewrite, ``inplace.item_assignment``);
     ``fn`` itself when it has neither."""
     statements = statements or {}
     found = [e for s in ir.walk_stmts(fn.body) for root in ir.stmt_exprs(s) for e in ir.walk(root)
-             if isinstance(e, ir.Call) and e.nid in expansions]
+             if e.nid in expansions]
     rewrites = [s for s in ir.walk_stmts(fn.body) if s.nid in statements]
     if not found and not rewrites:
         return fn

@@ -14,7 +14,9 @@ plain statements and comprehensions with Python's exact semantics:
   positions negated (``(key, -i)`` sorted descending keeps equal keys in their first order, as Python does).
 
 A key that gives tensors compares them by value (a value read); keys that mix host data and tensors are
-rejected as anywhere else. Other uses of ``lambda`` stay rejected at compile time.
+rejected as anywhere else. ``map(lambda x: BODY, xs)`` consumed where it stands (``zip(*map(...))``,
+``list(map(...))``) is the comprehension ``[BODY for x in xs]`` (``mapped``). Other uses of ``lambda`` stay
+rejected at compile time.
 """
 
 from __future__ import annotations
@@ -76,6 +78,25 @@ def keyed_call(call: ast.Call, func: object, fresh: Callable[[str], str]) -> tup
                           [ast.comprehension(ast.Tuple([ast.Name(tie, ast.Store()), ast.Name(pos, ast.Store())],
                                                        ast.Store()), ranked, [], 0)])
     return _located(pre, call), _located_expr(result, call)
+
+
+CONSUMERS = ("list", "tuple", "sum", "sorted", "max", "min")
+"""The builtins that consume the iterable they are given at once, in order, to its end (``list(map(f, xs))``)."""
+
+
+def mapped(call: ast.expr, func: object) -> ast.ListComp | None:
+    """``map(lambda x: BODY, xs)`` (``call``, ``func`` the object its name resolves to) as the comprehension
+    ``[BODY for x in xs]``, or None for any other expression. Python's ``map`` is lazy and the comprehension is
+    not: the caller rewrites only a ``map`` consumed at once and to its end where it stands, as the value of a
+    ``*`` in a call (``zip(*map(lambda x: x.state, children))``) or the argument of a ``CONSUMERS`` builtin;
+    there the lambda runs once per item, in order, as the comprehension's body does."""
+    if not (isinstance(call, ast.Call) and func is builtins.map and len(call.args) == 2 and not call.keywords
+            and isinstance(call.args[0], ast.Lambda) and _one_param(call.args[0].args)
+            and not isinstance(call.args[1], ast.Starred)):
+        return None
+    fn = call.args[0]
+    target = ast.Name(fn.args.args[0].arg, ast.Store())
+    return _located_expr(ast.ListComp(fn.body, [ast.comprehension(target, call.args[1], [], 0)]), call)
 
 
 def _one_param(a: ast.arguments) -> bool:

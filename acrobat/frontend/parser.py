@@ -21,7 +21,7 @@ import torch
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
 from acrobat.frontend.globals import GlobalRead, is_global_data
-from acrobat.frontend.keyed import RANKERS, keyed_call
+from acrobat.frontend.keyed import CONSUMERS, RANKERS, keyed_call, mapped
 from acrobat.frontend.source import SourceSnapshot
 
 #: Builtins allowed on host values (instance data, lists of handles).
@@ -96,7 +96,8 @@ _UNSUPPORTED_STMT = {
     ast.AnnAssign: "annotate plain names only: write `x = value`",
 }
 _FUNCTION_VALUE = ("a function passed as a value runs only in the dynamic tier, except a one-parameter `key=lambda` "
-                   "of sorted/max/min, which is static")
+                   "of sorted/max/min, and `map(lambda x: ..., xs)` consumed where it stands (`zip(*map(...))`, "
+                   "`list(map(...))`), which are static")
 _UNSUPPORTED_EXPR = {
     ast.Lambda: f"define a module-level @acrobat.function and call it instead of a lambda ({_FUNCTION_VALUE})",
     ast.ListComp: "comprehensions are accepted where they always run; assign the comprehension to a variable "
@@ -192,6 +193,43 @@ class NestedFunction:
     def __deepcopy__(self, memo: dict) -> "NestedFunction":
         """Itself: IR copied by the compiler keeps naming the same function."""
         return self
+
+
+def fresh_factory(e: ast.Call) -> ast.Call | None:
+    """A chain that makes a new tensor and then changes it in place, as the out-of-place factory call it equals
+    (treelstm.pytorch's leaf state ``x.new(1, d).fill_(0.).requires_grad_()``), or None for any other call:
+
+    - ``x.new(n, m).fill_(v)`` is ``x.new_full((n, m), v)`` and ``x.new(n, m).zero_()`` is ``x.new_zeros(n, m)``
+      (two sizes at least, or one integer constant: ``x.new(data)`` of one argument copies data);
+    - ``.requires_grad_()`` of such a factory call (or of ``x.new_zeros``/``new_ones``/``new_full``) is the call:
+      the new tensor is a leaf no one else holds, so its own gradient can never be read; the values, and every
+      gradient of the parameters and inputs through it, are the same.
+
+    A receiver that is no tensor fails in the call as it would have in the chain."""
+    func = e.func
+    if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Call) or \
+            not isinstance(func.value.func, ast.Attribute):
+        return None
+    inner, method = func.value, func.value.func.attr
+    if func.attr == "requires_grad_" and not e.args and not e.keywords and (
+            method in ("new_zeros", "new_ones", "new_full") or fresh_factory(inner) is not None):
+        return inner
+    if method != "new" or inner.keywords or any(isinstance(a, ast.Starred) for a in inner.args) or not (
+            len(inner.args) >= 2 or len(inner.args) == 1 and isinstance(inner.args[0], ast.Constant)
+            and type(inner.args[0].value) is int):
+        return None
+    recv = inner.func.value
+    if func.attr == "fill_" and len(e.args) == 1 and not e.keywords:
+        made = ast.Call(ast.Attribute(recv, "new_full", ast.Load()), [ast.Tuple(list(inner.args), ast.Load()),
+                                                                       e.args[0]], [])
+    elif func.attr == "zero_" and not e.args and not e.keywords:
+        made = ast.Call(ast.Attribute(recv, "new_zeros", ast.Load()), list(inner.args), [])
+    else:
+        return None
+    for sub in ast.walk(made):
+        if not hasattr(sub, "lineno"):
+            ast.copy_location(sub, e)
+    return made
 
 
 class _Translator:
@@ -414,6 +452,16 @@ class _Translator:
             visit_ListComp = visit_GeneratorExp = hoist
 
             def visit_Call(self, node: ast.Call) -> ast.AST:
+                consumes = isinstance(node.func, ast.Name) and node.func.id in CONSUMERS and \
+                    translator.resolve_global(node.func) == (True, getattr(builtins, node.func.id))
+                for i, a in enumerate(node.args):  # `zip(*map(lambda x: x.state, kids))`: a comprehension
+                    inner = a.value if isinstance(a, ast.Starred) else a if consumes and i == 0 else None
+                    comp = mapped(inner, translator.resolve_global(inner.func)[1]) if isinstance(
+                        inner, ast.Call) else None
+                    if comp is not None and isinstance(a, ast.Starred):
+                        a.value = comp
+                    elif comp is not None:
+                        node.args[i] = comp
                 ranks = isinstance(node.func, ast.Name) and node.func.id in RANKERS and \
                     any(k.arg == "key" for k in node.keywords)
                 found, func = translator.resolve_global(node.func) if ranks else (False, None)
@@ -617,6 +665,9 @@ class _Translator:
                             "pass tensors and modules in as model parameters (arguments of the program)")
 
     def call(self, e: ast.Call) -> ir.Expr:
+        fresh = fresh_factory(e)
+        if fresh is not None:  # `x.new(1, d).fill_(0.).requires_grad_()`: `x.new_full((1, d), 0.)`
+            return self.call(fresh)
         loc = self.loc(e)
         args = self.positional(e.args)
         kwargs = self.keywords(e.keywords)

@@ -986,7 +986,8 @@ class Gen:
         if src:
             forms += [lambda: f"[w * 2 % 7 for w in {src}]", lambda: f"{src}[::-1]",
                       lambda: f"{src}[1:] + [{self.int(sc)}]", lambda: f"sorted({src})", lambda: src,
-                      lambda: f"list({src})", lambda: f"[w + j for j, w in enumerate({src})]"]
+                      lambda: f"list({src})", lambda: f"[w + j for j, w in enumerate({src})]",
+                      lambda: self.mapped(src)]
         if self.entry and self.kind in ("seq", "doc"):
             own = "inst" if self.kind == "seq" else "inst.tokens"
             self.feat("instance's own int list")
@@ -998,6 +999,13 @@ class Gen:
         name = self.fresh("ws")
         sc.vars[name] = "IL"
         return [f"{name} = {value}"]
+
+    def mapped(self, src: str) -> str:
+        """``list(map(lambda w: ..., src))`` or ``sorted(map(...))``: a map of a lambda consumed where it stands (the
+        comprehension over ``src``)."""
+        self.feat("map of a lambda")
+        fn = f"map(lambda w: (w * 3 + {self.ch.int(0, 6)}) % 7, {src})"
+        return self.ch.pick([f"list({fn})", f"sorted({fn})"])
 
     def int_list_change(self, sc: Scope, use: bool) -> list[str]:
         """An IL changed in place (``append``, ``pop`` while it holds two, ``ws[i] = k``, ``reverse``, ``insert``,
