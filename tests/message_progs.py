@@ -106,13 +106,19 @@ def requires_grad_fixed(toks, p):  # the fix: drop it
 @ab.program
 def data_attr(toks, p):
     h = p.emb[toks[0]] @ p.W
-    return h.data  # M:data
+    d = h.data  # M:data
+    g = p.emb[toks[-1]] * 2.0
+    g += 1.0
+    return d, g
 
 
 @ab.program
 def data_attr_fixed(toks, p):
     h = p.emb[toks[0]] @ p.W
-    return h.detach()
+    d = h.detach().clone()
+    g = p.emb[toks[-1]] * 2.0
+    g += 1.0
+    return d, g
 
 
 @ab.program

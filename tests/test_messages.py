@@ -45,7 +45,7 @@ FIXED = [
     (m.class_result, "class", "`Pair` is a class, whose constructor", m.class_result_fixed),
     (m.fill, "fill", "build a new tensor: `torch.full_like(x, value)`", m.fill_fixed),
     (m.requires_grad, "requires_grad", "drop it", m.requires_grad_fixed),
-    (m.data_attr, "data", "write `x.detach()`", m.data_attr_fixed),
+    (m.data_attr, "data", "write `x.detach().clone()`", m.data_attr_fixed),
     (m.lambda_call, "lambda", "define a module-level @acrobat.function and call it", m.lambda_call_fixed),
     (m.nested_arity, "nested_arity", "`mix` takes 2 arguments, 1 given", m.nested_arity_fixed),
     (m.shared_item_write, "shared_item", "build a new tensor instead (e.g. `torch.where(mask, v, x)`",
