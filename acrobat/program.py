@@ -636,6 +636,8 @@ class Program(Function[P, R]):
                                                    c.facts is not None)
         if stats is not None:
             stats.fallback = why
+            if stats.dynamic is not None:  # the rerun's options say static=False; the reason is the static tier's
+                stats.dynamic.reason = f"the static tier failed on this batch: {why}"
         return out
 
     def trace(self, instances: Sequence, *shared: Any,
