@@ -102,3 +102,18 @@ def test_a_token_is_no_list():
 
     _check(per_token, BATCH, "eager")
     assert "host_rows" not in per_token.compile(1).skeleton_source
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_a_list_item_of_the_instance_is_a_token_list(backend):
+    """``label, toks = example`` then ``torch.tensor(toks)``: where every instance's item is a list (a fact of the
+    batch), a stacked list in the static tier; the same program on a batch whose item is a number compiles again,
+    a tensor of one shape."""
+    stats = ab.RunStats()
+    _check(tp.item_of_the_instance, [(2.0, t) for t in BATCH], backend, stats=stats)
+    assert stats.dynamic is None
+    p = tp.Params()
+    with torch.inference_mode():
+        got = tp.item_of_the_instance.run([(1.5, 3), (2.0, 4)], p, backend=backend)
+        want = [tp.item_of_the_instance(x, p) for x in [(1.5, 3), (2.0, 4)]]
+    torch.testing.assert_close(got, want, **TOL)

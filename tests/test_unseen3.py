@@ -22,8 +22,8 @@ OPTIONS = {"default": None, "strict": ab.Options(strict=True), "dynamic": ab.Opt
 
 #: What the static tier rejects in each model (strict raises it; the other options run the dynamic tier).
 STRICT_REJECTS = {
-    "bilstm_crf": "`.view()` of a stacked list",  # lstm_out.view(len(sentence), self.hidden_dim)
-    "childsum_sentiment": "`Lambda` expression is not supported",  # zip(*map(lambda x: x.state, ...))
+    # torch.cat([torch.tensor([start]), tags]): a tensor and a stacked list joined along the list axis
+    "bilstm_crf": "a stacked list (`torch.stack(xs)`, its length differs per instance) cannot",
     "lm_loss": "`nll_loss` of a stacked list",
     "recursive_nn_loss": "`self.nodeProbList = ...` changes a model parameter",
     "seq2seq_attention": "item assignment on a tensor",  # encoder_outputs[ei] = ...

@@ -75,3 +75,10 @@ def long_sum(toks, p):
 def of_a_number(x, p):
     """The instance is used as a list nowhere but here: taken for a list, which a number is not."""
     return torch.tensor(x) * 2
+
+
+@ab.program
+def item_of_the_instance(example, p):
+    """``label, toks = example``: the instance's list item, a list in every instance of the batch (a batch fact)."""
+    label, toks = example
+    return p.emb(torch.tensor(toks)).sum(0) * label, p.emb(torch.tensor(example[1])).amax(0)

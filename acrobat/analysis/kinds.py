@@ -528,7 +528,9 @@ batch answers it (``batch_fact``); the program compiled so is reused by later ba
 compiled again for others."""
 INSTANCE_SHAPES: tuple = ("instance", "shapes")
 """The reference of the fact ``instance_shapes`` of the run's batch (``_Analyzer.ragged_instances``)."""
-BATCH_FACTS = (INSTANCE_ARITY, INSTANCE_SHAPES)
+INSTANCE_LISTS: tuple = ("instance", "lists")
+"""The reference of the fact ``instance_lists`` of the run's batch (``_Analyzer.instance_item_list``)."""
+BATCH_FACTS = (INSTANCE_ARITY, INSTANCE_SHAPES, INSTANCE_LISTS)
 """Every fact of a batch: a program the static tier rejected after its analysis asked for some of them is compiled
 again for a batch where one of those differs."""
 
@@ -555,9 +557,20 @@ def instance_shapes(instances: Sequence[Any]) -> str:
     return "uniform"
 
 
+def instance_lists(instances: Sequence[Any]) -> str:
+    """``"lists i j ..."``: the positions at which every instance of the batch, a tuple or list of one length,
+    holds a list (``(tree, tokens)``: ``"lists 1"``); ``"lists"`` for none."""
+    arity = instance_arity(instances)
+    if arity == "mixed":
+        return "lists"
+    at = [i for i in range(int(arity.split()[1])) if all(type(x[i]) is list for x in instances)]
+    return " ".join(["lists", *map(str, at)])
+
+
 def batch_fact(ref: tuple, instances: Sequence[Any]) -> str:
-    """The fact ``ref`` (``INSTANCE_ARITY``, ``INSTANCE_SHAPES``) of the batch ``instances``."""
-    return instance_arity(instances) if ref == INSTANCE_ARITY else instance_shapes(instances)
+    """The fact ``ref`` (``INSTANCE_ARITY``, ``INSTANCE_SHAPES``, ``INSTANCE_LISTS``) of the batch ``instances``."""
+    return {INSTANCE_ARITY: instance_arity, INSTANCE_SHAPES: instance_shapes,
+            INSTANCE_LISTS: instance_lists}[ref](instances)
 
 
 _PROGRAM_METHODS: dict[type, frozenset[str]] = {}
@@ -1072,8 +1085,9 @@ class _Analyzer:
         if not token_lists.constructs_from_list(e) or isinstance(e.args[0], (ir.ListExpr, ir.TupleExpr)):
             return None  # a list display has one length in every instance
         k = self.spec.kinds.get(e.args[0].nid)
-        if not (k == ListK(HOST) or type(k) is HostK and
-                token_lists.is_host_list(self.spec.fn, e.args[0], self.instance_name())):
+        if not (k == ListK(HOST) or type(k) is HostK and (
+                token_lists.is_host_list(self.spec.fn, e.args[0], self.instance_name()) or
+                self.instance_item_list(e.args[0]))):
             return None
         self.spec.forms[e.nid] = "tokens"
         return self.rows_of(e)
@@ -1977,6 +1991,12 @@ class _Analyzer:
         an int tensor of the instance is the stacked list of its rows (``recurrent.call_kind``), where a tensor
         of one shape for the whole batch could not hold it."""
         return self.batch_fact(INSTANCE_SHAPES) == "ragged"
+
+    def instance_item_list(self, x: ir.Expr) -> bool:
+        """Whether ``x`` is an item of the entry's instance (``tree, tokens = example``) that is a list in every
+        instance of the run's batch (``INSTANCE_LISTS``, a fact of the run: another batch compiles again)."""
+        at = token_lists.instance_item(self.spec.fn, x, self.instance_name())
+        return at is not None and str(at) in self.batch_fact(INSTANCE_LISTS).split()[1:]
 
     def batch_fact(self, ref: tuple) -> str:
         """The fact ``ref`` of the run's batch (``batch_fact``), kept in ``facts`` so the compile is reused only

@@ -145,13 +145,15 @@ def join_call(e: ir.Call, stacked: Callable[[ir.Expr], bool]) -> bool:
     """Rewrite ``e``, ``torch.cat([S, T], dim=d)`` / ``torch.stack((S, T), d)`` of a list or tuple display one of
     whose items is a stacked list (``stacked``), into ``joined("cat", d, S, T)``, whose rule (``join``) applies it
     row by row; True where it did. A display's items are operands one by one (a list variable's are not: the
-    list's own rules, ``acrobat.analysis.rules``)."""
+    list's own rules, ``acrobat.analysis.rules``); only along a constant dim other than 0 (the list axis)."""
     op = known(_JOINS, e.target) if e.kind is CallKind.TORCH else None
     items = e.args[0] if e.args else None
     if op is None or not isinstance(items, (ir.ListExpr, ir.TupleExpr)) or len(e.args) > 2 or \
             any(k != "dim" for k in e.kwargs) or not any(map(stacked, items.items)):
         return False
     dim = e.args[1] if len(e.args) == 2 else e.kwargs.get("dim", ir.Const(e.loc, 0))
+    if not isinstance(dim, ir.Const) or dim.value == 0:
+        return False  # along the list axis (or a dim the text does not fix): the list's own rules judge it
     e.target, e.args, e.kwargs = joined, [ir.Const(e.loc, op), dim, *items.items], {}
     return True
 

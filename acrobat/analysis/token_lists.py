@@ -23,8 +23,11 @@ comprehension's list, a variable every binding of which is a list (``[]``,
 a comprehension, ``list(...)``, ``sorted(...)``, a slice or a sum of such), a
 value the function also uses as a list (``len(x)``, ``for t in x``,
 ``x[i]``, ``x.append(...)``), or the program's instance itself (the entry's
-instance parameter, never rebound). Any other ``torch.tensor(x)`` is a tensor
-of one shape across the batch, as before. At run time ``host_rows`` checks
+instance parameter, never rebound), or an item of it (``tree, toks = example``,
+``example[1]``) that is a list in every instance of the run's batch (a fact of
+the batch, ``kinds.INSTANCE_LISTS``: a batch where it is not compiles again).
+Any other ``torch.tensor(x)`` is a tensor of one shape across the batch, as
+before. At run time ``host_rows`` checks
 the guess: a value that is no list or tuple of numbers (a number, a host
 tensor, an empty list) is a ``ShapeError`` marked as the static tier's limit,
 so the default run reruns the batch in the dynamic tier and ``strict``
@@ -80,6 +83,27 @@ def is_host_list(fn: ir.Function, x: ir.Expr, instance: str | None) -> bool:
     if isinstance(x, ir.Name) and x.id == instance and not _bindings(fn, x.id):
         return True
     return any(_used_as_list(e, key) for s in ir.walk_stmts(fn.body) for e in _uses(s))
+
+
+def instance_item(fn: ir.Function, x: ir.Expr, instance: str | None) -> int | None:
+    """The position ``i`` where ``x`` is item ``i`` of the entry's instance parameter ``instance``, neither of
+    them rebound: a name of ``a, b = instance`` (its only binding) or ``instance[i]``; else None. Whether that
+    item is a list is a fact of the batch (``kinds.INSTANCE_LISTS``)."""
+    if instance is None or _bindings(fn, instance):
+        return None
+    if isinstance(x, ir.Subscript) and isinstance(x.obj, ir.Name) and x.obj.id == instance and \
+            isinstance(x.index, ir.Const) and type(x.index.value) is int and x.index.value >= 0:
+        return x.index.value
+    if not isinstance(x, ir.Name) or x.id in fn.params:
+        return None
+    found = [s for s in ir.walk_stmts(fn.body) if x.id in ir.assigned_names(s)]
+    if len(found) != 1 or not isinstance(found[0], ir.Assign):
+        return None
+    s = found[0]
+    if not (isinstance(s.value, ir.Name) and s.value.id == instance and s.target.items is not None):
+        return None
+    names = [t.name if not t.starred else None for t in s.target.items]
+    return names.index(x.id) if x.id in names and not any(t.starred for t in s.target.items) else None
 
 
 def _list_value(fn: ir.Function, x: ir.Expr, seen: frozenset[str]) -> bool:
