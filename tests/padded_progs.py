@@ -94,6 +94,14 @@ def unsupported(x):
     return torch.cumsum(x @ x.T, dim=1)
 
 
+def value_read(x):
+    """``if v:`` of a one-element value: each instance's own truth (a padded value has no one ``bool``)."""
+    s = (x @ x.T).softmax(-1)
+    if s.amax(1).sum(0, keepdim=True) > 3.0:
+        return (s @ x).sum(0)
+    return x.sum(0)
+
+
 # -- programs ------------------------------------------------------------------------------------------------
 
 @ab.program
@@ -143,6 +151,12 @@ def max_pooled_prog(tokens, p):
 @ab.program
 def length_arithmetic_prog(tokens, p):
     return length_arithmetic(p.emb(torch.tensor(tokens)))
+
+
+@ab.program
+def value_read_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    return value_read(x)
 
 
 @ab.program

@@ -91,11 +91,13 @@ def test_gradients_match_plain_pytorch(backend, prog):
             torch.testing.assert_close(a.grad, b.grad, **TOL, msg=name)
 
 
-@pytest.mark.parametrize("prog", [pp.length_arithmetic_prog, pp.unsupported_prog], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("prog", [pp.length_arithmetic_prog, pp.unsupported_prog, pp.value_read_prog],
+                         ids=lambda p: p.__name__)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_no_rule_reruns_in_the_dynamic_tier(backend, prog):
-    """``x.sum(0) / x.shape[0]`` never divides by Lmax; ``cumsum`` has no rule: both rerun exact (in the dynamic
-    tier, or as plain calls once the tier choice has measured them)."""
+    """``x.sum(0) / x.shape[0]`` never divides by Lmax; ``cumsum`` has no rule; ``if v:`` of a one-element value
+    is each instance's own truth: all rerun exact (in the dynamic tier, or as plain calls once the tier choice
+    has measured them)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ab.DynamicFallbackWarning)
         stats = _check(prog, _batch(6, seed=2), backend, ab.Options())

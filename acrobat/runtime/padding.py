@@ -123,6 +123,13 @@ class Padded:
             raise _refused("len()")
         return self._batched.shape[1]
 
+    def _value_read(self, *_: Any) -> Any:
+        """``bool(x)``, ``float(x)``, ``int(x)``, ``str(x)``, an f-string of ``x``: each instance's own value, which
+        no one Python value is (``bool`` would otherwise fall back on ``len``, the same for every instance)."""
+        raise _refused("a read of the value (bool, int, float, str, an index)")
+
+    __bool__ = __float__ = __int__ = __index__ = __complex__ = __str__ = __format__ = _value_read
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
