@@ -21,12 +21,12 @@ inside tensor statements (forward substitution, ``_Lowerer.lower``) where that i
 A shape definition is a constant, a metadata read (``x.shape[i]``, ``x.size(i)``, ``x.ndim``, ``x.dim()``,
 ``x.numel()``, ``x.dtype``, ``x.device``) of a variable ``x`` holding a per-instance tensor or the instance's
 own tensor, ``len(x)`` of a per-instance tensor, a shared value (``p.heads``, §5.1), a variable that is one
-itself, and ``+ - * // %`` of those (of constants only: their value);
+itself, and ``+ - * // %`` of those (of constants alone: folded to their value);
 ``B, L = x.shape`` (or ``x.size()``) and ``*_, d = x.shape`` define each name as ``x.shape[i]``.
 
 Elsewhere the variable stays a host operand; a host operand used as a size (``size_operands``) is rejected by
-``_Lowerer.make_block`` with its file:line (a ``CompileError``: by default the statement runs in the dynamic tier),
-where every launch of the block failed before.
+``_Lowerer.make_block`` with its file:line (a ``CompileError``: by default the dynamic tier runs it), where every
+launch of the block failed before.
 """
 
 from __future__ import annotations
@@ -117,16 +117,16 @@ def shape_definitions(body: list[ir.Stmt], spec: Spec, is_tensor_stmt: Callable[
                 d = definition(b, name) if isinstance(b, ir.Assign) else None
                 return None if d is None else resolved(d, b)  # type: ignore[arg-type]
             case ir.BinOp(left=a, right=c) if e.op in _ARITHMETIC and not e.inplace:
-                parts = [resolved(x, at) for x in (a, c)]
-                if None in parts:
+                left, right = resolved(a, at), resolved(c, at)
+                if left is None or right is None:
                     return None
-                if all(isinstance(x, ir.Const) for x in parts):  # `HIDDEN // 2`: a constant in the block too
+                if isinstance(left, ir.Const) and isinstance(right, ir.Const):  # `HIDDEN // 2`: its value
                     try:
-                        return ir.Const(e.loc, _ARITHMETIC[e.op](*(x.value for x in parts)))
+                        return ir.Const(e.loc, _ARITHMETIC[e.op](left.value, right.value))
                     except ArithmeticError:  # the host code raises it first
                         return None
                 out = _copy(e, spec, shallow=True)
-                out.left, out.right = parts  # type: ignore[attr-defined]
+                out.left, out.right = left, right  # type: ignore[attr-defined]
                 return out
             case ir.Call(kind=ir.CallKind.BUILTIN, target="len", args=[ir.Name() as x]) if \
                     isinstance(spec.kinds.get(x.nid), TensorK) and bound_before(x.id, at):
@@ -140,7 +140,7 @@ def shape_definitions(body: list[ir.Stmt], spec: Spec, is_tensor_stmt: Callable[
     found: dict[int, ir.Expr] = {}
     for s in ir.walk_stmts(body):
         for e in ir.walk(s.value) if is_tensor_stmt(s) else []:  # type: ignore[attr-defined]
-            value = resolved(e, s) if isinstance(e, ir.Name) else None
+            value = resolved(e, s) if isinstance(e, ir.Name) and spec.kinds.get(e.nid, HOST) is HOST else None
             if value is not None:
                 found[id(e)] = value
     return found
