@@ -161,12 +161,9 @@ def _size_from_a_host_int(x, p):
     return p.lin(x).view(n, 2, 2).sum(1)
 
 
-@pytest.mark.xfail(strict=True, reason="acrobat/analysis/blocks.py:Blocks.make_block passes the host int `n` "
-                   "(read from `x.shape[0]` by host code) into the static block as a batched (B,) host column "
-                   "(acrobat/runtime/gather.py:host_columns); `view(n, ...)` under vmap then calls .item() on "
-                   "it: BatchError -> InternalError -> DynamicFallbackWarning, even when every instance has the "
-                   "same shape (batch 1 too). `x.view(x.shape[0], 2, 2)` written inline works")
 def test_a_shape_read_into_a_variable_used_as_a_size():
+    """`n = x.shape[0]` then `view(n, ...)`: the block reads `x.shape[0]` itself (acrobat.analysis.shape_vars), where
+    the host int `n` reached vmap as a batched tensor (.item(): a fallback blamed on acrobat)."""
     _no_fallback(_size_from_a_host_int, [torch.randn(3, 4)], _Biased())
 
 

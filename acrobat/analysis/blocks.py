@@ -31,6 +31,7 @@ from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec,
                                     has_tensor, sdepth_of)
 from acrobat.analysis.ragged import (SEGMENT_OPS, row_count, row_matmul, row_operands, row_scale, row_squeeze,
                                      segment_reference)
+from acrobat.analysis.shape_vars import shape_definitions, size_operands
 from acrobat.analysis.lowered import Block, BlockCall, BlockParam, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.analysis.sized import metadata_read
@@ -671,13 +672,15 @@ class _Lowerer:
 
     def shape_query(self, e: ir.Expr) -> bool:
         """``x.shape``, ``x.shape[0]``, ``x.size(0)``, ``x.ndim``, ``len(x)`` of a per-instance tensor ``x``,
-        with constant indices: inside a block these are plain Python ints of the per-instance shape."""
+        with constant indices, and ``+ - * // %`` of those with constants or shared host data (``p.heads``):
+        inside a block these are plain Python ints of the per-instance shape."""
         match e:
             case ir.Call(kind=ir.CallKind.BUILTIN, target="len", args=[a]):
                 return isinstance(self.kind(a), TensorK)
-            case ir.BinOp(left=a, right=b) if e.op in ("+", "-", "*", "//", "%"):  # `y.size(0) // 2`
+            case ir.BinOp(left=a, right=b) if e.op in ("+", "-", "*", "//", "%"):  # `y.size(0) // 2`, `// p.heads`
                 parts = [self.shape_query(x) for x in (a, b)]
-                return any(parts) and all(q or isinstance(x, ir.Const) for q, x in zip(parts, (a, b)))
+                return any(parts) and all(q or isinstance(x, ir.Const) or isinstance(k := self.kind(x), SharedK)
+                                          and k.host for q, x in zip(parts, (a, b)))
         read = metadata_read(e)
         return read is not None and isinstance(self.kind(read), TensorK)
 
@@ -685,6 +688,7 @@ class _Lowerer:
         params: list[BlockParam] = []
         by_key: dict[object, BlockParam] = {}
         defined: set[str] = set()
+        sizes = {x.nid for s in stmts for c in ir.walk(s.value) if isinstance(c, ir.Call) for x in size_operands(c)}
 
         def param(key: object, role: str, make) -> BlockParam:
             if key not in by_key:
@@ -742,6 +746,8 @@ class _Lowerer:
                     if k is not HOST:
                         raise self.error(e, f"a {k} value cannot be an operand of a tensor operator: pass its parts "
                                             "separately")
+                    if e.nid in sizes:
+                        raise self.error(e, self.host_size(e))
                     self.subst[e.nid] = param(("h", e.nid), "host",
                                               lambda n: BlockParam(n, "host", expr=e)).name
                 return
@@ -780,6 +786,16 @@ class _Lowerer:
         name = f"{self.spec.name}:{stmts[0].loc.line}" + (" (hoisted)" if is_static else "")
         block = Block(bid, name, self.spec, stmts, params, outputs, sdepth, stmts[0].loc, subst=self.subst)
         return BlockCall(stmts[0].loc, block)
+
+    @staticmethod
+    def host_size(e: ir.Expr) -> str:
+        """Why the per-instance host number ``e`` cannot be a size inside a block, and what to write instead."""
+        what = f"`{e.id}`" if isinstance(e, ir.Name) else "this host value"
+        return (f"{what} is a per-instance host number used as a size (or dim) of a tensor operator: in a static "
+                "block it is one number per instance, a batched tensor under vmap, which no size can be. Write the "
+                "shape read inline (`x.view(x.shape[0], -1)`, `x.size(-1) // 2`) or a constant; a variable bound once "
+                "to a constant or a shape read of a tensor that is not rebound before this line (`n = x.shape[0]`) "
+                "is read inline for you (acrobat.analysis.shape_vars). The dynamic tier runs it as written")
 
     def plain_name(self, e: ir.Name) -> ir.Name:
         """A new reference to variable ``e`` of the kind ``e`` has here (its static depth places a hoisted
@@ -878,6 +894,10 @@ class _Lowerer:
         self.subst: dict[int, str] = {}
         self.row_calls: set[int] = set()  # nids of shared callees applied to the rows of a stacked list
         self.body = self.flatten(body)
+        found = shape_definitions(self.body, self.spec, self.is_tensor_stmt)  # `n = h.shape[0]`: n read as h.shape[0]
+        for s in ir.walk_stmts(self.body):
+            if self.is_tensor_stmt(s):
+                _substitute(s.value, found)  # type: ignore[attr-defined]
         self.body = self.form(self.body)
         # outputs of blocks read by later blocks are only known once all blocks exist; a block in a
         # loop that reads a name it writes (``h, c = cell(x, (h, c))``) reads it again next iteration

@@ -835,7 +835,19 @@ class Gen:
                 lines.append(f"{acc} {op} {self.tensor(sc) if op != '/=' else '2.0'}")
             value = f"{acc} * 1.0"
         sc.vars[name] = "T"
+        if self.ch.coin(25):
+            return [*lines, *self.shape_var(sc, name, value)]
         return [*lines, f"{name} = {value}"]
+
+    def shape_var(self, sc: Scope, name: str, value: str) -> list[str]:
+        """``name``, a T, as ``value`` through a shape read held in a new host int ``k`` (``k = t.shape[0]``, then
+        ``t.view(k // 2, 2)``: read inline in the block, acrobat.analysis.shape_vars); ``k`` stays visible."""
+        self.feat("shape read held in a variable")
+        t, k = self.fresh("t"), self.fresh("k")
+        read = self.ch.pick([f"{t}.shape[0]", f"{t}.size(-1)", f"len({t})", f"{t}.numel()"])
+        size = self.ch.pick([f"{k}", f"{k} // 2, 2", f"2, -1, {k} // 4", f"{k} - 1 + 1"])
+        sc.vars[k] = "I"
+        return [f"{t} = {value}", f"{k} = {read}", f"{name} = {t}.view({size}).flatten()"]
 
     def accumulator(self, sc: Scope, depth: int) -> list[str]:
         """A sum started at a host number (issue 18 §2, ``acrobat.analysis.accumulators``): ``acc = 0`` (an int or
