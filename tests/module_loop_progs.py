@@ -29,8 +29,8 @@ class ML(nn.Module):
     """``emb`` VOCAB x H; ``layers`` an ``nn.ModuleList`` alternating ``nn.Linear(H, H)`` and an activation
     (``nn.ReLU``, ``nn.Tanh``: modules of different classes); ``lins``/``norms`` ``nn.Linear``/``nn.LayerNorm``
     stacks; ``cells`` ``nn.GRUCell(H, H)`` and ``projs`` ``nn.Linear(H, H)`` per layer of a stacked RNN;
-    ``seq`` an ``nn.Sequential``; ``experts`` an ``nn.ModuleDict`` (Linear, Tanh, Linear); ``weights`` an ``nn.ParameterList`` of H x H
-    matrices. ``layers`` items per stack (``seq`` and ``experts`` are fixed)."""
+    ``seq`` an ``nn.Sequential``; ``experts`` an ``nn.ModuleDict`` (Linear, Tanh, Linear); ``weights`` an
+    ``nn.ParameterList`` of H x H matrices. ``layers`` items per stack (``seq`` and ``experts`` are fixed)."""
 
     def __init__(self, layers: int = 3, seed: int = 0) -> None:
         super().__init__()
@@ -94,11 +94,15 @@ def residual_tree(tree, p):
 
 @ab.program
 def enumerate_skip_first(toks, p):
-    """``enumerate(p.layers)`` over modules of different classes, the first one skipped."""
+    """``enumerate(p.layers)`` over modules of different classes, the first one skipped; then ``range(len(p.layers))``
+    with ``p.layers[i]`` (``kinds.ChoiceK``)."""
     h = bag(toks, p)
     for i, lyr in enumerate(p.layers):
         if i > 0:
             h = lyr(h) + h * 0.5
+    for i in range(len(p.layers)):  # an index into the container: each call one static call per module
+        if i % 2 == len(toks) % 2:
+            h = p.layers[i](h)
     return h
 
 

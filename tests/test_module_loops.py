@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import acrobat as ab
 from acrobat.analysis.unrolling import MAX_UNROLL
@@ -102,6 +104,22 @@ def test_models_of_different_depths_in_a_row(backend):
             with torch.no_grad():
                 want = [prog(x, p) for x in batch]
                 _same(_run(prog, batch, p, backend, "strict"), want, f"{name}, {layers} layers")
+
+
+_MODELS = {n: mp.ML(layers=n, seed=n) for n in range(6)}  # one model object per depth: hypothesis draws depths
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(layers=st.integers(0, 5), batch=st.lists(st.lists(st.integers(0, mp.VOCAB - 1), min_size=1, max_size=5),
+                                                min_size=1, max_size=6))
+def test_any_depth_and_exits_equal_plain_calls(layers, batch):
+    """Any depth of the model's stacks, any instances (each choosing where `loop_exits` continues, breaks and
+    returns): the unrolled loops give the plain calls' results, in the static tier alone."""
+    p = _MODELS[layers]
+    for prog in (mp.loop_exits, mp.parameter_list):
+        with torch.no_grad():
+            want = [prog(x, p) for x in batch]
+            _same(_run(prog, batch, p, "eager", "strict"), want, f"{prog.__name__}, {layers} layers")
 
 
 def test_one_function_over_containers_of_two_lengths_is_rejected_clearly():

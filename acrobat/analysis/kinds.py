@@ -1026,11 +1026,11 @@ class _Analyzer:
         over, keys = self.unrolls[s.nid]
         got = tuple(self.container_keys(c) for c in over.containers)
         if got != keys:
-            raise self.error(s, f"this loop over a shared container was unrolled for keys {[list(k) for k in keys]}, and another "
-                                f"call of the function passes {[None if k is None else list(k) for k in got]}: the "
-                                "static tier unrolls a loop over shared containers for one set of containers per "
-                                "function (pass containers of one length, or use one function per container); "
-                                "the dynamic tier runs it")
+            unrolled, passed = [list(k) for k in keys], [None if k is None else list(k) for k in got]
+            raise self.error(s, f"this loop over a shared container was unrolled for keys {unrolled}, and another "
+                                f"call of the function passes {passed}: the static tier unrolls a loop over shared "
+                                "containers for one set of containers per function (pass containers of one length, "
+                                "or use one function per container); the dynamic tier runs it")
 
     def iter_elem(self, it: ir.Expr) -> Kind:
         k = self.expr(it)

@@ -31,7 +31,8 @@ in-place writes on a ``Doc`` instance's tensor after a use (``inst.x.add_(1)``,
 ``torch.inference_mode()``/``enable_grad()`` bodies, module methods
 (``p.mix(x, h)``, calling ``self.squash``), ``nn.Embedding`` by a tensor of ids,
 ``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, loops over the model's module and parameter
-containers (``for m in p.experts``, ``enumerate``, ``zip(p.experts, p.biases)``, ``p.head``, ``reversed``), sums started at a host number
+containers (``for m in p.experts``, ``enumerate``, ``zip(p.experts, p.biases)``, ``p.head``, ``reversed``), sums
+started at a host number
 (``acc = 0`` then ``acc += v`` in a loop, maybe run zero times; ``main`` may return ``acc`` itself), and in a
 cell a construct the static tier rejects (a dict item assignment, ``try``, a stored lambda, a generator,
 ``isinstance`` on a tensor), which makes the cell a dynamic region (``rejected``), and in ``main`` one such
