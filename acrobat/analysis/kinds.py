@@ -2352,7 +2352,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     binding (``acrobat.analysis.versions``), or where it is a host-number accumulator (``loss = 0`` then
     ``loss += t`` in a loop) into the number and an optional tensor (``acrobat.analysis.accumulators``), or where
     no split separates a tensor and a stacked list it holds, made a stacked list throughout (``stacked_join``), and
-    the analysis runs again.
+    the analysis runs again. So does a ``for`` over shared containers of the run (``for lyr in p.layers``), once
+    replaced by its iterations (``_Analyzer.shared_loop``, ``acrobat.analysis.unrolling``).
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
