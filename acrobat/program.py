@@ -179,7 +179,7 @@ class Compiled:
     facts: dict[tuple, str] | None  # shared refs -> ``shared_fact`` of their values ("missing"); None: compiled blind
     bug: str | None = None  # the compiler's own failure after which the program runs in the dynamic tier
     fields: Mapping[str, Kind] = dataclasses.field(default_factory=dict)  # attribute -> kind of the fields the program stores
-    grad_off: tuple[str, ...] = ()  # file:line of the `with torch.no_grad():` the static tier runs inline
+    grad_off: tuple[ir.Loc, ...] = ()  # where the `with torch.no_grad():` the static tier runs inline are
 
 
 class Program(Function[P, R]):
@@ -421,7 +421,7 @@ class Program(Function[P, R]):
         names = ", ".join(dict.fromkeys(f.spec.fn.name for f in c.lowered))
         fibers = "yes (host code reads tensor values, §4.2)" if c.plan.needs_fibers else "no"
         grad = (f"\n  runs recording autograd: in the dynamic tier, which computes `with torch.no_grad()` at "
-                f"{', '.join(c.grad_off)} without autograd as plain calls do" if c.grad_off else "")
+                f"{', '.join(map(str, c.grad_off))} without autograd as plain calls do" if c.grad_off else "")
         regions = "".join(f"\n  dynamic region {r.describe()}\n    runs as its own Python per instance, its torch "
                           "operators batched at run time with the static blocks (acrobat.analysis.regions); "
                           "Options(strict=True) raises that CompileError instead" for r in c.plan.regions)
@@ -594,9 +594,10 @@ class Program(Function[P, R]):
             return options
         if options.strict:
             raise CompileError(f"program `{self.__name__}` turns autograd off in its code (`with torch.no_grad()` "
-                               f"at {', '.join(c.grad_off)}) and this run records autograd: the static tier "
-                               "computes such a body with autograd, so write `.detach()` on the values it "
-                               "computes instead, or run without Options(strict=True) (the dynamic tier runs it)")
+                               f"at {', '.join(map(str, c.grad_off))}) and this run records autograd: the static "
+                               "tier computes such a body with autograd, so write `.detach()` on the values it "
+                               "computes instead, or run without Options(strict=True) (the dynamic tier runs it)",
+                               c.grad_off[0].file, c.grad_off[0].line, c.grad_off[0].col)
         return dataclasses.replace(options, static=False)
 
     def _run_dynamic(self, failed: AcrobatError, c: Compiled, instances: Sequence, shared: tuple, options: Options,
@@ -887,7 +888,7 @@ def _compile(prog: Program, n_shared: int, options: Options, resolve: Resolver |
                 result_layout(entry_fn.spec.ret), fields=fields, run_list=table.run_list, regions=dynamic,
                 signatures=Signatures(max(codes, default=-1) + 1) if dynamic else None)  # blocks after the static
     facts = None if resolve is None else {ref: _fact(resolve, ref) for ref in table.facts}
-    grad_off = tuple(dict.fromkeys(str(loc) for sp in table.specs.values() for loc in sp.fn.grad_off))
+    grad_off = tuple(dict.fromkeys(loc for sp in table.specs.values() for loc in sp.fn.grad_off))
     return Compiled(plan, skeleton.source, prologue.source, dict(kernels.blocks), n_phases, lowered, table.entry,
                     prologue.slots, skeleton.options, s.effects, facts, fields=types.MappingProxyType(dict(table.fields)),
                     grad_off=grad_off)

@@ -33,7 +33,7 @@ from tests.fuzz.oracle import FAILURES, Outcome, check, same
 from tests.fuzz.shrink import shrink_program
 
 # between them every feature of test_the_programs_use_the_constructs
-FAST_EAGER = [*range(40), 321, 469, 77, 45, 47, 41, 42, 76, 48, 53, 100, 238, 257, 297, 569, 70]
+FAST_EAGER = [*range(40), 321, 469, 77, 45, 47, 41, 42, 76, 48, 53, 100, 238, 257, 297, 569, 70, 403, 463, 516, 71]
 FAST_COMPILED = (3, 11)
 FAST_DYNAMIC = range(20)
 MINUTES = float(os.environ.get("ACROBAT_FUZZ_MINUTES", "0") or 0)
@@ -94,6 +94,8 @@ def test_the_programs_use_the_constructs():
                     "torch.cat of a list variable", "augmented assignment of a fresh tensor",
                     "item assignment of a fresh tensor", "accumulator from a host number", "accumulator returned",
                     "shape read held in a variable",
+                    *(f"loop over a module container: {form}" for form in
+                      ("list", "enumerate", "zip", "sequential", "reversed")),
                     *(f"rejected construct in a helper: {form}" for form in
                       ("dict", "try", "lambda", "generator", "isinstance")),
                     *(f"rejected construct in the entry: {form}" for form in

@@ -47,7 +47,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from acrobat.analysis import inplace, ragged, rankings, ranks, rowops, rows, run_lists, sized, token_lists
+from acrobat.analysis import (inplace, ragged, rankings, ranks, rowops, rows, run_lists, sized, token_lists,
+                              unrolling)
 from acrobat.analysis.randomness import is_random
 from acrobat.errors import CompileError
 from acrobat.frontend import ir
@@ -501,8 +502,9 @@ def shared_fact(v: Any) -> str:
     ``is_host_data``), ``"pair"`` (a module whose call returns two tensors: ``nn.LSTMCell``), ``"recurrent C"``
     (``nn.LSTM``/``nn.GRU``/``nn.RNN``, ``C`` its class name: ``acrobat.analysis.recurrent``), ``"embedding"`` (an
     ``nn.Embedding``), ``"modules K"`` (a container of modules, ``nn.ModuleList``, ``nn.ModuleDict``, a list of
-    modules, with ``K`` its keys as ``module_keys`` gives them: a run with other keys compiles again), else
-    ``"shared"``."""
+    modules, with ``K`` its keys as ``module_keys`` gives them: a run with other keys compiles again), ``"items
+    K"`` (any other container ``unrolling.container_keys`` takes, ``nn.Sequential``, ``nn.ParameterList``, with its
+    keys likewise: a loop over it is unrolled for them), else ``"shared"``."""
     if is_host_data(v):
         return "host"
     if isinstance(v, torch.nn.LSTMCell):
@@ -517,8 +519,9 @@ def shared_fact(v: Any) -> str:
         return f"module {type(v).__module__}.{type(v).__qualname__} {id(type(v)):x}{hooked}"
     keys = module_keys(v)
     if keys is not None:
-        return f"modules {keys!r}" if len(keys) <= MAX_CHOICES else "modules"
-    return "shared"
+        return f"modules {keys!r}"
+    keys = unrolling.container_keys(v)  # nn.Sequential, nn.ParameterList, ...: a loop over it is unrolled
+    return f"items {keys!r}" if keys is not None else "shared"
 
 
 INSTANCE_ARITY: tuple = ("instance", "arity")
@@ -600,8 +603,12 @@ class _Analyzer:
     def __init__(self, functions: dict[Any, ir.Function], entry_params: list[str], resolve: Resolver | None = None,
                  parse: Callable[[Any], Mapping[Any, ir.Function]] | None = None,
                  implicit: Callable[[Callable], Any] | None = None, run_list: RunList | None = None,
-                 threads: Mapping[Any, int | None] | None = None, stacked: frozenset[tuple[Any, str]] = frozenset()):
+                 threads: Mapping[Any, int | None] | None = None, stacked: frozenset[tuple[Any, str]] = frozenset(),
+                 unrolls: Mapping[int, tuple[unrolling.LoopOver, tuple]] | None = None):
         self.functions = functions
+        # nid of the `pass` where a loop over shared containers was unrolled -> what it iterated and their keys
+        # (``unrolled_here``)
+        self.unrolls = unrolls or {}
         # (function, variable) pairs holding a tensor on one path and a stacked list on another that no split
         # separates (``analyze_kinds``): each tensor assigned to one is the stack of its rows (``stacked_join``)
         self.stacked = stacked
@@ -838,6 +845,7 @@ class _Analyzer:
                 self.loop(self.env, lambda: (self.narrow(_none_test(t)[0]), self.body(b, False),
                                              self.host_test(t, "while")))
             case ir.For(target=tg, iter=it, body=b):
+                self.shared_loop(s)
                 elem = self.iter_elem(it)
                 src = _path_of(it) if it.nid not in self.spec.rows else None
                 if tg.name is not None and src is not None:
@@ -845,6 +853,8 @@ class _Analyzer:
                 elif contains(elem, ListK):
                     self.untracked(s, tg)
                 self.loop(self.env, lambda: (self.bind(s, tg, elem), self.body(b, False)))
+            case ir.Pass() if s.nid in self.unrolls:
+                self.unrolled_here(s)
             case ir.PhaseMark():
                 if not entry:
                     raise self.error(s, "acrobat.phase() marks a stage of the @acrobat.program entry function; "
@@ -1035,6 +1045,56 @@ class _Analyzer:
         elif has_tensor(k):
             raise self.error(t, f"this `{what}` condition is a container of tensors: test one tensor, "
                                 "e.g. `if bool(x)` or `if x.item() > 0`")
+
+    def container_keys(self, c: ir.Expr) -> unrolling.Keys | None:
+        """The keys of the shared container the path ``c`` names in the run (``unrolling.container_keys``), or
+        None where it names no such container (host data, a per-instance value, not known without the run)."""
+        k = self.expr(c)
+        if not isinstance(k, SharedK) or k.host or k.ref[0] != "arg" or self.resolve is None:
+            return None
+        value = self.resolve(k.ref)
+        return None if value is UNRESOLVED else unrolling.container_keys(value)
+
+    def shared_loop(self, s: ir.For) -> None:
+        """A ``for`` over shared containers of the run (``for lyr in p.layers``, ``zip(p.lins, p.norms)``,
+        ``p.experts.items()``) is unrolled into its iterations (``acrobat.analysis.unrolling``): raises the
+        ``CompileError`` whose ``unroll`` (function, loop, keys) ``analyze_kinds`` unrolls it by; does nothing for
+        any other loop.
+
+        Raises:
+            CompileError: always where the loop is over shared containers (with ``unroll`` where it has at most
+                ``unrolling.MAX_UNROLL`` iterations, else a rejection: the dynamic tier runs it).
+        """
+        over = unrolling.loop_over(s.iter)
+        keys = [self.container_keys(c) for c in over.containers] if over is not None else [None]
+        if None in keys:
+            return
+        n = unrolling.count(over, tuple(keys))  # type: ignore[arg-type]
+        if n is None:
+            return
+        if n > unrolling.MAX_UNROLL:
+            raise self.error(s, f"a loop over a shared container of {n} items: the static tier unrolls loops over "
+                                f"shared containers of at most {unrolling.MAX_UNROLL} items; the dynamic tier runs it")
+        err = self.error(s, f"this loop over a shared container is unrolled into its {n} iteration(s)")
+        err.unroll = (self.spec.key[0], s.nid, tuple(keys))  # type: ignore[attr-defined]
+        raise err
+
+    def unrolled_here(self, s: ir.Pass) -> None:
+        """Where a loop over shared containers was unrolled (``shared_loop``): the containers of this
+        specialization have the keys it was unrolled for.
+
+        Raises:
+            CompileError: another specialization of the function passes containers with other keys (or no
+                shared container): the static tier unrolls a loop once per function; the dynamic tier runs it.
+        """
+        over, keys = self.unrolls[s.nid]
+        got = tuple(self.container_keys(c) for c in over.containers)
+        if got != keys:
+            unrolled, passed = [list(k) for k in keys], [None if k is None else list(k) for k in got]
+            raise self.error(s, f"this loop over a shared container was unrolled for keys {unrolled}, and another "
+                                f"call of the function passes {passed}: the static tier unrolls a loop over shared "
+                                "containers for one set of containers per function (pass containers of one length, "
+                                "or use one function per container); the dynamic tier runs it")
 
     def iter_elem(self, it: ir.Expr) -> Kind:
         k = self.expr(it)
@@ -2419,7 +2479,8 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     binding (``acrobat.analysis.versions``), or where it is a host-number accumulator (``loss = 0`` then
     ``loss += t`` in a loop) into the number and an optional tensor (``acrobat.analysis.accumulators``), or where
     no split separates a tensor and a stacked list it holds, made a stacked list throughout (``stacked_join``), and
-    the analysis runs again.
+    the analysis runs again. So does a ``for`` over shared containers of the run (``for lyr in p.layers``), once
+    replaced by its iterations (``_Analyzer.shared_loop``, ``acrobat.analysis.unrolling``).
 
     Raises:
         CompileError: a construct whose kinds cannot be batched (host data
@@ -2429,13 +2490,20 @@ def analyze_kinds(functions: dict[Any, ir.Function], entry: Any, n_shared: int, 
     functions[entry], run_list = run_lists.found(functions[entry], instance)
     threads: dict[Any, int | None] = {}  # functions taking the run's list (``_Analyzer.threads``)
     stacked: set[tuple[Any, str]] = set()  # variables made stacked lists (``_Analyzer.stacked``)
+    unrolls: dict[int, tuple[unrolling.LoopOver, tuple]] = {}  # loops over shared containers unrolled
     while True:
         try:
             table = _fixpoint(functions, entry, n_shared, instance, resolve, parse, implicit, run_list, threads,
-                              frozenset(stacked))
+                              frozenset(stacked), unrolls)
             aliases.check_lists(table.specs)
             return table
         except CompileError as err:
+            unroll = getattr(err, "unroll", None)
+            if unroll is not None:  # a loop over shared containers: its iterations instead (``shared_loop``)
+                f, loop, keys = unroll
+                functions[f], anchor, over = unrolling.unrolled(functions[f], loop, keys)
+                unrolls[anchor.nid] = (over, keys)
+                continue
             through = getattr(err, "run_list", None)
             if through is not None and run_list is not None and through[0] not in threads:
                 f, param = through
@@ -2464,7 +2532,8 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
               parse: Callable[[Any], Mapping[Any, ir.Function]] | None,
               implicit: Callable[[Callable], Any] | None, run_list: RunList | None = None,
               threads: Mapping[Any, int | None] | None = None,
-              stacked: frozenset[tuple[Any, str]] = frozenset()) -> KindTable:
+              stacked: frozenset[tuple[Any, str]] = frozenset(),
+              unrolls: Mapping[int, tuple[unrolling.LoopOver, tuple]] | None = None) -> KindTable:
     """One run of the kind analysis to its fixpoint (``analyze_kinds``, which may split a variable and run it
     again)."""
     fn = functions[entry]
@@ -2473,7 +2542,7 @@ def _fixpoint(functions: dict[Any, ir.Function], entry: Any, n_shared: int, inst
                            f"{len(fn.params) - 1} shared parameter(s), but {n_shared} shared argument(s) were "
                            "given (to run(), or n_shared of compile()/source())", fn.loc.file, fn.loc.line,
                            fallback=False)
-    an = _Analyzer(functions, fn.params, resolve, parse, implicit, run_list, threads, stacked)
+    an = _Analyzer(functions, fn.params, resolve, parse, implicit, run_list, threads, stacked, unrolls)
     key: SpecKey = (entry, tuple(HOST if i == instance else SharedK(("arg", i)) for i in range(1 + n_shared)))
     an.instance = (key, fn.params[instance])
     an.request(key)

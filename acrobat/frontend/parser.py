@@ -44,14 +44,16 @@ def shown_name(name: str) -> str:
     """A variable as a message names it: the name the model wrote for a comprehension's variable (the
     parser renames ``x`` to ``_c_x_3``, ``comprehension``), the words "a comprehension's list" for the list
     one builds, "a starred value" for the variable ``hoist_starred`` made, the name of a variable's version
-    (``_v_x_1``, ``acrobat.analysis.versions``) or of an accumulator's part (``_a_x_0``,
-    ``acrobat.analysis.accumulators``); else the name, in backticks."""
+    (``_v_x_1``, ``acrobat.analysis.versions``), of an accumulator's part (``_a_x_0``,
+    ``acrobat.analysis.accumulators``) or of an unrolled loop's variable (``_u_x_7``, ``acrobat.analysis.unrolling``);
+    else the name, in backticks."""
     if is_comprehension_list(name):
         return "a comprehension's list"
     if re.fullmatch(f"_{STARRED}\\d+", name):
         return "a starred value"
-    # a comprehension's variable, a version (analysis.versions), an accumulator's part (analysis.accumulators)
-    while written := re.fullmatch(r"_[cvar]_(\w+)_\d+", name):
+    # a comprehension's variable, a version (analysis.versions), an accumulator's part (analysis.accumulators), an
+    # unrolled loop's variable (analysis.unrolling)
+    while written := re.fullmatch(r"_[cvaru]_(\w+)_\d+", name):
         name = written[1]
     return f"`{name}`"
 

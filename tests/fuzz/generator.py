@@ -30,7 +30,9 @@ in-place writes on a ``Doc`` instance's tensor after a use (``inst.x.add_(1)``,
 ``inst.x[0] = v``). Also ``elif``, ``while True:``, annotated assignments,
 ``torch.inference_mode()``/``enable_grad()`` bodies, module methods
 (``p.mix(x, h)``, calling ``self.squash``), ``nn.Embedding`` by a tensor of ids,
-``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, sums started at a host number
+``nn.Sequential``, an ``nn.ParameterList`` item picked by host data, loops over the model's module and parameter
+containers (``for m in p.experts``, ``enumerate``, ``zip(p.experts, p.biases)``, ``p.head``, ``reversed``), sums
+started at a host number
 (``acc = 0`` then ``acc += v`` in a loop, maybe run zero times; ``main`` may return ``acc`` itself), and in a
 cell a construct the static tier rejects (a dict item assignment, ``try``, a stored lambda, a generator,
 ``isinstance`` on a tensor), which makes the cell a dynamic region (``rejected``), and in ``main`` one such
@@ -579,6 +581,8 @@ class Gen:
                 line = f"{name}, {self.fresh('ix')} = torch.outer({self.tensor(sc)}, {self.tensor(sc)}).max(1)"
             sc.vars[name] = "T"
             return [line]
+        if k == "expert" and self.ch.coin(40):
+            return self.module_loop(sc, depth)
         if k == "expert":
             self.feat("module chosen by a per-instance int")
             name = self.fresh("t")
@@ -721,6 +725,34 @@ class Gen:
                 self.feat("list changed by callee")
                 return [f"visit({sc.node}, p, {self.ch.pick(lists)})"]
         return [self.new_int(sc, self.int(sc))]
+
+    def module_loop(self, sc: Scope, depth: int) -> list[str]:
+        """A loop over a shared container of the model (``p.experts`` an ``nn.ModuleList``, ``p.head`` an
+        ``nn.Sequential``, ``p.biases`` an ``nn.ParameterList``; plain, ``enumerate``, ``zip``, ``reversed``), which
+        the static tier unrolls (``acrobat.analysis.unrolling``): its first statement chains a tensor through the
+        item, then (nested) drawn statements, ``break``/``continue``/``return`` among them."""
+        form = self.ch.pick(["list", "enumerate", "zip", "sequential", "reversed"])
+        self.feat(f"loop over a module container: {form}")
+        inner = sc.copy()
+        inner.loop = True
+        m, b, i = self.fresh("m"), self.fresh("b"), self.fresh("i")
+        t = self.var(sc, "T")
+        if t is None:
+            t = self.fresh("t")
+            inner.vars[t] = "T"
+        src = t if t in sc.vars else self.tensor(sc)
+        head, first = {
+            "list": ("for {m} in p.experts:", "{t} = torch.tanh({m}({src}))"),
+            "enumerate": ("for {i}, {m} in enumerate(p.experts):", "{t} = torch.tanh({m}({src})) * ({i} + 1) / 3"),
+            "zip": ("for {m}, {b} in zip(p.experts, p.biases):", "{t} = torch.tanh({m}({src}) + {b})"),
+            "sequential": ("for {m} in p.head:", "{t} = {m}({src})"),
+            "reversed": ("for {b} in reversed(p.biases):", "{t} = torch.tanh({src} - {b})"),
+        }[form]
+        if form == "enumerate":
+            inner.vars[i] = "I"
+            inner.frozen.add(i)
+        rest = self.body(inner, depth + 1, self.ch.int(1, 2)) if depth < 3 else []
+        return [head.format(m=m, b=b, i=i), *("    " + x for x in [first.format(t=t, m=m, b=b, i=i, src=src), *rest])]
 
     def starred_call(self, sc: Scope) -> list[str]:
         """``t = f(*pair, ...)``: a cell, a torch operator or a function taking ``*rest`` given a tuple's items by
