@@ -1131,8 +1131,8 @@ class Gen:
             return
         form = self.ch.pick(["dict loop", "try", "lambda", "isinstance"])
         self.feat(f"rejected construct in the entry: {form}")
-        lines = {"dict loop": ["for rj_k in range(2):", "    rj_d = {}", "    rj_d[rj_k] = torch.tanh(h) * 0.5",
-                               "    h = rj_d[rj_k] + h"],
+        lines = {"dict loop": ["for rj_k in range(2):", "    rj_d = {}", "    rj_d['v'] = torch.tanh(h) * 0.5",
+                               "    h = rj_d['v'] + h"],
                  "try": ["try:", "    h = h / 2.0", "except ZeroDivisionError:", "    h = h * 0.5"],
                  "lambda": ["rj_f = lambda v: torch.tanh(v) * 0.5", "h = rj_f(h) + h"],
                  "isinstance": ["if isinstance(h, torch.Tensor):", "    h = h * 0.5 + 0.1"]}[form]
