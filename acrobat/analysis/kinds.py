@@ -41,6 +41,7 @@ fixpoint rather than run as a separate pass.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import inspect
 import re
@@ -844,7 +845,7 @@ class _Analyzer:
                 for x in items:
                     if contains(self.spec.kinds.get(x.nid, BOTTOM), MUTABLE):
                         self.flow(node, (dst[0], dst[1] + 1), x)
-            case ir.DictExpr(keys=[]) | ir.Call(kind=ir.CallKind.BUILTIN, target="dict", args=[]):
+            case ir.DictExpr(keys=[]) | ir.Call(kind=ir.CallKind.HOST, target=builtins.dict, args=[]):
                 pass  # a new, empty map
             case ir.BinOp(op="+", left=a, right=b):  # a new list of both sides' elements
                 self.flow_elems(node, dst, a)
@@ -2163,6 +2164,7 @@ def _fresh(e: ir.Expr) -> bool:
     """True when ``e`` makes a new list (or map) no variable holds (a display, ``a + b``, ``list(...)``, a slice,
     ``{}``)."""
     return isinstance(e, (ir.ListExpr, ir.BinOp, ir.DictExpr)) and not getattr(e, "inplace", False) or (
+        isinstance(e, ir.Call) and e.kind is ir.CallKind.HOST and e.target is dict and not e.args) or (
         isinstance(e, ir.Subscript) and isinstance(e.index, ir.Slice)) or (
         isinstance(e, ir.Call) and e.kind is ir.CallKind.BUILTIN and e.target in ("list", "reversed"))
 

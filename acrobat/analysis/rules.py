@@ -55,8 +55,10 @@ LIST_PUTS = frozenset({"append", "insert", "__setitem__"})
 LIST_READS = frozenset({"index", "count"})
 #: The methods of a dict keyed by host data (``kinds.MapK``) a model may call.
 MAP_METHODS = frozenset({"__setitem__", "get", "setdefault", "pop", "keys", "values", "items", "clear"})
-#: Builtins that take a dict's keys (host data) from a dict keyed by host data.
-MAP_KEY_BUILTINS = frozenset({"list", "sorted", "set", "tuple", "reversed", "min", "max", "any", "all"})
+#: Builtins that take a dict's keys (host data) from a dict keyed by host data: those the parser makes builtin
+#: calls (by name), and those it leaves host calls (by the function).
+MAP_KEY_BUILTINS = frozenset({"list", "reversed", "min", "max"})
+MAP_KEY_FUNCTIONS = (sorted, set, tuple, any, all)
 #: Methods of Python's containers that change them in place.
 MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
                               "add", "discard", "setdefault", "popitem", "__setitem__", "__delitem__"})
@@ -335,13 +337,14 @@ def _container_builtin(a: _Analyzer, s: Site) -> Kind:
     return HOST
 
 
-@defcall(CallKind.BUILTIN, "dict")
+@defcall(CallKind.HOST, dict)
 def _new_map(a: _Analyzer, s: Site) -> Kind | None:
     # `dict()`: an empty dict, filled with host keys (``kinds.MapK``)
     return MapK(BOTTOM) if not s.e.args and not s.e.kwargs else None
 
 
 @defcall(CallKind.BUILTIN, *MAP_KEY_BUILTINS)
+@defcall(CallKind.HOST, *MAP_KEY_FUNCTIONS)
 def _map_keys(a: _Analyzer, s: Site) -> Kind | None:
     # `sorted(cache)`, `list(vocab)`: the keys of a dict keyed by host data, host data themselves
     return HOST if len(s.args) == 1 and not s.e.kwargs and isinstance(s.args[0], MapK) else None
