@@ -93,6 +93,7 @@ def test_the_programs_use_the_constructs():
                     "parameter list by data", "full reduction of a stack",
                     "torch.cat of a list variable", "augmented assignment of a fresh tensor",
                     "item assignment of a fresh tensor", "accumulator from a host number", "accumulator returned",
+                    "memo dict keyed by host data",
                     *(f"rejected construct in a helper: {form}" for form in
                       ("dict", "try", "lambda", "generator", "isinstance")),
                     *(f"rejected construct in the entry: {form}" for form in
