@@ -230,7 +230,8 @@ def _host_call_message(fn: Any, k: Kind) -> str:
     library = _is_library(fn)
     shown = f"{fn.__module__}.{name}" if library and getattr(fn, "__module__", None) not in (None, "builtins") else name
     if isinstance(fn, type):
-        return f"`{shown}` is a class, whose constructor {runs}: build a tuple (or a dict with constant keys) instead"
+        return (f"`{shown}` is a class, whose constructor {runs}: build a tuple, a namedtuple or a dict with "
+                "constant keys instead")
     if library:
         torch_op = f"the torch operator `torch.{name}`" if callable(getattr(torch, name, None)) else "torch operators"
         return (f"`{shown}` is library code, which {runs}: use {torch_op} on tensors, or read the value first "
