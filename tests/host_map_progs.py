@@ -203,3 +203,23 @@ def namedtuple_lists(toks, p):
         h = torch.tanh(h @ p.W + p.emb[t])
         states.append(h)
     return Encoded(states=states, last=h, n=len(toks)), Encoded([h * 2.0], h)
+
+
+# --- memo hits across the iterations of a loop over children (a map loop, were the memo not followed) ----------
+
+@ab.function
+def memo_sum(node, p, memo):
+    if id(node) in memo:
+        return memo[id(node)]
+    hs = [memo_sum(c, p, memo) for c in node.kids]
+    h = p.emb[node.w]
+    for x in hs:
+        h = h + x
+    memo[id(node)] = torch.tanh(h @ p.W)
+    return memo[id(node)]
+
+
+@ab.program
+def dag_memo_children(root, p):
+    memo = {}
+    return memo_sum(root, p, memo) * 1.0, len(memo)
