@@ -187,11 +187,11 @@ def mixed_values(toks, p):
 
 
 def _module(src: str) -> dict:
-    """Run ``src`` as a module in a temporary file (acrobat reads its source), named after its first program."""
+    """Run ``src`` as a module in a temporary file (acrobat reads its source), named after its program."""
     import importlib.util
     import os
     import tempfile
-    name = src.split("def ", 1)[1].split("(", 1)[0] + "_mod"
+    name = src.split("@ab.program\ndef ", 1)[1].split("(", 1)[0] + "_mod"
     folder = tempfile.mkdtemp()
     path = os.path.join(folder, name + ".py")
     with open(path, "w") as f:
@@ -200,3 +200,22 @@ def _module(src: str) -> dict:
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return vars(module)
+
+
+def test_keyword_only_given_positionally_is_rejected_with_its_line() -> None:
+    """A keyword-only parameter given positionally is a TypeError in Python: a CompileError naming the line and the
+    parameter, not a value bound to it."""
+    src = '''
+import torch, acrobat as ab
+
+@ab.function
+def scaled(h, *, by=2.0):
+    return h * by
+
+@ab.program
+def positional_keyword(toks, p):
+    return scaled(p.emb[toks[0]], 3.0)
+'''
+    ns = _module(src)
+    with pytest.raises(ab.CompileError, match=r"positional_keyword_mod\.py:10.*takes 1 positional.*`by` by keyword"):
+        ns["positional_keyword"].run([[1, 2]], mp.MP(), options=OPTIONS["strict"])

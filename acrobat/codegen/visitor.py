@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Mapping, TypeVar
 
-from acrobat.analysis.kinds import (HOST, DictK, HostK, HostOrK, Kind, ListK, MapK, NoneK, OptionalK, SharedK, Spec, SpecKey,
-                                    TensorK, TupleK, has_tensor)
+from acrobat.analysis.kinds import (HOST, DictK, HostK, HostOrK, Kind, ListK, MapK, NoneK, OptionalK, SharedK, Spec,
+                                    SpecKey, TensorK, TupleK, has_tensor)
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.rules import LIST_PUTS, VALUE_BUILTINS
 from acrobat.analysis.shared import SharedSlots
