@@ -130,13 +130,14 @@ def collect(node, p, out, depth):
 def filled_by_callee(root, p):
     out = {}
     h = collect(root, p, out, 0)
-    keys = []
+    depths = []
     acc = h
     for k, v in out.items():
-        keys.append(k)
+        if not isinstance(k, str):  # a (depth, word) key
+            depths.append(k[0])
         acc = acc + v * 0.1
     first = out.pop((0, root.w))
-    return acc + first, keys, out
+    return acc + first, depths, out
 
 
 # --- vocabularies and counts built per instance -------------------------------------------------------------------
