@@ -224,3 +224,16 @@ def memo_sum(node, p, memo):
 def dag_memo_children(root, p):
     memo = {}
     return memo_sum(root, p, memo) * 1.0, len(memo)
+
+
+@ab.function
+def shifted(e, p):
+    return Encoded(states=[s @ p.U for s in e.states], last=e.last * 2.0, n=e.n + 1)
+
+
+@ab.program
+def namedtuple_fields_read(toks, p):
+    e = Encoded([p.emb[t] for t in toks], p.h0, len(toks))
+    f = shifted(e, p)
+    g = Encoded(p.h0, [p.v])
+    return f.last + torch.stack(f.states).sum(0) + g.states, f.n, g

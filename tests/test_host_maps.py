@@ -44,6 +44,7 @@ PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
     "dag_memo_count": _dag, "dag_memo_children": _dag, "dag_memo_get": _dag, "dag_tuple_values": _dag, "filled_by_callee": _dag,
     "vocab_per_instance": _toks, "counts_per_key": _toks, "keyword_only_calls": _toks,
     "namedtuple_lists": lambda rng: [rng.randrange(mp.VOCAB) for _ in range(rng.randint(1, 5))],
+    "namedtuple_fields_read": lambda rng: [rng.randrange(mp.VOCAB) for _ in range(rng.randint(1, 5))],
 }
 
 

@@ -122,9 +122,11 @@ class ListK(Kind):
 
 @dataclass(frozen=True)
 class TupleK(Kind):
-    """A Python tuple with per-position kinds."""
+    """A Python tuple with per-position kinds; ``fields``: the field names of a namedtuple the model builds
+    (``Pair(a=h, b=hs)``: ``rules._namedtuple``), read back as ``pair.a`` (not part of the kind's identity)."""
 
     items: tuple[Kind, ...]
+    fields: tuple[str, ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return "(" + ", ".join(map(str, self.items)) + ")"
@@ -361,7 +363,7 @@ def join(a: Kind, b: Kind) -> Kind:
         shared, tup = (a, b) if isinstance(a, SharedK) else (b, a)  # a shared op's tuple (`torch.chunk(p.W, 2)`)
         return TupleK(tuple(join(shared, i) for i in tup.items))  # type: ignore[union-attr]
     if isinstance(a, TupleK) and isinstance(b, TupleK) and len(a.items) == len(b.items):
-        return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+        return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)), a.fields or b.fields)
     if isinstance(a, DictK) and isinstance(b, DictK) and a.keys == b.keys:
         return DictK(a.keys, tuple(join(x, y) for x, y in zip(a.items, b.items)))
     raise KindConflict(f"{a} vs {b}")
@@ -1219,8 +1221,13 @@ class _Analyzer:
                 return _stored(k, var) if var is not None else k
             case ir.Attr(obj=o, attr=a):
                 k = self.expr(o)
+                if isinstance(k, TupleK) and a in k.fields:  # a field of a namedtuple the model built
+                    return k.items[k.fields.index(a)]
                 if isinstance(k, TupleK) and len(k.items) == 2 and a in ("values", "indices"):
                     return k.items[a == "indices"]  # torch.return_types of max/min (a segment result)
+                if isinstance(k, TupleK) and not all(is_host(i) for i in k.items):
+                    raise self.error(e, f"attribute `.{a}` of a tuple whose fields acrobat does not know here (a "
+                                        "namedtuple passed through a call or a list): index it (`t[0]`) or unpack it")
                 if self.run_list is not None and isinstance(k, SharedK) and \
                         k.ref == ("arg", self.run_list.arg) and a == self.run_list.attr:
                     raise self.run_list_read(e, o)
@@ -2205,7 +2212,7 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
     if isinstance(k, MapK):
         return MapK(_key_kind(k.value, tensor_somewhere))
     if isinstance(k, TupleK):
-        return TupleK(tuple(_key_kind(i, tensor_somewhere) for i in k.items))
+        return TupleK(tuple(_key_kind(i, tensor_somewhere) for i in k.items), k.fields)
     if isinstance(k, DictK):
         return DictK(k.keys, tuple(_key_kind(i, tensor_somewhere) for i in k.items))
     if isinstance(k, OptionalK):
@@ -2309,7 +2316,7 @@ def _stored(k: Kind, var: Kind) -> Kind:
         case _, OptionalK(inner=vinner):
             return _stored(k, vinner)
         case TupleK(items=items), TupleK(items=vitems) if len(items) == len(vitems):
-            return TupleK(tuple(_stored(i, v) for i, v in zip(items, vitems)))
+            return TupleK(tuple(_stored(i, v) for i, v in zip(items, vitems)), k.fields or var.fields)
         case DictK(keys=keys, items=items), DictK(keys=vkeys, items=vitems) if keys == vkeys:
             return DictK(keys, tuple(_stored(i, v) for i, v in zip(items, vitems)))
     return k
@@ -2326,8 +2333,8 @@ def _lifted(k: Kind) -> Kind:
             return ListK(_lifted(elem))
         case MapK(value=value):
             return MapK(_lifted(value))
-        case TupleK(items=items):
-            return TupleK(tuple(_lifted(i) for i in items))
+        case TupleK(items=items, fields=names):
+            return TupleK(tuple(_lifted(i) for i in items), names)
         case DictK(keys=keys, items=items):
             return DictK(keys, tuple(_lifted(i) for i in items))
         case OptionalK(inner=inner):

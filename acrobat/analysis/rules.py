@@ -283,7 +283,7 @@ def _namedtuple(a: _Analyzer, s: Site) -> Kind | None:
     missing = [f for f in fields if f not in bound and f not in cls._field_defaults]
     if missing:
         raise a.error(s.e, f"`{cls.__name__}` is missing the field(s) {missing}")
-    made = TupleK(tuple(bound.get(f, HOST) for f in fields))  # a default: host data (the class's constant)
+    made = TupleK(tuple(bound.get(f, HOST) for f in fields), fields)  # a default: host data (the class's constant)
     if _nesting(made) > MAX_NESTING:
         raise a.error(s.e, f"`{cls.__name__}` is given values that hold `{cls.__name__}`s themselves, to a depth "
                            "that grows with the recursion (a tree of namedtuples): the static tier takes "

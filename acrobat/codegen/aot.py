@@ -43,7 +43,8 @@ def coerce_source(code: str, c: Coercion | None) -> str:
             items = ", ".join(f"{k!r}: {coerce_source(f'_v[{k!r}]', p)}" for k, p in zip(keys, parts))
             return f"(lambda _v: {{{items}}})({code})"
         case Fields(keys=keys, parts=parts):
-            return f"(lambda _v: ({''.join(coerce_source(f'_v[{k}]', p) + ', ' for k, p in zip(keys, parts))}))({code})"
+            items = "".join(coerce_source(f"_v[{k}]", p) + ", " for k, p in zip(keys, parts))
+            return f"(lambda _v: _rt.retuple(_v, ({items})))({code})"  # a namedtuple keeps its class
         case Each(inner=inner):
             return f"[{coerce_source('_x', inner)} for _x in {code}]"
         case Positions(parts=parts):

@@ -192,6 +192,11 @@ class Runtime:
     snapshot = staticmethod(snapshot)  # a host argument as it is now (``acrobat.runtime.dfg.snapshot``)
     host_result = HostResult  # host data returned where the result may also be a tensor (``HostOrLayout``)
 
+    @staticmethod
+    def retuple(like: tuple, items: Sequence[Any]) -> tuple:
+        """``tuple_like``: a tuple the skeleton rebuilds (its items coerced) keeps a namedtuple's class."""
+        return tuple_like(like, items)
+
     def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
         v = self.lifted.get(id(t))
@@ -594,7 +599,7 @@ class Runtime:
         if flat == 0:  # one tensor per instance
             return copied(results)
         if flat is not None:  # a tuple of tensors per instance: a column per position (usually one pool each)
-            return [_tuple_like(r, row) for r, row in zip(results, zip(*[copied(col) for col in zip(*results)]))]
+            return [tuple_like(r, row) for r, row in zip(results, zip(*[copied(col) for col in zip(*results)]))]
         handles: list[Handle] = []
         for r in results:
             _collect(r, layout, handles)
@@ -770,7 +775,7 @@ def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
         case DictLayout(keys=keys, items=items):
             return {key: _rebuild(x[key], k, tensors) for key, k in zip(keys, items)}
         case TupleLayout(items=items):
-            return _tuple_like(x, [_rebuild(i, k, tensors) for i, k in zip(x, items)])
+            return tuple_like(x, [_rebuild(i, k, tensors) for i, k in zip(x, items)])
         case MapLayout(value=value):  # in the instance's own key order
             return {key: _rebuild(v, value, tensors) for key, v in x.items()}
         case ListLayout(elem=elem):  # a tuple where the program holds one (`cs, hs = zip(*pairs)`), as Python
@@ -779,9 +784,9 @@ def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
     return x
 
 
-def _tuple_like(x: tuple, items: Sequence[Any]) -> tuple:
+def tuple_like(x: tuple, items: Sequence[Any]) -> tuple:
     """``items`` as a tuple of ``x``'s type: a namedtuple (``Pair(a=..., b=...)``) keeps its class, as plain Python
-    returns it."""
+    has it (a result, or a tuple whose items the skeleton coerces: ``codegen.visitor.Fields``)."""
     return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
 
 
