@@ -3,9 +3,10 @@
 callee, keys of several host types, ``.items()`` after the recursion, ``(c, h)`` values), keyword-only
 parameters and calls by keywords, namedtuples with list fields.
 
-Each program runs batched under ``Options(strict=True)`` and the default options, in the static tier (``stats.dynamic
-is None``, not plain calls), on both backends, at batch sizes 1, 3 and 17, and is compared with plain per-instance calls:
-values (``assert_close``), dtypes, Python types (a namedtuple keeps its class, a dict its keys in their order).
+Each program runs batched under ``Options(strict=True)`` and the default options, in the static tier
+(``stats.dynamic is None``, not plain calls), on both backends, at batch sizes 1, 3 and 17, and is compared with plain
+per-instance calls: values (``assert_close``), dtypes, Python types (a namedtuple keeps its class, a dict its keys in
+their order).
 Gradients of the float outputs are compared with plain autograd on the eager backend in float64.
 """
 
@@ -41,7 +42,8 @@ def _toks(rng: random.Random) -> list[int]:
 
 #: program name -> a factory of one instance.
 PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
-    "dag_memo_count": _dag, "dag_memo_children": _dag, "dag_memo_get": _dag, "dag_tuple_values": _dag, "filled_by_callee": _dag,
+    "dag_memo_count": _dag, "dag_memo_children": _dag, "dag_memo_get": _dag, "dag_tuple_values": _dag,
+    "filled_by_callee": _dag,
     "vocab_per_instance": _toks, "counts_per_key": _toks, "keyword_only_calls": _toks,
     "namedtuple_lists": lambda rng: [rng.randrange(mp.VOCAB) for _ in range(rng.randint(1, 5))],
     "namedtuple_fields_read": lambda rng: [rng.randrange(mp.VOCAB) for _ in range(rng.randint(1, 5))],

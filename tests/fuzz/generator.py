@@ -1160,7 +1160,8 @@ class Gen:
         else:
             kids = "[node.left, node.right] if not node.is_leaf else []" if self.kind == "tree" else "node.children"
             self.helpers.append("\n".join([
-                "@ab.function", "def memo_rec(node, p, memo):", "    if id(node) in memo:", "        return memo[id(node)]",
+                "@ab.function", "def memo_rec(node, p, memo):", "    if id(node) in memo:",
+                "        return memo[id(node)]",
                 "    m = torch.tanh(p.emb[node.word % 7] @ p.W)", f"    for c in {kids}:",
                 "        m = m + memo_rec(c, p, memo) * 0.5", "    memo[id(node)] = m", "    return m"]))
             lines = ["hm_memo = {}", "h = h + memo_rec(inst, p, hm_memo) * 0.5", "for hm_k, hm_v in hm_memo.items():",
