@@ -3,7 +3,6 @@
 ``Params``. The offending lines carry ``# M:<key>``."""
 
 # ruff: noqa
-import collections
 import math
 
 import torch
@@ -11,7 +10,12 @@ import torch
 import acrobat as ab
 from tests.dynamic_progs import Params  # emb (10, 4), W (4, 4), b (4,)
 
-Pair = collections.namedtuple("Pair", "first last")
+
+class Pair:
+    """A plain class (a namedtuple is a tuple the static tier builds; this constructor is host Python)."""
+
+    def __init__(self, first, last):
+        self.first, self.last = first, last
 
 
 @ab.function

@@ -85,13 +85,14 @@ def seq_with_raises(tokens, p):
 
 @ab.program
 def tree_dict_loop(node, p):
-    """A dict filled by item assignment in a loop: the item store writes a dict made outside it (no region), so
-    the loop that makes the dict is the region; the tree encoder before it stays static."""
+    """A record dict filled field by field in a loop (constant keys: the static tier takes records as one display):
+    the item store writes a dict made outside it (no region), so the loop that makes the dict is the region; the
+    tree encoder before it stays static."""
     h = encode(node, p)
     for k in range(3):
         parts = {}
-        parts[k % 2] = torch.tanh(h @ p.U)
-        h = parts[k % 2] + 0.1 * h
+        parts["g"] = torch.tanh(h @ p.U) * (k % 2 + 1)
+        h = parts["g"] + 0.1 * h
     return h
 
 

@@ -67,7 +67,7 @@ STRICT_REJECTS = {
     "region_mutates_list": "`Try` statement", "region_item_read": "`Yield` expression",
     "region_no_grad": "`isinstance()`", "region_in_recursion": "dict method `.__setitem__()`",
     "region_tensor_list": "`Try` statement", "region_star_args": "`Lambda` expression",
-    "region_keyword_only": "keyword-only parameters", "region_bumps_argument": "`+=` updates a tensor in place",
+    "region_keyword_only": "`Lambda` expression", "region_bumps_argument": "`+=` updates a tensor in place",
     "region_bumps_view": "`*=` updates a tensor in place", "region_grows_list": "dict method `.__setitem__()`",
     "runlist_method_count": "`n` holds host data in one place and a tensor in another",
     "runlist_two_modules": "`.outputs = ...` changes a model parameter",

@@ -71,9 +71,6 @@ PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
 
 #: What the static tier rejects at compile time (strict raises it; the default runs a region or the dynamic tier).
 STRICT_REJECTS = {
-    "dag_memo": "index a dict with one of its constant keys",
-    "default_and_keyword_args": "plain positional parameters only",
-    "namedtuple_instance": "whose constructor runs as plain host Python",
 }
 #: What strict refuses where the run records autograd (a CompileError at run time; the dynamic tier runs it).
 STRICT_GRAD_REJECTS = {"no_grad_and_detach": "turns autograd off in its code"}

@@ -118,6 +118,10 @@ INPUTS: dict[str, list[tuple[Callable[[], Any], Callable[[int], list]]]] = {
     "user_progs": [(Small, _tokens), (Small, _token)],
     "nn_progs": [(Small, _tokens)],
     "padded_progs": [(lambda: importlib.import_module("tests.padded_progs").Params(), _tokens)],
+    "host_map_progs": [(lambda: importlib.import_module("tests.host_map_progs").MP(),
+                        lambda n: importlib.import_module("tests.test_host_maps")._batch("dag_memo_count", n)),
+                       (lambda: importlib.import_module("tests.host_map_progs").MP(),
+                        lambda n: importlib.import_module("tests.test_host_maps")._batch("counts_per_key", n))],
 }
 
 

@@ -30,8 +30,8 @@ OPTIONS = {"default": None, "strict": ab.Options(strict=True), "dynamic": ab.Opt
 #: dynamic tier).
 STRICT_REJECTS = {
     "char_cnn": "a stacked list",  # torch.arange(len(ids)) is a stacked list (sized.py); `.masked_fill` is not rowwise
-    "cky_parse": "dict method `.__setitem__()` is not supported",  # chart[(i, j)] = ...
-    "decode_tree": "`DecodedNode` is a class",  # a namedtuple built from tensors
+    "cky_parse": "this value may be None here",  # chart[(i, j)] = ... + best, where the loop may leave best None
+    "decode_tree": "that hold `DecodedNode`s themselves",  # a tree of namedtuples, as deep as the recursion
     "memn2n": "augmented assignment works on plain names only",  # model.calls += 1
     "ngram_bag": "`Prediction` is a class",  # a dataclass built from tensors
     "pair_energy": "a stacked list",  # torch.arange(n) of the host int n is a stacked list; `idx.unsqueeze(0) > ...`

@@ -27,8 +27,8 @@ from acrobat.analysis.recurrent import module_ref
 from acrobat.analysis.fusion import fused_matmul, matmul_groups
 from acrobat.analysis.host_tensors import FROM_HOST, range_checked
 from acrobat.analysis.inplace import inplace_result
-from acrobat.analysis.kinds import (HOST, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, contains, has_shared,
-                                    has_tensor, sdepth_of)
+from acrobat.analysis.kinds import (HOST, MUTABLE, RAGGED, ListK, RaggedK, SharedK, Spec, TensorK, TupleK, contains,
+                                    has_shared, has_tensor, sdepth_of)
 from acrobat.analysis.ragged import (SEGMENT_OPS, row_count, row_matmul, row_operands, row_scale, row_squeeze,
                                      segment_reference)
 from acrobat.analysis.shape_vars import shape_definitions, size_operands
@@ -104,7 +104,7 @@ class _Lowerer:
             visit(r)
         if len(calls) < 2 or not all(self.independent(c) and not any(
                 isinstance(x, ir.Call) and x.kind is ir.CallKind.PROGRAM for a in c.args for x in ir.walk(a)) and not any(
-                contains(self.kind(a), ListK) or isinstance(self.kind(a), RaggedK) for a in c.args) for c in calls):
+                contains(self.kind(a), MUTABLE) or isinstance(self.kind(a), RaggedK) for a in c.args) for c in calls):
             return
         fork = ir.Concurrent(calls[0].loc, calls)
         self.spec.kinds[fork.nid] = TupleK(tuple(self.kind(c) for c in calls))

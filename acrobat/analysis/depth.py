@@ -6,16 +6,18 @@ independent calls (``acrobat.concurrent``) and the iterations of a *map*
 loop all start from the same ``_d`` and join with ``max``, so the
 instance parallelism they hold lands at equal depths. A ``for`` loop is a
 map when no tensor value flows from one iteration to the next (no
-loop-carried tensor variable and no list of tensors both read and grown in
-the body); that is decided here, statically. Hoisted blocks run at their
+loop-carried tensor variable, no list of tensors both read and grown in
+the body, and no dict keyed by host data read or filled there, also by a
+callee it is passed to: a memo table hit in one iteration holds a value another
+computed); that is decided here, statically. Hoisted blocks run at their
 static depths ``0..S``; the counter starts at ``S + 1``.
 """
 
 from __future__ import annotations
 
-from acrobat.analysis.kinds import Spec, has_tensor
+from acrobat.analysis.kinds import MapK, Spec, contains, has_tensor
 from acrobat.analysis.lowered import BlockCall, ProgramCall
-from acrobat.analysis.rules import LIST_METHODS
+from acrobat.analysis.rules import LIST_METHODS, MAP_METHODS
 from acrobat.frontend import ir
 
 
@@ -39,20 +41,27 @@ def stmt_reads(s: ir.Stmt) -> set[str]:
     return names
 
 
-def stmt_writes(s: ir.Stmt) -> set[str]:
-    """Names a statement assigns or mutates (nested bodies included)."""
+def stmt_writes(s: ir.Stmt, maps: frozenset[str] = frozenset()) -> set[str]:
+    """Names a statement assigns or mutates (nested bodies included); ``maps``: variables holding dicts keyed by
+    host data (``maps_of``), which a program call they are passed to may fill."""
     names = ir.assigned_names(s)
     for t in ir.walk_stmts([s]):
         if isinstance(t, BlockCall):
             names |= set(t.block.outputs)
         if isinstance(t, ProgramCall):
             names |= set(t.target.names())
+            names |= {a.id for _, args in t.calls for a in args if isinstance(a, ir.Name) and a.id in maps}
         for e in ir.stmt_exprs(t):
             for sub in ir.walk(e):
-                if isinstance(sub, ir.Call) and sub.kind is ir.CallKind.METHOD and sub.target in LIST_METHODS \
-                        and isinstance(sub.receiver, ir.Name):
+                if isinstance(sub, ir.Call) and sub.kind is ir.CallKind.METHOD and \
+                        sub.target in LIST_METHODS | MAP_METHODS and isinstance(sub.receiver, ir.Name):
                     names.add(sub.receiver.id)
     return names
+
+
+def maps_of(spec: Spec) -> frozenset[str]:
+    """The variables of ``spec`` holding dicts keyed by host data (``kinds.MapK``)."""
+    return frozenset(n for n, k in spec.var.items() if contains(k, MapK))
 
 
 def _is_append(e: ir.Expr) -> bool:
@@ -65,9 +74,11 @@ def contains_work(s: ir.Stmt) -> bool:
     return any(isinstance(t, (BlockCall, ProgramCall)) for t in ir.walk_stmts([s]))
 
 
-def loop_carried(body: list[ir.Stmt], aliases: dict[str, set[str]] | None = None) -> set[str]:
+def loop_carried(body: list[ir.Stmt], aliases: dict[str, set[str]] | None = None,
+                 maps: frozenset[str] = frozenset()) -> set[str]:
     """Names whose value may flow from one iteration of ``body`` to the next. ``aliases``: for a list
-    variable, the variables that may hold the same list (``ys = xs; ys.append(h)`` changes ``xs`` too)."""
+    variable, the variables that may hold the same list (``ys = xs; ys.append(h)`` changes ``xs`` too);
+    ``maps``: as ``stmt_writes`` takes them."""
     defined: set[str] = set()
     exposed: set[str] = set()
     for s in body:
@@ -76,7 +87,7 @@ def loop_carried(body: list[ir.Stmt], aliases: dict[str, set[str]] | None = None
             defined |= stmt_writes(s)
     written: set[str] = set()
     for s in body:
-        written |= stmt_writes(s)
+        written |= stmt_writes(s, maps)
     for n in list(written):
         written |= (aliases or {}).get(n, set())
     return exposed & written
@@ -115,7 +126,7 @@ def parallel_loops(spec: Spec, body: list[ir.Stmt]) -> set[int]:
     aliases = list_aliases(spec)
     for s in ir.walk_stmts(body):
         if isinstance(s, ir.For) and contains_work(s) and not leaves_early(s.body):
-            carried = loop_carried(s.body, aliases)
+            carried = loop_carried(s.body, aliases, maps_of(spec))
             if not any(has_tensor(spec.var.get(n)) for n in carried if n in spec.var):
                 out.add(s.nid)
     return out

@@ -12,6 +12,8 @@ Every expression of a program function gets a *kind*:
   batched blocks once, unbatched (parameter reuse, §5.1);
 - ``ListK``/``TupleK``/``DictK``: containers of the above (``DictK``: a dict
   literal with constant string keys);
+- ``MapK``: a dict keyed by per-instance host data (a memo table ``cache = {}``
+  filled by ``cache[id(node)] = h``): a Python dict of handles in the skeleton;
 - ``NoneK``: ``None``; joined with a tensor (``h = None`` ... ``h = cell(h)``)
   it makes an ``OptionalK``, which host code tests with ``is None`` (the
   handle/None test runs in the skeleton) and which ``if h is None`` narrows.
@@ -39,6 +41,7 @@ fixpoint rather than run as a separate pass.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import inspect
 import re
@@ -120,9 +123,11 @@ class ListK(Kind):
 
 @dataclass(frozen=True)
 class TupleK(Kind):
-    """A Python tuple with per-position kinds."""
+    """A Python tuple with per-position kinds; ``fields``: the field names of a namedtuple the model builds
+    (``Pair(a=h, b=hs)``: ``rules._namedtuple``), read back as ``pair.a`` (not part of the kind's identity)."""
 
     items: tuple[Kind, ...]
+    fields: tuple[str, ...] = field(default=(), compare=False)
 
     def __str__(self) -> str:
         return "(" + ", ".join(map(str, self.items)) + ")"
@@ -207,6 +212,20 @@ class DictK(Kind):
 
 
 @dataclass(frozen=True)
+class MapK(Kind):
+    """A dict keyed by per-instance host data (ints, strings, ``id(node)``, tuples of those) whose values have kind
+    ``value``: made empty (``cache = {}``, ``dict()``) and filled by ``d[k] = v``/``d.setdefault(k, v)``, a memo
+    table or a vocabulary built per instance. Host code runs per instance (§4.1), so the skeleton holds it as a
+    Python dict of the values' handles, changed in place like a list (``ListFlow``: followed through variables,
+    call arguments and parameters); its keys are host data, never tensors."""
+
+    value: Kind
+
+    def __str__(self) -> str:
+        return f"dict[host, {self.value}]"
+
+
+@dataclass(frozen=True)
 class ChoiceK(Kind):
     """One module of the shared container ``ref`` (``nn.ModuleList``, ``nn.ModuleDict``) chosen by a per-instance
     host value, ``p.experts[k]``: only called (``rules._module_choice``), as one static call per key in ``keys``."""
@@ -217,6 +236,9 @@ class ChoiceK(Kind):
     def __str__(self) -> str:
         return f"module of {describe_ref(self.ref)} chosen per instance"
 
+
+#: The containers host code changes in place, followed by ``ListFlow``.
+MUTABLE = (ListK, MapK)
 
 BOTTOM = BottomK()
 NONE = NoneK()
@@ -251,6 +273,8 @@ def contains(k: Kind, cls: type | tuple[type, ...]) -> bool:
         return True
     if isinstance(k, ListK):
         return contains(k.elem, cls)
+    if isinstance(k, MapK):
+        return contains(k.value, cls)
     if isinstance(k, (TupleK, DictK)):
         return any(contains(i, cls) for i in k.items)
     if isinstance(k, (OptionalK, HostOrK)):
@@ -285,6 +309,8 @@ def _host_only(k: Kind) -> bool:
 def _items(k: Kind) -> tuple[Kind, ...]:
     if isinstance(k, ListK):
         return (k.elem,)
+    if isinstance(k, MapK):
+        return (k.value,)
     if isinstance(k, (TupleK, DictK)):
         return k.items
     if isinstance(k, (OptionalK, HostOrK)):
@@ -300,6 +326,8 @@ def sdepth_of(k: Kind) -> int | None:
         return None
     if isinstance(k, ListK):
         return sdepth_of(k.elem)
+    if isinstance(k, MapK):
+        return sdepth_of(k.value)
     if isinstance(k, (TupleK, DictK)):
         depths = [sdepth_of(i) for i in k.items]
         return None if None in depths else max(depths, default=LIFTED_DEPTH)
@@ -339,11 +367,13 @@ def join(a: Kind, b: Kind) -> Kind:
         return DYNAMIC if da is None or db is None else TensorK(max(da, db))
     if isinstance(a, ListK) and isinstance(b, ListK):
         return ListK(join(a.elem, b.elem))
+    if isinstance(a, MapK) and isinstance(b, MapK):
+        return MapK(join(a.value, b.value))
     if isinstance(a, SharedK) and isinstance(b, TupleK) or isinstance(b, SharedK) and isinstance(a, TupleK):
         shared, tup = (a, b) if isinstance(a, SharedK) else (b, a)  # a shared op's tuple (`torch.chunk(p.W, 2)`)
         return TupleK(tuple(join(shared, i) for i in tup.items))  # type: ignore[union-attr]
     if isinstance(a, TupleK) and isinstance(b, TupleK) and len(a.items) == len(b.items):
-        return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)))
+        return TupleK(tuple(join(x, y) for x, y in zip(a.items, b.items)), a.fields or b.fields)
     if isinstance(a, DictK) and isinstance(b, DictK) and a.keys == b.keys:
         return DictK(a.keys, tuple(join(x, y) for x, y in zip(a.items, b.items)))
     raise KindConflict(f"{a} vs {b}")
@@ -636,6 +666,7 @@ class _Analyzer:
         self.loop_exits: list[list[dict[str, Kind]]] = []  # per enclosing loop: environments at break/continue
         self.called: set[int] = set()  # nids of subscripts that are called (`p.experts[k](x)`: ``module_choice``)
         self.instance: tuple[SpecKey, str] | None = None  # the entry's specialization and its instance parameter
+        self.record_ids: dict[str, tuple[ir.Function, frozenset[int]]] = {}  # ``records``, by function name
 
     # -- helpers -------------------------------------------------------
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> CompileError:
@@ -677,8 +708,8 @@ class _Analyzer:
 
     def set_var(self, node: ir.Stmt | ir.Expr, name: str, k: Kind) -> None:
         old = self.spec.var.get(name, BOTTOM)
-        if isinstance(k, ListK):  # a list is the instance's own object: shared values in it are lifted
-            k = ListK(_lifted(k.elem))
+        if isinstance(k, (ListK, MapK)):  # a list is the instance's own object: shared values in it are lifted
+            k = _lifted(k)
         try:
             new = join(old, k)
         except KindConflict:
@@ -848,9 +879,11 @@ class _Analyzer:
                 self.shared_loop(s)
                 elem = self.iter_elem(it)
                 src = _path_of(it) if it.nid not in self.spec.rows else None
+                if isinstance(self.spec.kinds.get(it.nid), MapK):  # its keys: host data
+                    src = None
                 if tg.name is not None and src is not None:
                     self.spec.lists.edges.add(((tg.name, 0), (src[0], src[1] + 1)))  # the loop variable is an element
-                elif contains(elem, ListK):
+                elif contains(elem, MUTABLE):
                     self.untracked(s, tg)
                 self.loop(self.env, lambda: (self.bind(s, tg, elem), self.body(b, False)))
             case ir.Pass() if s.nid in self.unrolls:
@@ -863,8 +896,8 @@ class _Analyzer:
 
     # -- lists: one object under many names (see ListFlow) ---------------
     def flow_target(self, node: ir.Stmt, t: ir.Target, v: ir.Expr, k: Kind) -> None:
-        """Record where the lists in ``v`` (of kind ``k``) go when assigned to ``t``."""
-        if not contains(k, ListK):
+        """Record where the lists (and maps) in ``v`` (of kind ``k``) go when assigned to ``t``."""
+        if not contains(k, MUTABLE):
             return
         if t.name is not None:
             self.flow(node, (t.name, 0), v)
@@ -886,8 +919,10 @@ class _Analyzer:
                 self.flow_elems(node, dst, r)
             case ir.ListExpr(items=items):  # a new list: its items are elements
                 for x in items:
-                    if contains(self.spec.kinds.get(x.nid, BOTTOM), ListK):
+                    if contains(self.spec.kinds.get(x.nid, BOTTOM), MUTABLE):
                         self.flow(node, (dst[0], dst[1] + 1), x)
+            case ir.DictExpr(keys=[]) | ir.Call(kind=ir.CallKind.HOST, target=builtins.dict, args=[]):
+                pass  # a new, empty map
             case ir.BinOp(op="+", left=a, right=b):  # a new list of both sides' elements
                 self.flow_elems(node, dst, a)
                 self.flow_elems(node, dst, b)
@@ -927,15 +962,18 @@ class _Analyzer:
         """
         path = _path_of(receiver)
         if path is None:
-            raise self.error(e, "a list changed in place must be held in a variable (or be an element of a "
-                                "list held in one): assign it to a variable first")
+            raise self.error(e, "a list (or dict) changed in place must be held in a variable (or be an element "
+                                "of a list held in one): assign it to a variable first")
         if not is_comprehension_list(path[0]):  # a comprehension's list: built before any other name holds it
             self.spec.lists.mutated.setdefault(path[0], e)
         if elem is not None:
             name, steps = path
             old = self.spec.var.get(name, BOTTOM)
             inner = _kind_at(old, steps)
-            grown = ListK(self.join_at(e, inner.elem if isinstance(inner, ListK) else BOTTOM, elem))
+            if isinstance(inner, MapK):
+                grown: Kind = MapK(self.join_at(e, inner.value, elem))
+            else:
+                grown = ListK(self.join_at(e, inner.elem if isinstance(inner, ListK) else BOTTOM, elem))
             self.set_var(e, name, _put_at(old, steps, grown))
             self.env[name] = self.spec.var[name]
         return path
@@ -944,7 +982,7 @@ class _Analyzer:
         """Make variables that may hold one list agree on its kind (the analysis of ``self.spec``)."""
         for a, b in self.spec.lists.edges:
             ka, kb = _kind_at(self.spec.var.get(a[0], BOTTOM), a[1]), _kind_at(self.spec.var.get(b[0], BOTTOM), b[1])
-            if not (isinstance(ka, ListK) or isinstance(kb, ListK)) or ka == kb:
+            if not (isinstance(ka, MUTABLE) or isinstance(kb, MUTABLE)) or ka == kb:
                 continue
             try:
                 k = join(ka, kb)
@@ -956,22 +994,23 @@ class _Analyzer:
                 self.set_var(self.spec.fn, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k))
 
     def link_list_args(self, e: ir.Call, callee: Spec, arg_kinds: tuple[Kind, ...]) -> None:
-        """A list argument and the callee's parameter are one list: what the callee puts in, the caller sees."""
+        """A list (or map) argument and the callee's parameter are one object: what the callee puts in, the
+        caller sees."""
         for i, (a, k) in enumerate(zip(e.args, arg_kinds)):
-            if not contains(k, ListK):
+            if not contains(k, MUTABLE):
                 continue
             path = _path_of(a)
             self.spec.lists.links[(e.nid, i)] = path if path is not None else (None if _fresh(a) else ("?", 0))
             inner = callee.var.get(callee.fn.params[i])
-            if path is None or not isinstance(inner, ListK):
+            if path is None or not isinstance(inner, MUTABLE):
                 continue
             name, steps = path
             cur = _kind_at(self.spec.var.get(name, BOTTOM), steps)
             try:
                 k2 = join(cur, inner)
             except KindConflict:
-                raise self.error(e, f"`{e.target.__name__}` puts {inner.elem} into this list, which holds {cur}: keep "
-                                    "host data and tensors in separate lists") from None
+                raise self.error(e, f"`{e.target.__name__}` puts {_items(inner)[0]} into this {_container(inner)}, "
+                                    f"which holds {cur}: keep host data and tensors in separate containers") from None
             if k2 != cur:
                 self.set_var(e, name, _put_at(self.spec.var.get(name, BOTTOM), steps, k2))
                 self.env[name] = self.spec.var[name]
@@ -987,7 +1026,7 @@ class _Analyzer:
         """
         value = e.args[2]
         self.no_ragged(value, k, "stored on an object")
-        if contains(k, ListK) and not _host_lists(k):
+        if contains(k, MUTABLE) and not _host_lists(k):
             raise self.error(value, f"a list that holds tensors (or is still empty) stored as `.{attr}` could change "
                                     "after the store, which acrobat does not follow: store a tuple "
                                     "(`node.hs = (h1, h2)`) or keep the list in a variable")
@@ -1040,7 +1079,7 @@ class _Analyzer:
         k = self.truth(t)
         if isinstance(k, TensorK):
             self.spec.reads.add(t.nid)  # tensor-dependent control flow: the test waits for its value (§4.2)
-        elif isinstance(k, (ListK, TupleK, DictK)):
+        elif isinstance(k, (ListK, TupleK, DictK, MapK)):
             return  # `if buf:` on a list of tensors: its length, host data (a tuple or dict is never empty here)
         elif has_tensor(k):
             raise self.error(t, f"this `{what}` condition is a container of tensors: test one tensor, "
@@ -1100,6 +1139,8 @@ class _Analyzer:
         k = self.expr(it)
         if isinstance(k, ListK):
             return k.elem
+        if isinstance(k, MapK):  # `for key in cache`: its keys, host data
+            return HOST
         if isinstance(k, RaggedK):
             return k.rows
         if isinstance(k, TupleK):  # `for r in rest` of a function taking `*rest`: any of its items
@@ -1132,6 +1173,12 @@ class _Analyzer:
             self.spec.rows[x.nid] = x
             self.changed = True
         return BOTTOM
+
+    def records(self, fn: ir.Function) -> frozenset[int]:
+        """``_records(fn)``, found once per function."""
+        if fn.name not in self.record_ids or self.record_ids[fn.name][0] is not fn:
+            self.record_ids[fn.name] = (fn, _records(fn))
+        return self.record_ids[fn.name][1]
 
     def instance_name(self) -> str | None:
         """The name of the instance parameter where the specialization analysed is the entry's, else None."""
@@ -1299,8 +1346,13 @@ class _Analyzer:
                 return _stored(k, var) if var is not None else k
             case ir.Attr(obj=o, attr=a):
                 k = self.expr(o)
+                if isinstance(k, TupleK) and a in k.fields:  # a field of a namedtuple the model built
+                    return k.items[k.fields.index(a)]
                 if isinstance(k, TupleK) and len(k.items) == 2 and a in ("values", "indices"):
                     return k.items[a == "indices"]  # torch.return_types of max/min (a segment result)
+                if isinstance(k, TupleK) and not all(is_host(i) for i in k.items):
+                    raise self.error(e, f"attribute `.{a}` of a tuple whose fields acrobat does not know here (a "
+                                        "namedtuple passed through a call or a list): index it (`t[0]`) or unpack it")
                 if self.run_list is not None and isinstance(k, SharedK) and \
                         k.ref == ("arg", self.run_list.arg) and a == self.run_list.attr:
                     raise self.run_list_read(e, o)
@@ -1338,6 +1390,8 @@ class _Analyzer:
                 return HOST
             case ir.TupleExpr(items=items):
                 return TupleK(tuple(self.expr(x) for x in items))
+            case ir.DictExpr(keys=[]) if e.nid not in self.records(self.spec.fn):
+                return MapK(BOTTOM)  # `cache = {}`: filled with per-instance host keys
             case ir.DictExpr(keys=keys, values=vs):
                 return DictK(tuple(keys), tuple(self.expr(x) for x in vs))
             case ir.ListExpr(items=items):
@@ -1383,6 +1437,9 @@ class _Analyzer:
                     return BOTTOM  # an operand is not known yet (a call analysed later): the fixpoint comes back
                 if e.ops in (["is"], ["is not"]) and any(isinstance(x, ir.Const) and x.value is None for x in ops):
                     return HOST  # `h is None`: host code tests the handle (a tensor is never None)
+                if e.ops in (["in"], ["not in"]) and isinstance(kinds[1], MapK):  # `k in cache`: its keys, host data
+                    self.no_tensor(ops[0], kinds[0], "a dict key")
+                    return HOST
                 if any(isinstance(k, OptionalK) for k in kinds):
                     raise self.error(e, "this value may be None: test it with `x is None` / `x is not None` first")
                 over_shared = any(has_shared(k) for k in kinds) and all(
@@ -1816,6 +1873,9 @@ class _Analyzer:
             return self.shared_path(ko.ref + (("[", i.value),))
         if isinstance(ko, SharedK) and self.facts.get(ko.ref, "").startswith("modules"):
             return self.module_choice(e, ko, ki)
+        if isinstance(ko, MapK):
+            self.no_tensor(i, ki, "a dict key")
+            return ko.value
         if isinstance(ko, DictK):
             if not (isinstance(i, ir.Const) and i.value in ko.keys):
                 raise self.error(e, f"index a dict with one of its constant keys {list(ko.keys)}")
@@ -2288,17 +2348,24 @@ def _path_of(e: ir.Expr) -> ListPath | None:
     return None
 
 
+def _container(k: Kind) -> str:
+    """How messages name a container of kind ``k``."""
+    return "dict" if isinstance(k, MapK) else "list"
+
+
 def _fresh(e: ir.Expr) -> bool:
-    """True when ``e`` makes a new list no variable holds (a display, ``a + b``, ``list(...)``, a slice)."""
-    return isinstance(e, (ir.ListExpr, ir.BinOp)) and not getattr(e, "inplace", False) or (
+    """True when ``e`` makes a new list (or map) no variable holds (a display, ``a + b``, ``list(...)``, a slice,
+    ``{}``)."""
+    return isinstance(e, (ir.ListExpr, ir.BinOp, ir.DictExpr)) and not getattr(e, "inplace", False) or (
+        isinstance(e, ir.Call) and e.kind is ir.CallKind.HOST and e.target is dict and not e.args) or (
         isinstance(e, ir.Subscript) and isinstance(e.index, ir.Slice)) or (
         isinstance(e, ir.Call) and e.kind is ir.CallKind.BUILTIN and e.target in ("list", "reversed"))
 
 
 def _kind_at(k: Kind, steps: int) -> Kind:
-    """The kind ``steps`` list-element steps into ``k`` (BOTTOM past anything but a list)."""
+    """The kind ``steps`` element steps into ``k`` (a list's element, a map's value; BOTTOM past anything else)."""
     for _ in range(steps):
-        k = k.elem if isinstance(k, ListK) else BOTTOM
+        k = k.elem if isinstance(k, ListK) else k.value if isinstance(k, MapK) else BOTTOM
     return k
 
 
@@ -2306,6 +2373,8 @@ def _put_at(k: Kind, steps: int, new: Kind) -> Kind:
     """``k`` with the kind ``steps`` element steps in replaced by ``new`` (unchanged where ``k`` is no list)."""
     if steps == 0:
         return new
+    if isinstance(k, MapK):
+        return MapK(_put_at(k.value, steps - 1, new))
     if isinstance(k, ListK) or k is BOTTOM:
         return ListK(_put_at(k.elem if isinstance(k, ListK) else BOTTOM, steps - 1, new))
     return k
@@ -2326,8 +2395,10 @@ def _key_kind(k: Kind, tensor_somewhere: bool) -> Kind:
         return DYNAMIC
     if isinstance(k, ListK):
         return ListK(_key_kind(k.elem, tensor_somewhere))
+    if isinstance(k, MapK):
+        return MapK(_key_kind(k.value, tensor_somewhere))
     if isinstance(k, TupleK):
-        return TupleK(tuple(_key_kind(i, tensor_somewhere) for i in k.items))
+        return TupleK(tuple(_key_kind(i, tensor_somewhere) for i in k.items), k.fields)
     if isinstance(k, DictK):
         return DictK(k.keys, tuple(_key_kind(i, tensor_somewhere) for i in k.items))
     if isinstance(k, OptionalK):
@@ -2357,6 +2428,25 @@ _RAGGED_HINT = ("acrobat batches it by reducing it over the list axis with dim=0
                 "acrobat.analysis.rowops); for anything else, loop over the list")
 
 
+def _records(fn: ir.Function) -> frozenset[int]:
+    """The node ids of the empty dict displays of ``fn`` that are records, not maps (``MapK``): ``d = {}`` where
+    every item store ``d[k] = v`` of ``fn`` has a constant string key (``parts["g"] = ...``, a record written field
+    by field, whose values may differ in kind per key, as a dict display's do: the static tier takes records as
+    one display). A dict that ``fn`` stores into with another key, or never stores into (a callee fills it:
+    ``dag_enc(root, p, cache)``), is a map."""
+    stores: dict[str, list[ir.Expr]] = {}
+    for st in ir.walk_stmts(fn.body):
+        for root in ir.stmt_exprs(st):
+            for c in ir.walk(root):
+                if isinstance(c, ir.Call) and c.kind is CallKind.METHOD and c.target == "__setitem__" and \
+                        isinstance(c.receiver, ir.Name) and c.args:
+                    stores.setdefault(c.receiver.id, []).append(c.args[0])
+    return frozenset(st.value.nid for st in ir.walk_stmts(fn.body)
+                      if isinstance(st, ir.Assign) and st.target.name is not None and
+                      isinstance(st.value, ir.DictExpr) and not st.value.keys and stores.get(st.target.name) and
+                      all(isinstance(k, ir.Const) and isinstance(k.value, str) for k in stores[st.target.name]))
+
+
 def _stored_attrs(fn: ir.Function) -> set[str]:
     """The attribute names ``fn`` stores (``obj.attr = v``, parsed as ``setattr(obj, "attr", v)``)."""
     return {c.args[1].value for s in ir.walk_stmts(fn.body) for root in ir.stmt_exprs(s) for c in ir.walk(root)
@@ -2366,8 +2456,8 @@ def _stored_attrs(fn: ir.Function) -> set[str]:
 
 def _host_lists(k: Kind) -> bool:
     """Whether every list in ``k`` holds host data only (a list of numbers may be stored on an object)."""
-    if isinstance(k, ListK):
-        return type(k.elem) is HostK
+    if isinstance(k, (ListK, MapK)):
+        return type(_items(k)[0]) is HostK
     return all(_host_lists(i) for i in _items(k))
 
 
@@ -2413,7 +2503,7 @@ def _stored(k: Kind, var: Kind) -> Kind:
         case _, OptionalK(inner=vinner):
             return _stored(k, vinner)
         case TupleK(items=items), TupleK(items=vitems) if len(items) == len(vitems):
-            return TupleK(tuple(_stored(i, v) for i, v in zip(items, vitems)))
+            return TupleK(tuple(_stored(i, v) for i, v in zip(items, vitems)), k.fields or var.fields)
         case DictK(keys=keys, items=items), DictK(keys=vkeys, items=vitems) if keys == vkeys:
             return DictK(keys, tuple(_stored(i, v) for i, v in zip(items, vitems)))
     return k
@@ -2428,8 +2518,10 @@ def _lifted(k: Kind) -> Kind:
             return TensorK(LIFTED_DEPTH)
         case ListK(elem=elem):
             return ListK(_lifted(elem))
-        case TupleK(items=items):
-            return TupleK(tuple(_lifted(i) for i in items))
+        case MapK(value=value):
+            return MapK(_lifted(value))
+        case TupleK(items=items, fields=names):
+            return TupleK(tuple(_lifted(i) for i in items), names)
         case DictK(keys=keys, items=items):
             return DictK(keys, tuple(_lifted(i) for i in items))
         case OptionalK(inner=inner):

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import AbstractSet as Set
 from typing import Mapping
 
-from acrobat.analysis.depth import contains_work, list_aliases, loop_carried, stmt_reads, stmt_writes
+from acrobat.analysis.depth import contains_work, list_aliases, loop_carried, maps_of, stmt_reads, stmt_writes
 from acrobat.analysis.kinds import Spec, SpecKey, has_tensor
 from acrobat.analysis.lowered import BlockCall, ProgramCall
 from acrobat.frontend import ir
@@ -57,7 +57,7 @@ def insert_phases(body: list[ir.Stmt], spec: Spec, bodies: Mapping[SpecKey, list
             produced = set()
             after_staged = False
         if work or reads & produced:
-            produced |= stmt_writes(s)
+            produced |= stmt_writes(s, maps_of(spec))
         if stages and stage_loop(s, spec, advance):
             after_staged = True
         out.append(s)
@@ -75,7 +75,8 @@ def stage_loop(s: ir.Stmt, spec: Spec, advance: "Advance") -> bool:
     """
     if not isinstance(s, (ir.For, ir.While)) or not contains_work(s):
         return False
-    if not any(has_tensor(spec.var.get(n)) for n in loop_carried(s.body, list_aliases(spec)) if n in spec.var):
+    carried = loop_carried(s.body, list_aliases(spec), maps_of(spec))
+    if not any(has_tensor(spec.var.get(n)) for n in carried if n in spec.var):
         return False
     body = s.body
     varies = [not advance.fixed([t]) for t in body]

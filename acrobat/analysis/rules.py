@@ -33,9 +33,9 @@ import torch
 
 from acrobat.analysis import ranks, unpacking
 from acrobat.analysis.sized import SHAPE_ATTRS, SHAPE_METHODS  # noqa: F401 - the rules' shape queries
-from acrobat.analysis.kinds import (BOTTOM, HOST, UNRESOLVED, ChoiceK, DictK, HostK, Kind, KindConflict, ListK,
-                                    RaggedK, SharedK, TensorK, TupleK, contains, describe_ref, has_shared, has_tensor,
-                                    is_host, join)
+from acrobat.analysis.kinds import (BOTTOM, HOST, MUTABLE, NONE, UNRESOLVED, ChoiceK, DictK, HostK, Kind,
+                                    KindConflict, ListK, MapK, RaggedK, SharedK, TensorK, TupleK, contains,
+                                    describe_ref, has_shared, has_tensor, is_host, join)
 from acrobat.frontend import ir
 from acrobat.frontend.ir import CallKind, known
 from acrobat.frontend.source import SourceSnapshot
@@ -53,6 +53,12 @@ LIST_METHODS = frozenset({"append", "pop", "insert", "__setitem__", "reverse"})
 LIST_PUTS = frozenset({"append", "insert", "__setitem__"})
 #: The list methods that read it: they compare its elements with a value (host data only).
 LIST_READS = frozenset({"index", "count"})
+#: The methods of a dict keyed by host data (``kinds.MapK``) a model may call.
+MAP_METHODS = frozenset({"__setitem__", "get", "setdefault", "pop", "keys", "values", "items", "clear"})
+#: Builtins that take a dict's keys (host data) from a dict keyed by host data: those the parser makes builtin
+#: calls (by name), and those it leaves host calls (by the function).
+MAP_KEY_BUILTINS = frozenset({"list", "reversed", "min", "max"})
+MAP_KEY_FUNCTIONS = (sorted, set, tuple, any, all)
 #: Methods of Python's containers that change them in place.
 MUTATING_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
                               "add", "discard", "setdefault", "popitem", "__setitem__", "__delitem__"})
@@ -224,7 +230,8 @@ def _host_call_message(fn: Any, k: Kind) -> str:
     library = _is_library(fn)
     shown = f"{fn.__module__}.{name}" if library and getattr(fn, "__module__", None) not in (None, "builtins") else name
     if isinstance(fn, type):
-        return f"`{shown}` is a class, whose constructor {runs}: build a tuple (or a dict with constant keys) instead"
+        return (f"`{shown}` is a class, whose constructor {runs}: build a tuple, a namedtuple or a dict with "
+                "constant keys instead")
     if library:
         torch_op = f"the torch operator `torch.{name}`" if callable(getattr(torch, name, None)) else "torch operators"
         return (f"`{shown}` is library code, which {runs}: use {torch_op} on tensors, or read the value first "
@@ -265,6 +272,42 @@ def _code_names(code: Any) -> set[str]:
 
 
 @defcall(CallKind.HOST, ANY)
+def _namedtuple(a: _Analyzer, s: Site) -> Kind | None:
+    # `Pair(a=h, b=[h1, h2])`: a namedtuple is a tuple whose items (tensors, lists of them) pass through, its fields
+    # bound as its constructor binds them; the skeleton builds it with the items' handles, the result keeps its class
+    cls = s.e.target
+    if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        return None
+    fields: tuple[str, ...] = cls._fields
+    bound: dict[str, Kind] = dict(zip(fields, s.args))
+    if len(s.args) > len(fields) or any(f not in fields or f in bound for f in s.e.kwargs):
+        raise a.error(s.e, f"`{cls.__name__}` takes the fields {list(fields)}, each once")
+    bound.update(zip(s.e.kwargs, s.kws))
+    missing = [f for f in fields if f not in bound and f not in cls._field_defaults]
+    if missing:
+        raise a.error(s.e, f"`{cls.__name__}` is missing the field(s) {missing}")
+    made = TupleK(tuple(bound.get(f, HOST) for f in fields), fields)  # a default: host data (the class's constant)
+    if _nesting(made) > MAX_NESTING:
+        raise a.error(s.e, f"`{cls.__name__}` is given values that hold `{cls.__name__}`s themselves, to a depth "
+                           "that grows with the recursion (a tree of namedtuples): the static tier takes "
+                           f"containers nested at most {MAX_NESTING} deep; return the tensors in a flat list, or "
+                           "run without Options(strict=True) (the dynamic tier runs it)")
+    return made
+
+
+#: The deepest nesting of containers a namedtuple built by the model may have (``_namedtuple``).
+MAX_NESTING = 8
+
+
+def _nesting(k: Kind) -> int:
+    """How deep containers nest in ``k`` (0: no container)."""
+    if isinstance(k, (ListK, TupleK, DictK, MapK)):
+        items = (k.elem,) if isinstance(k, ListK) else (k.value,) if isinstance(k, MapK) else k.items
+        return 1 + max((_nesting(i) for i in items), default=0)
+    return 0
+
+
+@defcall(CallKind.HOST, ANY)
 def _host_function(a: _Analyzer, s: Site) -> Kind:
     # an undecorated function (or `math.floor`) runs as plain Python on host data
     for x, k in zip(s.operands, s.kinds):
@@ -279,7 +322,7 @@ def _container_builtin(a: _Analyzer, s: Site) -> Kind:
     kinds = [ListK(k.rows) if isinstance(k, RaggedK) else k for k in s.args]  # a stacked list's rows
 
     def elem(k: Kind) -> Kind:
-        return k.elem if isinstance(k, ListK) else k
+        return k.elem if isinstance(k, ListK) else HOST if isinstance(k, MapK) else k  # a dict's items: its keys
     name = s.e.target
     iterated = s.e.args if name == "zip" else s.e.args[:1]  # `enumerate(x, start)`: the first is iterated
     tensors = [x for x, k in zip(iterated, kinds) if a.has_rows(k)]
@@ -296,6 +339,19 @@ def _container_builtin(a: _Analyzer, s: Site) -> Kind:
     if any(isinstance(k, ListK) for k in kinds):  # zip
         return ListK(TupleK(tuple(elem(k) for k in kinds)))
     return HOST
+
+
+@defcall(CallKind.HOST, dict)
+def _new_map(a: _Analyzer, s: Site) -> Kind | None:
+    # `dict()`: an empty dict, filled with host keys (``kinds.MapK``)
+    return MapK(BOTTOM) if not s.e.args and not s.e.kwargs else None
+
+
+@defcall(CallKind.BUILTIN, *MAP_KEY_BUILTINS)
+@defcall(CallKind.HOST, *MAP_KEY_FUNCTIONS)
+def _map_keys(a: _Analyzer, s: Site) -> Kind | None:
+    # `sorted(cache)`, `list(vocab)`: the keys of a dict keyed by host data, host data themselves
+    return HOST if len(s.args) == 1 and not s.e.kwargs and isinstance(s.args[0], MapK) else None
 
 
 @defcall(CallKind.BUILTIN, ANY)
@@ -342,9 +398,47 @@ def _list_method(a: _Analyzer, s: Site) -> Kind:
     if name != "append" and has_tensor(s.args[0]):
         a.no_tensor(e.args[0], s.args[0], "a list index")
     path = a.mutate(e, e.receiver, value)
-    if contains(value, ListK):
+    if contains(value, MUTABLE):
         a.flow(e, (path[0], path[1] + 1), e.args[0 if name == "append" else 1])
     return HOST
+
+
+@defreceiver(MapK)
+def _map_method(a: _Analyzer, s: Site) -> Kind:
+    # `cache[k] = h`, `cache.get(k)`: a dict of handles keyed by host data, changed in place like a list
+    name, e, recv = s.e.target, s.e, s.recv
+    assert isinstance(recv, MapK) and e.receiver is not None
+    if name not in MAP_METHODS or e.kwargs:
+        raise a.error(e, f"dict method `.{name}()` is not supported on a dict keyed by host data: use `d[k] = v`, "
+                         "`d[k]`, `k in d`, `len(d)`, iteration, and the methods get, setdefault, pop, keys, values, "
+                         "items and clear (positional arguments)")
+    if name == "keys":
+        return ListK(HOST)
+    if name == "values":
+        return ListK(recv.value)
+    if name == "items":
+        return ListK(TupleK((HOST, recv.value)))
+    if name == "clear":
+        a.mutate(e, e.receiver, None)
+        return HOST
+    if not e.args:
+        raise a.error(e, f"`.{name}()` takes the key first")
+    a.no_tensor(e.args[0], s.args[0], "a dict key")
+    given = s.args[1] if len(s.args) > 1 else None  # the stored value (`d[k] = v`, setdefault) or the default
+    if given is not None and has_shared(given) and name != "__setitem__":
+        raise a.error(e.args[1], f"`.{name}()` of a dict holding per-instance values given a shared value (a "
+                                 f"parameter, or an op over parameters alone): store it with `d[k] = v` first, or "
+                                 f"test `k in d`")
+    if name in ("__setitem__", "setdefault"):
+        path = a.mutate(e, e.receiver, given if given is not None else NONE)
+        if given is not None and contains(given, MUTABLE):
+            a.flow(e, (path[0], path[1] + 1), e.args[1])
+        return HOST if name == "__setitem__" else a.join_at(e, recv.value, given if given is not None else NONE)
+    if name == "pop":
+        a.mutate(e, e.receiver, None)
+    if given is None:  # `d.get(k)`: None where the key is missing; `d.pop(k)` raises there
+        return recv.value if name == "pop" else a.join_at(e, recv.value, NONE)
+    return a.join_at(e, recv.value, given)
 
 
 # -- fields: attributes stored on the instance's own objects -----------------------------------------------------

@@ -34,7 +34,7 @@ from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each,
 from acrobat.errors import AcrobatError
 from acrobat.frontend import ir
 from acrobat.program import Compiled, Options, Program, located
-from acrobat.runtime.executor import Runtime
+from acrobat.runtime.executor import Runtime, tuple_like
 from acrobat.runtime.stats import RunStats
 
 _UNOPS: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "not": operator.not_,
@@ -303,7 +303,7 @@ class Interpreter(LoweredVisitor[_Frame]):
             case Fields(keys=keys, parts=parts, is_dict=True):
                 return {k: self.coerce(value[k], p) for k, p in zip(keys, parts)}
             case Fields(keys=keys, parts=parts):
-                return tuple([self.coerce(value[k], p) for k, p in zip(keys, parts)])
+                return tuple_like(value, [self.coerce(value[k], p) for k, p in zip(keys, parts)])
             case Each(inner=inner):
                 return [self.coerce(x, inner) for x in value]
             case Positions(parts=parts):

@@ -15,8 +15,8 @@ from __future__ import annotations
 import builtins
 from typing import Any, Mapping
 
-from acrobat.analysis.kinds import (BOTTOM, DictK, HostOrK, Kind, LeadK, ListK, OptionalK, RaggedK, Spec, TensorK,
-                                   TupleK)
+from acrobat.analysis.kinds import (BOTTOM, DictK, HostOrK, Kind, LeadK, ListK, MapK, OptionalK, RaggedK, Spec,
+                                   TensorK, TupleK)
 from acrobat.analysis.lowered import Block, LoweredFunction, ProgramCall
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.printer import INPLACE, Globals, expr_source, target_source
@@ -24,8 +24,8 @@ from acrobat.codegen.visitor import (CallMode, CallPlan, Coercion, Concat, Each,
                                      LoweredVisitor, OrNone, Positions, Prefetch, ScalarRead, SharedRead, Tag,
                                      ValueRead, ends_in_return, node_args, output_offsets, snapshot_hosts)
 from acrobat.frontend import ir
-from acrobat.runtime.plan import (DictLayout, HostLayout, HostOrLayout, Layout, ListLayout, OptionalLayout,
-                                  RaggedLayout, TensorLayout, TupleLayout)
+from acrobat.runtime.plan import (DictLayout, HostLayout, HostOrLayout, Layout, ListLayout, MapLayout,
+                                  OptionalLayout, RaggedLayout, TensorLayout, TupleLayout)
 
 
 def coerce_source(code: str, c: Coercion | None) -> str:
@@ -43,7 +43,8 @@ def coerce_source(code: str, c: Coercion | None) -> str:
             items = ", ".join(f"{k!r}: {coerce_source(f'_v[{k!r}]', p)}" for k, p in zip(keys, parts))
             return f"(lambda _v: {{{items}}})({code})"
         case Fields(keys=keys, parts=parts):
-            return f"(lambda _v: ({''.join(coerce_source(f'_v[{k}]', p) + ', ' for k, p in zip(keys, parts))}))({code})"
+            items = "".join(coerce_source(f"_v[{k}]", p) + ", " for k, p in zip(keys, parts))
+            return f"(lambda _v: _rt.retuple(_v, ({items})))({code})"  # a namedtuple keeps its class
         case Each(inner=inner):
             return f"[{coerce_source('_x', inner)} for _x in {code}]"
         case Positions(parts=parts):
@@ -366,4 +367,6 @@ def result_layout(kind: Kind) -> Layout:
             return TupleLayout(tuple(result_layout(k) for k in items))
         case ListK(elem=elem):
             return ListLayout(result_layout(elem), followed=elem is not BOTTOM)
+        case MapK(value=value):
+            return MapLayout(result_layout(value), followed=value is not BOTTOM)
     return HostLayout()

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Mapping, TypeVar
 
-from acrobat.analysis.kinds import (HOST, DictK, HostK, HostOrK, Kind, ListK, NoneK, OptionalK, SharedK, Spec, SpecKey,
-                                    TensorK, TupleK, has_tensor)
+from acrobat.analysis.kinds import (HOST, DictK, HostK, HostOrK, Kind, ListK, MapK, NoneK, OptionalK, SharedK, Spec,
+                                    SpecKey, TensorK, TupleK, has_tensor)
 from acrobat.analysis.lowered import Block, BlockCall, LoweredFunction, ProgramCall
 from acrobat.analysis.rules import LIST_PUTS, VALUE_BUILTINS
 from acrobat.analysis.shared import SharedSlots
@@ -389,7 +389,8 @@ class LoweredVisitor(Generic[C]):
             case ir.ExprStmt(value=ir.Call(kind=ir.CallKind.METHOD, target=m, receiver=ir.Name(id=lst), args=args) as v) \
                     if m in LIST_PUTS and args:
                 k = spec.var.get(lst)
-                self.list_put(v, lst, coercion(self.kind(spec, args[-1]), k.elem if isinstance(k, ListK) else HOST), at)
+                elem = k.elem if isinstance(k, ListK) else k.value if isinstance(k, MapK) else HOST
+                self.list_put(v, lst, coercion(self.kind(spec, args[-1]), elem), at)
             case ir.ExprStmt(value=v):
                 self.expr_stmt(v, at)
             case ir.Return(value=v):

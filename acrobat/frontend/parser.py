@@ -286,14 +286,15 @@ class _Translator:
     # -- statements ------------------------------------------------------
     def function(self, node: ast.FunctionDef) -> ir.Function:
         a = node.args
-        if a.kwarg or a.kwonlyargs or a.kw_defaults or a.posonlyargs:
-            raise self.error(node, "model functions take plain positional parameters only "
-                                   "(no **kwargs or keyword-only parameters; defaults and *args are fine)")
-        for d in a.defaults:
+        if a.kwarg or a.posonlyargs or a.kwonlyargs and a.vararg:
+            raise self.error(node, "model functions take plain and keyword-only parameters only (no **kwargs, "
+                                   "no `/`, no keyword-only parameters after `*rest`; defaults and *args are fine)")
+        for d in [*a.defaults, *(d for d in a.kw_defaults if d is not None)]:
             if not _literal_default(d):
-                raise self.error(d, "model functions take plain positional parameters only, with literal "
-                                    "defaults (numbers, strings, True/False/None): pass other values as arguments")
-        params = [x.arg for x in a.args] + ([a.vararg.arg] if a.vararg else [])  # `*rest`: a tuple parameter
+                raise self.error(d, "model functions take parameters with literal defaults only (numbers, strings, "
+                                    "True/False/None): pass other values as arguments")
+        # in the IR's order: the positional ones, the keyword-only ones, then `*rest` (a tuple parameter)
+        params = [x.arg for x in [*a.args, *a.kwonlyargs]] + ([a.vararg.arg] if a.vararg else [])
         self.outer = node
         self.locals = set(params)
         for sub in ast.walk(node):
@@ -760,20 +761,27 @@ class _Translator:
 
 
 def bind_arguments(callee: Any, args: list[ir.Expr], kwargs: dict[str, ir.Expr], loc: ir.Loc) -> list[ir.Expr]:
-    """The arguments of a call of the program function ``callee`` in parameter order: keywords placed by the
-    callee's signature, omitted ones filled with its (literal) defaults, and those past its named parameters
-    as one tuple where it takes ``*rest`` (its last parameter, in the IR).
+    """The arguments of a call of the program function ``callee`` in the IR's parameter order (its positional
+    parameters, its keyword-only ones, then ``*rest``): keywords placed by the callee's signature, omitted ones
+    filled with its (literal) defaults, and those past its positional parameters as one tuple where it takes
+    ``*rest`` (its last parameter, in the IR).
 
     Raises:
-        CompileError: a keyword the callee has no parameter of, or one given a second value.
+        CompileError: a keyword the callee has no parameter of, one given a second value, or more positional
+            arguments than a callee with keyword-only parameters takes.
     """
     fn = getattr(callee, "fn", callee)
     params = list(inspect.signature(fn).parameters.values())
-    if params and params[-1].kind is inspect.Parameter.VAR_POSITIONAL:
-        named = params[:-1]
-        bound = _bind(fn.__name__, named, args[:len(named)], kwargs, loc)
-        return bound + [ir.TupleExpr(loc, args[len(named):])] if len(bound) == len(named) else bound
-    return _bind(fn.__name__, params, args, kwargs, loc)
+    positional = [q for q in params if q.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    keyword = [q for q in params if q.kind is inspect.Parameter.KEYWORD_ONLY]
+    if any(q.kind is inspect.Parameter.VAR_POSITIONAL for q in params):
+        bound = _bind(fn.__name__, positional, args[:len(positional)], kwargs, loc)
+        return bound + [ir.TupleExpr(loc, args[len(positional):])] if len(bound) == len(positional) else bound
+    if keyword and len(args) > len(positional):
+        raise CompileError(f"`{fn.__name__}` takes {len(positional)} positional argument(s) but {len(args)} were "
+                           f"given: pass {', '.join(f'`{q.name}`' for q in keyword)} by keyword", loc.file, loc.line,
+                           loc.col)
+    return _bind(fn.__name__, positional + keyword, args, kwargs, loc)
 
 
 def _bind(name: str, params: list[inspect.Parameter], args: list[ir.Expr], kwargs: dict[str, ir.Expr],

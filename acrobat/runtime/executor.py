@@ -39,8 +39,8 @@ from acrobat.runtime.gather import gather_values, host_tensor
 from acrobat.runtime.lazy import Lazy, meta_of
 from acrobat.runtime.padded import padded_node
 from acrobat.runtime.plan import (BlockCode, DictLayout, DynamicLayout, Form, HostOrLayout, HostResult, Layout,
-                                  ListLayout, NoRows, OptionalLayout, Plan, RaggedLayout, RecurrentOp, RowSpec, Site,
-                                  TensorLayout, Tracer, TupleLayout)
+                                  ListLayout, MapLayout, NoRows, OptionalLayout, Plan, RaggedLayout, RecurrentOp,
+                                  RowSpec, Site, TensorLayout, Tracer, TupleLayout)
 from acrobat.runtime.stats import BlockStats, RunStats
 from acrobat.runtime.threads import ThreadPolicy
 from acrobat.runtime.tier import TierChoice
@@ -192,6 +192,11 @@ class Runtime:
 
     snapshot = staticmethod(snapshot)  # a host argument as it is now (``acrobat.runtime.dfg.snapshot``)
     host_result = HostResult  # host data returned where the result may also be a tensor (``HostOrLayout``)
+
+    @staticmethod
+    def retuple(like: tuple, items: Sequence[Any]) -> tuple:
+        """``tuple_like``: a tuple the skeleton rebuilds (its items coerced) keeps a namedtuple's class."""
+        return tuple_like(like, items)
 
     def lift(self, t: Any) -> Handle:
         """A shared tensor used where a per-instance tensor is expected."""
@@ -600,7 +605,7 @@ class Runtime:
         if flat == 0:  # one tensor per instance
             return copied(results)
         if flat is not None:  # a tuple of tensors per instance: a column per position (usually one pool each)
-            return list(zip(*[copied(col) for col in zip(*results)]))
+            return [tuple_like(r, row) for r, row in zip(results, zip(*[copied(col) for col in zip(*results)]))]
         handles: list[Handle] = []
         for r in results:
             _collect(r, layout, handles)
@@ -724,7 +729,7 @@ def _tags(layout: Layout) -> bool:
     match layout:
         case HostOrLayout():
             return True
-        case OptionalLayout(inner=inner) | RaggedLayout(rows=inner) | ListLayout(elem=inner):
+        case OptionalLayout(inner=inner) | RaggedLayout(rows=inner) | ListLayout(elem=inner) | MapLayout(value=inner):
             return _tags(inner)
         case DictLayout(items=items) | TupleLayout(items=items):
             return any(_tags(k) for k in items)
@@ -750,11 +755,11 @@ def _collect(x: Any, layout: Layout, handles: list[Handle]) -> None:
         case TupleLayout(items=items):
             for i, k in zip(x, items):
                 _collect(i, k, handles)
-        case ListLayout(elem=elem, followed=followed):
+        case ListLayout(elem=elem, followed=followed) | MapLayout(value=elem, followed=followed):
             if x and not followed:  # the analysis saw nothing put in: never hand out what is there
-                raise AcrobatError(f"internal: a result list holds {len(x)} value(s) of a kind the compiler did "
-                                   "not follow; please report this model")
-            for i in x:
+                raise AcrobatError(f"internal: a result {type(x).__name__} holds {len(x)} value(s) of a kind the "
+                                   "compiler did not follow; please report this model")
+            for i in x.values() if isinstance(layout, MapLayout) else x:
                 _collect(i, elem, handles)
 
 
@@ -776,11 +781,19 @@ def _rebuild(x: Any, layout: Layout, tensors: Iterator[torch.Tensor]) -> Any:
         case DictLayout(keys=keys, items=items):
             return {key: _rebuild(x[key], k, tensors) for key, k in zip(keys, items)}
         case TupleLayout(items=items):
-            return tuple(_rebuild(i, k, tensors) for i, k in zip(x, items))
+            return tuple_like(x, [_rebuild(i, k, tensors) for i, k in zip(x, items)])
+        case MapLayout(value=value):  # in the instance's own key order
+            return {key: _rebuild(v, value, tensors) for key, v in x.items()}
         case ListLayout(elem=elem):  # a tuple where the program holds one (`cs, hs = zip(*pairs)`), as Python
             items = [_rebuild(i, elem, tensors) for i in x]
             return tuple(items) if isinstance(x, tuple) else items
     return x
+
+
+def tuple_like(x: tuple, items: Sequence[Any]) -> tuple:
+    """``items`` as a tuple of ``x``'s type: a namedtuple (``Pair(a=..., b=...)``) keeps its class, as plain Python
+    has it (a result, or a tuple whose items the skeleton coerces: ``codegen.visitor.Fields``)."""
+    return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
 
 
 def _failing_line(block: BlockCode, e: Exception) -> Site:

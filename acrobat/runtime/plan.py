@@ -230,6 +230,15 @@ class DictLayout(Layout):
 
 
 @dataclass(frozen=True)
+class MapLayout(Layout):
+    """A dict keyed by host data (``kinds.MapK``), each value of layout ``value``: its keys and their order are
+    the instance's own; not ``followed`` when the compiler saw nothing stored in it (as ``ListLayout``)."""
+
+    value: Layout
+    followed: bool = True
+
+
+@dataclass(frozen=True)
 class TupleLayout(Layout):
     """A tuple whose item ``i`` has layout ``items[i]``."""
 

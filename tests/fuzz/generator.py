@@ -37,7 +37,9 @@ started at a host number
 cell a construct the static tier rejects (a dict item assignment, ``try``, a stored lambda, a generator,
 ``isinstance`` on a tensor), which makes the cell a dynamic region (``rejected``), and in ``main`` one such
 construct on ``h`` (a dict filled in a loop, ``try``, a stored lambda, ``isinstance``), which makes its statement
-or loop a dynamic region, or the whole program dynamic where it cannot be outlined (``rejected_in_entry``).
+or loop a dynamic region, or the whole program dynamic where it cannot be outlined (``rejected_in_entry``); and
+in ``main`` a dict keyed by host data: a memo table keyed by ``id(node)`` filled by a recursive callee, or a table
+keyed by tokens filled in a loop (``memo_in_entry``).
 
 Every variable has one type for its whole life, tracked here: ``T`` a
 tensor of shape (H,), ``I`` a host int, ``F`` a host float, ``L`` a
@@ -1183,11 +1185,39 @@ class Gen:
             return
         form = self.ch.pick(["dict loop", "try", "lambda", "isinstance"])
         self.feat(f"rejected construct in the entry: {form}")
-        lines = {"dict loop": ["for rj_k in range(2):", "    rj_d = {}", "    rj_d[rj_k] = torch.tanh(h) * 0.5",
-                               "    h = rj_d[rj_k] + h"],
+        lines = {"dict loop": ["for rj_k in range(2):", "    rj_d = {}", "    rj_d['v'] = torch.tanh(h) * 0.5",
+                               "    h = rj_d['v'] + h"],
                  "try": ["try:", "    h = h / 2.0", "except ZeroDivisionError:", "    h = h * 0.5"],
                  "lambda": ["rj_f = lambda v: torch.tanh(v) * 0.5", "h = rj_f(h) + h"],
                  "isinstance": ["if isinstance(h, torch.Tensor):", "    h = h * 0.5 + 0.1"]}[form]
+        main[at + 1:at + 1] = ["    " + x for x in lines]
+
+    def memo_in_entry(self, main: list[str], at: int) -> None:
+        """Sometimes a dict keyed by host data, put into ``main`` (its lines) after line ``at`` (the end of its
+        prologue, where ``h`` is a tensor): over a tree, a memo table keyed by ``id(node)`` that a recursive
+        callee fills (``memo_rec``) and ``main`` reads back with ``.items()``; over tokens, a table keyed by
+        ``tok % 3`` (or a tuple or string of it) filled where ``k not in memo`` and read per token, maybe with
+        ``.get``. Drawn last, so the programs of the seeds before this draw existed stay as they were, the table
+        aside."""
+        if not self.ch.coin(20):
+            return
+        self.feat("memo dict keyed by host data")
+        if self.kind in ("seq", "doc"):
+            key = self.ch.pick(["hm_t % 3", "(hm_t % 3, 'k')", "str(hm_t % 3)"])
+            read = (["    hm_v = hm_memo.get(" + key + ")", "    if hm_v is not None:", "        h = h + hm_v * 0.5"]
+                    if self.ch.coin(50) else ["    h = h + hm_memo[" + key + "] * 0.5"])
+            lines = ["hm_memo = {}", f"for hm_t in {'inst' if self.kind == 'seq' else 'inst.tokens'}:",
+                     f"    if {key} not in hm_memo:", f"        hm_memo[{key}] = torch.tanh(p.emb[hm_t % 7] + h) * 0.5",
+                     *read, "h = h * (1.0 / (1 + len(hm_memo)))"]
+        else:
+            kids = "[node.left, node.right] if not node.is_leaf else []" if self.kind == "tree" else "node.children"
+            self.helpers.append("\n".join([
+                "@ab.function", "def memo_rec(node, p, memo):", "    if id(node) in memo:",
+                "        return memo[id(node)]",
+                "    m = torch.tanh(p.emb[node.word % 7] @ p.W)", f"    for c in {kids}:",
+                "        m = m + memo_rec(c, p, memo) * 0.5", "    memo[id(node)] = m", "    return m"]))
+            lines = ["hm_memo = {}", "h = h + memo_rec(inst, p, hm_memo) * 0.5", "for hm_k, hm_v in hm_memo.items():",
+                     "    h = h + hm_v * 0.05", "h = h * (1.0 / len(hm_memo))"]
         main[at + 1:at + 1] = ["    " + x for x in lines]
 
     def tree_fn(self) -> str:
@@ -1288,6 +1318,7 @@ class Gen:
         sizes = tuple(sorted({ch.int(1, 12), ch.int(1, 40)}))
         self.rejected()
         self.rejected_in_entry(main, len(prologue))
+        self.memo_in_entry(main, len(prologue))
         head = ["import math", "", "import torch", "import torch.nn.functional as F", "", "import acrobat as ab", "",
                 "", "def clip(k):", "    return min(max(k, 0), 3)", ""]
         src = "\n".join(head + ["\n" + h + "\n" for h in self.helpers] + ["", "@ab.program", *main, ""])
