@@ -168,3 +168,17 @@ def scaled(x, temperature):
 @ab.program
 def host_number_prog(tokens, p):
     return scaled(p.emb(torch.tensor(tokens)), 1 + len(tokens) % 3)  # three temperatures: one call each
+
+
+# -- runs: the statements around a padded call join it (acrobat.analysis.padded_runs) ------------------------
+
+def exp_weights(x):
+    s = torch.exp(x - x.amin(0))  # at padding positions exp(pad - min) may overflow to inf
+    return (s.transpose(0, 1) @ x).sum(0)  # contracts the list axis: its padding masked to 0
+
+
+@ab.program
+def exp_weights_prog(tokens, p):
+    x = p.emb(torch.tensor(tokens))  # in the padded run: the padding rows embed token 0
+    w = exp_weights(x)
+    return w

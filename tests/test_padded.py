@@ -108,10 +108,12 @@ def test_strict_raises_where_a_rule_is_missing():
 
 
 def test_explain_and_report_name_the_padded_function():
+    """The call of ``multi_head`` and the statements around it run as one padded function, outlined from the
+    program's body (``acrobat.analysis.padded_runs``)."""
     text = pp.multi_head_prog.explain(_params(), options=STRICT)
-    assert "padded function `multi_head`" in text and "padded_progs.py:" in text and "static tier" in text
+    assert "padded function `multi_head_prog_region0`" in text and "padded_progs.py:" in text and "static tier" in text
     stats = _check(pp.multi_head_prog, _batch(4), "eager")
-    assert "padded multi_head (padded_progs.py:" in stats.report()
+    assert "padded multi_head_prog_region0 (padded_progs.py:" in stats.report()
 
 
 def test_length_is_a_size_not_a_number():
@@ -139,10 +141,41 @@ def test_rules_refuse_what_would_mix_instances():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_the_transformer_example_runs_static_with_a_padded_attention(backend):
+def test_the_transformer_example_runs_static_in_one_padded_launch(backend):
+    """The embedding, attention, both layer norms, the FFN and the masked pool: one padded launch; the only
+    other nodes are the token rows of ``torch.tensor(tokens)`` and the output layer's, one per instance."""
     from examples import transformer_encoder as te
     params, batch = te.make_params(0), te.instances(17, seed=5)  # float32: the reference builds a float32 mask
-    assert "padded function `self_attention`" in te.program.explain(params, options=STRICT)
+    assert "padded function `transformer_encoder_region0`" in te.program.explain(params, options=STRICT)
+    stats = ab.RunStats()
     with torch.inference_mode():
-        got = te.program.run(batch, params, backend=backend, options=STRICT)
+        got = te.program.run(batch, params, backend=backend, options=STRICT, stats=stats)
     torch.testing.assert_close(got, [te.reference(x, params) for x in batch], rtol=1e-4, atol=1e-5)
+    assert _padded_launches(stats) == 1 and stats.kernel_launches == 3
+    assert stats.dfg_nodes == sum(map(len, batch)) + 2 * len(batch)
+
+def _grads(prog: ab.Program, batch: list, params: torch.nn.Module, backend: str | None) -> dict[str, torch.Tensor]:
+    """Each parameter's gradient of the sum of every result over ``batch``: batched (on ``backend``) or plain
+    per-instance calls (None)."""
+    params.zero_grad(set_to_none=True)
+    outs = prog.run(batch, params, backend=backend, options=STRICT) if backend else [prog(x, params) for x in batch]
+    sum(torch.stack([t.sum() for t in torch.utils._pytree.tree_leaves(o)]).sum() for o in outs).backward()
+    return {n: a.grad for n, a in params.named_parameters()}
+
+
+@pytest.mark.parametrize("backend", ["eager", "auto"])
+def test_no_nan_from_the_padding_reaches_a_gradient(backend):
+    """``exp`` of the padding's values overflows (the padding rows embed token 0, far above the others), and the
+    padding's gradient is 0: 0 * inf must not reach ``emb.weight[0]`` (which plain calls never use)."""
+    params = _params()
+    with torch.no_grad():
+        params.emb.weight[0] = 1000.0  # exp(1100) is inf in float64
+        params.emb.weight[1:] = -100.0 + 0.1 * torch.randn(19, pp.H, dtype=torch.float64)
+    batch = [[t or 1 for t in b] for b in _batch(9, seed=4)]
+    plain = _grads(pp.exp_weights_prog, batch, params, None)
+    batched = _grads(pp.exp_weights_prog, batch, params, backend)
+    for name, want in plain.items():
+        if want is None:
+            assert batched[name] is None or not batched[name].any(), name
+        else:
+            torch.testing.assert_close(batched[name], want, **TOL, msg=name)
