@@ -154,11 +154,13 @@ def test_the_transformer_example_runs_static_in_one_padded_launch(backend):
     assert _padded_launches(stats) == 1 and stats.kernel_launches == 3
     assert stats.dfg_nodes == sum(map(len, batch)) + 2 * len(batch)
 
-def _grads(prog: ab.Program, batch: list, params: torch.nn.Module, backend: str | None) -> dict[str, torch.Tensor]:
-    """Each parameter's gradient of the sum of every result over ``batch``: batched (on ``backend``) or plain
-    per-instance calls (None)."""
+def _grads(prog: ab.Program, batch: list, params: torch.nn.Module, backend: str | None,
+           stats: ab.RunStats | None = None) -> dict[str, torch.Tensor]:
+    """Each parameter's gradient of the sum of every result over ``batch``: batched (on ``backend``, its
+    ``stats`` kept) or plain per-instance calls (None)."""
     params.zero_grad(set_to_none=True)
-    outs = prog.run(batch, params, backend=backend, options=STRICT) if backend else [prog(x, params) for x in batch]
+    outs = prog.run(batch, params, backend=backend, options=STRICT, stats=stats) if backend else \
+        [prog(x, params) for x in batch]
     sum(torch.stack([t.sum() for t in torch.utils._pytree.tree_leaves(o)]).sum() for o in outs).backward()
     return {n: a.grad for n, a in params.named_parameters()}
 
@@ -226,8 +228,10 @@ def test_runs_random_lengths(batch, prog, backend):
 @pytest.mark.parametrize("backend", ["eager", "auto"])
 def test_runs_gradients_match_plain_pytorch(backend, prog):
     batch = _batch(9, seed=7)
+    stats = ab.RunStats()
     plain = _grads(prog, batch, _params(), None)
-    batched = _grads(prog, batch, _params(), backend)
+    batched = _grads(prog, batch, _params(), backend, stats)
+    assert _padded_launches(stats) == RUNS[prog][1] and f"padded {RUNS[prog][0]} (" in stats.report()
     for name, want in plain.items():
         if want is None:
             assert batched[name] is None or not batched[name].any(), name

@@ -90,8 +90,7 @@ class Outline:
         for body, i, st in _statements(fdef.body):
             if st.lineno + first - 1 != self.line or st.col_offset != self.col:
                 continue
-            k = next((k for k in range(i, len(body)) if body[k].end_lineno and
-                      body[k].end_lineno + first - 1 == self.end_line), None)
+            k = next((k for k in range(i, len(body)) if (body[k].end_lineno or 0) + first - 1 == self.end_line), None)
             if k is None:
                 continue
             made = [*(ast.Assign([ast.Name(n, ast.Store())], ast.parse(e, mode="eval").body)

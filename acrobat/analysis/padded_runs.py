@@ -67,10 +67,11 @@ def grow(lowered: list, regions: Mapping[Any, Region], padded: set[str],
         parsed = parsed_function(function, regions)
         if isinstance(parsed, str):
             continue
-        fdef, first = parsed
-        for body, i, st in list(_statements(fdef.body)):
-            if not _calls_padded(st, function.fn.__globals__, targets):
-                continue
+        anchors = [(st.lineno, st.col_offset) for _, _, st in _statements(parsed[0].body)
+                   if _calls_padded(st, function.fn.__globals__, targets)]
+        for at in anchors:  # each tried on a fresh parse (a try rewrites the definition)
+            fdef, first = parsed_function(function, regions)  # type: ignore[misc]
+            body, i = next((b, i) for b, i, st in _statements(fdef.body) if (st.lineno, st.col_offset) == at)
             made = _run_region(function, fdef, first, body, i, found, targets, wrap)
             if made is not None:
                 return made
