@@ -29,7 +29,7 @@ from acrobat import pipeline
 from acrobat.analysis.kinds import UNRESOLVED, Kind, Resolver, SharedK, has_tensor, shared_fact
 from acrobat.analysis.lowered import Block, LoweredFunction
 from acrobat.analysis.outline import outline_region
-from acrobat.analysis.padded_runs import grow
+from acrobat.analysis.padded_runs import grow, taken
 from acrobat.analysis.regions import MAX_REGIONS, Region, region_of
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import result_layout
@@ -404,9 +404,7 @@ class Program(Function[P, R]):
                 grown = _compile(self, n_shared, options, resolve, trial)
             except AcrobatError:  # the run's outline does not compile: the compile before stands
                 break
-            if found in grown.plan.regions or not any(
-                    isinstance(b.segment, PaddedOp) and b.segment.op == found.name and "host" not in b.segment.roles
-                    for b in grown.plan.blocks.values()):
+            if not taken(found, grown.plan):
                 break
             regions, compiled = trial, grown
         return compiled

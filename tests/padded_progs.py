@@ -269,3 +269,14 @@ def row_loop_prog(tokens, p):
     x = F.layer_norm(x + attention(x, p.layer1), (p.d,), p.layer1.ln1.weight, p.layer1.ln1.bias)
     y = torch.stack([x[i] * (i + 1) for i in range(len(tokens))])
     return p.out(p.layer1.ln2(y + p.layer1.ff2(torch.relu(p.layer1.ff1(y)))).mean(0))
+
+
+@ab.program
+def no_rule_prog(tokens, p):
+    """An operator without a padding rule (``narrow``, row-wise in the static tier) after the attention: the run
+    stops before it."""
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    x = x + attention(x, p.layer1)
+    y = x.narrow(-1, 0, 4)
+    h = torch.relu(y)
+    return h.mean(0)

@@ -188,7 +188,7 @@ def test_no_nan_from_the_padding_reaches_a_gradient(backend):
 #: that runs, and its launches a batch.
 RUNS = {pp.encoder_prog: ("encoder_prog_region0", 1), pp.encoder_modules_prog: ("encoder_modules_prog_region0", 1),
         pp.two_layer_prog: ("encoder_layer_region0", 2), pp.value_read_prog: ("value_read_prog_region0", 1),
-        pp.row_loop_prog: ("row_loop_prog_region0", 1)}
+        pp.row_loop_prog: ("row_loop_prog_region0", 1), pp.no_rule_prog: ("no_rule_prog_region0", 1)}
 
 
 def _check_run(prog: ab.Program, batch: list, backend: str) -> ab.RunStats:

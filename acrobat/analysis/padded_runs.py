@@ -21,8 +21,8 @@ padded function itself. A statement can join the run when, by the kinds of the c
   instance's own length is no number in a padded launch).
 
 Exactness does not rest on this guess: the outlined run is kept only where the compile makes its call a padded
-function with no host arguments (``Program._static`` checks the new plan, and keeps the compile before
-otherwise), and at run time any operator without a padding rule raises ``LimitError`` (the batch reruns in the
+function with no host arguments and each hoisted token list a stacked list (``taken``; ``Program._static`` keeps
+the compile before otherwise), and at run time any operator without a padding rule raises ``LimitError`` (the batch reruns in the
 dynamic tier, exact). Beyond the paper (§4.1 batches static blocks; a padded function is this repository's own).
 """
 
@@ -41,6 +41,7 @@ from acrobat.analysis.outline import Run, _bodies, _fresh, _statements, outlined
 from acrobat.analysis.regions import Region
 from acrobat.analysis.token_lists import is_constructor
 from acrobat.runtime.padding import PREFIX, RULES, prefix
+from acrobat.runtime.plan import PaddedOp, Plan
 
 #: Nodes of host control flow or host values that end a run.
 _HOST_FLOW = (ast.IfExp, ast.BoolOp, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda,
@@ -76,6 +77,16 @@ def grow(lowered: list, regions: Mapping[Any, Region], padded: set[str],
             if made is not None:
                 return made
     return None
+
+
+def taken(region: Region, plan: Plan) -> bool:
+    """Whether ``plan``, compiled with the padded run ``region`` (from ``grow``), runs it as a padded function
+    on every call, given no host values, each hoisted token list as a stacked list."""
+    ops = [b.segment for b in plan.blocks.values() if isinstance(b.segment, PaddedOp) and b.segment.op == region.name]
+    params = region.outline.params
+    lists = [params.index(name) for name, _ in region.outline.hoisted]
+    return region not in plan.regions and bool(ops) and all(
+        "host" not in op.roles and all(op.roles[i] == "rows" for i in lists) for op in ops)
 
 
 def _run_region(function: Any, fdef: ast.FunctionDef, first: int, body: list[ast.stmt], i: int, specs: list[Spec],
