@@ -29,8 +29,8 @@ dynamic tier, exact). Beyond the paper (§4.1 batches static blocks; a padded fu
 from __future__ import annotations
 
 import ast
-import dataclasses
 import builtins
+import dataclasses
 import types
 from typing import Any, Callable, Mapping
 
@@ -105,10 +105,10 @@ def _run_region(function: Any, fdef: ast.FunctionDef, first: int, body: list[ast
     run = body[lo:hi + 1]
     if len(run) == 1 and _bare_call(run[0]):
         return None
-    taken = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(env)
+    names = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(env)
     hoisted: dict[str, str] = {}
     for st in run:
-        _hoist(st, env, specs, hoisted, taken)
+        _hoist(st, env, specs, hoisted, names)
     block = Run(body=run, handlers=[], orelse=[], finalbody=[])
     ast.copy_location(block, run[0])
     block.end_lineno, block.end_col_offset = run[-1].end_lineno, run[-1].end_col_offset
@@ -118,9 +118,9 @@ def _run_region(function: Any, fdef: ast.FunctionDef, first: int, body: list[ast
             ast.copy_location(node, run[0])
     body[lo:hi + 1] = [*lets, block]
     path = _path_to(fdef.body, block)
-    made = outlined(function, fdef, first, path, len(path) - 1, taken, "a run of statements around a padded function's call "
-                    "(acrobat.analysis.padded_runs)", wrap, tuple((n, e) for e, n in hoisted.items()), padded=True,
-                    helpers={PREFIX: prefix})
+    made = outlined(function, fdef, first, path, len(path) - 1, names, "a run of statements around a padded "
+                    "function's call (acrobat.analysis.padded_runs)", wrap, tuple((n, e) for e, n in hoisted.items()),
+                    padded=True, helpers={PREFIX: prefix})
     if not isinstance(made, Region):
         return None
     forms = {tuple(isinstance(s.var.get(r), RaggedK) for r in made.outline.results) for s in specs}
