@@ -30,6 +30,7 @@ from acrobat.analysis.kinds import (BATCH_FACTS, UNRESOLVED, Kind, Resolver, Sha
                                     shared_fact)
 from acrobat.analysis.lowered import Block, LoweredFunction
 from acrobat.analysis.outline import outline_region
+from acrobat.analysis.padded_runs import grow, taken
 from acrobat.analysis.regions import MAX_REGIONS, Region, region_of
 from acrobat.analysis.shared import SharedSlots
 from acrobat.codegen.aot import result_layout
@@ -377,7 +378,7 @@ class Program(Function[P, R]):
         first: CompileError | None = None
         while True:
             try:
-                return _compile(self, n_shared, options, resolve, regions)
+                compiled = _compile(self, n_shared, options, resolve, regions)
             except CompileError as exc:
                 first = first or exc
                 fn = getattr(exc, "function", None)
@@ -393,6 +394,30 @@ class Program(Function[P, R]):
                 if options.strict:
                     found = dataclasses.replace(found, padded_only=True)
                 regions[fn if found.outline is None else found.outline.function] = found
+            else:
+                return self._padded_runs(compiled, regions, n_shared, options, resolve)
+
+    def _padded_runs(self, compiled: Compiled, regions: dict[Any, Region], n_shared: int, options: Options,
+                     resolve: Resolver | None) -> Compiled:
+        """``compiled`` with each padded function's call grown into the run of statements around it, outlined
+        as one padded function (``acrobat.analysis.padded_runs``), where the compile makes that run's call a
+        padded function without host arguments; otherwise the compile before."""
+        while len(regions) < MAX_REGIONS:
+            padded = {b.segment.op for b in compiled.plan.blocks.values() if isinstance(b.segment, PaddedOp)}
+            found = grow(compiled.lowered, regions, padded, Function) if padded else None
+            if found is None:
+                break
+            if options.strict:
+                found = dataclasses.replace(found, padded_only=True)
+            trial = {**regions, found.outline.function: found}
+            try:
+                grown = _compile(self, n_shared, options, resolve, trial)
+            except AcrobatError:  # the run's outline does not compile: the compile before stands
+                break
+            if not taken(found, grown.plan):
+                break
+            regions, compiled = trial, grown
+        return compiled
 
     def source(self, n_shared: int = 1, options: Options | None = None) -> str:
         """The generated code: skeleton, shared-value prologue and every block."""

@@ -36,6 +36,24 @@ class Params(nn.Module):
         self.d = hidden
         self.heads = heads
         self.d_head = hidden // heads
+        self.layer1 = Layer(hidden, heads)
+        self.layer2 = Layer(hidden, heads)
+
+
+class Layer(nn.Module):
+    """One encoder layer's weights: attention (qkv, o), post-norms ln1/ln2, FFN ff1/ff2 (H -> 2H -> H)."""
+
+    def __init__(self, hidden: int = H, heads: int = HEADS):
+        super().__init__()
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.o = nn.Linear(hidden, hidden)
+        self.ln1 = nn.LayerNorm(hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.ff1 = nn.Linear(hidden, 2 * hidden)
+        self.ff2 = nn.Linear(2 * hidden, hidden)
+        self.d = hidden
+        self.heads = heads
+        self.d_head = hidden // heads
 
 
 # -- padded functions ----------------------------------------------------------------------------------------
@@ -182,3 +200,97 @@ def scaled(x, temperature):
 @ab.program
 def host_number_prog(tokens, p):
     return scaled(p.emb(torch.tensor(tokens)), 1 + len(tokens) % 3)  # three temperatures: one call each
+
+
+def exp_weights(x, p):
+    h = p.q(x)  # its padding rows hold q's bias
+    s = torch.exp(h - h.amin(0))  # at padding positions exp(bias - min) may overflow to inf
+    return (s.transpose(0, 1) @ h).sum(0)  # contracts the list axis: its padding masked to 0
+
+
+@ab.program
+def exp_weights_prog(tokens, p):
+    return exp_weights(p.emb(torch.tensor(tokens)), p)
+
+
+# -- runs: the statements around a padded call join it (acrobat.analysis.padded_runs) ------------------------
+
+def attention(x, m):
+    L = x.shape[0]
+    q, k, v = m.qkv(x).chunk(3, dim=-1)
+    q = q.view(L, m.heads, m.d_head).transpose(0, 1)
+    k = k.view(L, m.heads, m.d_head).transpose(0, 1)
+    v = v.view(L, m.heads, m.d_head).transpose(0, 1)
+    att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(m.d_head), dim=-1)
+    return m.o((att @ v).transpose(0, 1).reshape(L, m.d))
+
+
+@ab.program
+def encoder_prog(tokens, p):
+    """examples/transformer_encoder.py's shape: functional layer norms, a masked pool by torch.where."""
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    x = F.layer_norm(x + attention(x, p.layer1), (p.d,), p.layer1.ln1.weight, p.layer1.ln1.bias)
+    x = F.layer_norm(x + p.layer1.ff2(torch.relu(p.layer1.ff1(x))), (p.d,), p.layer1.ln2.weight, p.layer1.ln2.bias)
+    keep = (torch.tensor(tokens) != 0).unsqueeze(-1)
+    pooled = torch.where(keep, x, torch.zeros_like(x)).sum(0) / keep.sum().clamp(min=1)
+    return p.out(pooled), x
+
+
+@ab.program
+def encoder_modules_prog(tokens, p):
+    """The same with the norms as modules, the FFN over two statements, a float mask and a masked mean."""
+    ids = torch.tensor(tokens)
+    x = p.emb(ids) + p.pos[:len(tokens)]
+    a = attention(x, p.layer1)
+    x = p.layer1.ln1(x + a)
+    h = F.gelu(p.layer1.ff1(x))
+    x = p.layer1.ln2(x + p.layer1.ff2(h))
+    keep = (ids > 0).float().unsqueeze(-1)
+    pooled = (x * keep).sum(0) / keep.sum(0).clamp(min=1.0)
+    return p.out(pooled)
+
+
+def encoder_layer(x, m):
+    x = F.layer_norm(x + attention(x, m), (m.d,), m.ln1.weight, m.ln1.bias)
+    x = F.layer_norm(x + m.ff2(torch.relu(m.ff1(x))), (m.d,), m.ln2.weight, m.ln2.bias)
+    return x
+
+
+@ab.program
+def two_layer_prog(tokens, p):
+    """Two encoder layers, each a helper holding the attention: each layer's run is grown in the helper."""
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    x = encoder_layer(x, p.layer1)
+    x = encoder_layer(x, p.layer2)
+    return p.out(x.mean(0)), x
+
+
+@ab.program
+def value_read_prog(tokens, p):
+    """A value read (``.item()``) and host control flow over it in the middle: the run stops before it."""
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    x = F.layer_norm(x + attention(x, p.layer1), (p.d,), p.layer1.ln1.weight, p.layer1.ln1.bias)
+    scale = x.abs().amax().item()  # not x.sum(): 0 up to rounding after a layer norm
+    sign = 1.0 if scale > 1.0 else -1.0
+    x = p.layer1.ln2(x * sign / scale + p.layer1.ff2(torch.relu(p.layer1.ff1(x))))
+    return p.out(x.mean(0))
+
+
+@ab.program
+def row_loop_prog(tokens, p):
+    """A host loop over the rows in the middle (each row scaled by its position): the run stops before it."""
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    x = F.layer_norm(x + attention(x, p.layer1), (p.d,), p.layer1.ln1.weight, p.layer1.ln1.bias)
+    y = torch.stack([x[i] * (i + 1) for i in range(len(tokens))])
+    return p.out(p.layer1.ln2(y + p.layer1.ff2(torch.relu(p.layer1.ff1(y)))).mean(0))
+
+
+@ab.program
+def no_rule_prog(tokens, p):
+    """An operator without a padding rule (``narrow``, row-wise in the static tier) after the attention: the run
+    stops before it."""
+    x = p.emb(torch.tensor(tokens)) + p.pos[:len(tokens)]
+    x = x + attention(x, p.layer1)
+    y = x.narrow(-1, 0, 4)
+    h = torch.relu(y)
+    return h.mean(0)

@@ -110,10 +110,12 @@ def test_strict_raises_where_a_rule_is_missing():
 
 
 def test_explain_and_report_name_the_padded_function():
+    """The call of ``multi_head`` and the statements around it run as one padded function, outlined from the
+    program's body (``acrobat.analysis.padded_runs``)."""
     text = pp.multi_head_prog.explain(_params(), options=STRICT)
-    assert "padded function `multi_head`" in text and "padded_progs.py:" in text and "static tier" in text
+    assert "padded function `multi_head_prog_region0`" in text and "padded_progs.py:" in text and "static tier" in text
     stats = _check(pp.multi_head_prog, _batch(4), "eager")
-    assert "padded multi_head (padded_progs.py:" in stats.report()
+    assert "padded multi_head_prog_region0 (padded_progs.py:" in stats.report()
 
 
 def test_length_is_a_size_not_a_number():
@@ -141,10 +143,99 @@ def test_rules_refuse_what_would_mix_instances():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_the_transformer_example_runs_static_with_a_padded_attention(backend):
+def test_the_transformer_example_runs_static_in_one_padded_launch(backend):
+    """The embedding, attention, both layer norms, the FFN and the masked pool: one padded launch; the only
+    other nodes are the token rows of ``torch.tensor(tokens)`` and the output layer's, one per instance."""
     from examples import transformer_encoder as te
     params, batch = te.make_params(0), te.instances(17, seed=5)  # float32: the reference builds a float32 mask
-    assert "padded function `self_attention`" in te.program.explain(params, options=STRICT)
+    assert "padded function `transformer_encoder_region0`" in te.program.explain(params, options=STRICT)
+    stats = ab.RunStats()
     with torch.inference_mode():
-        got = te.program.run(batch, params, backend=backend, options=STRICT)
+        got = te.program.run(batch, params, backend=backend, options=STRICT, stats=stats)
     torch.testing.assert_close(got, [te.reference(x, params) for x in batch], rtol=1e-4, atol=1e-5)
+    assert _padded_launches(stats) == 1 and stats.kernel_launches == 3
+    assert stats.dfg_nodes == sum(map(len, batch)) + 2 * len(batch)
+
+def _grads(prog: ab.Program, batch: list, params: torch.nn.Module, backend: str | None,
+           stats: ab.RunStats | None = None) -> dict[str, torch.Tensor]:
+    """Each parameter's gradient of the sum of every result over ``batch``: batched (on ``backend``, its
+    ``stats`` kept) or plain per-instance calls (None)."""
+    params.zero_grad(set_to_none=True)
+    outs = prog.run(batch, params, backend=backend, options=STRICT, stats=stats) if backend else \
+        [prog(x, params) for x in batch]
+    sum(torch.stack([t.sum() for t in torch.utils._pytree.tree_leaves(o)]).sum() for o in outs).backward()
+    return {n: a.grad for n, a in params.named_parameters()}
+
+
+@pytest.mark.parametrize("backend", ["eager", "auto"])
+def test_no_nan_from_the_padding_reaches_a_gradient(backend):
+    """``exp`` of the padding's values overflows (the padding rows of ``p.q(x)`` hold its bias, far above the
+    instances' rows), and the padding's gradient is 0: 0 * inf must not reach the parameters."""
+    params = _params()
+    with torch.no_grad():
+        params.emb.weight.copy_(1.0 + 0.01 * torch.randn(20, pp.H, dtype=torch.float64))
+        params.q.weight.fill_(-1100.0 / pp.H)
+        params.q.bias.fill_(1000.0)  # rows: about -100; padding: 1000, exp(1100) is inf in float64
+    batch = _batch(9, seed=4)
+    plain = _grads(pp.exp_weights_prog, batch, params, None)
+    batched = _grads(pp.exp_weights_prog, batch, params, backend)
+    for name, want in plain.items():
+        if want is None:
+            assert batched[name] is None or not batched[name].any(), name
+        else:
+            torch.testing.assert_close(batched[name], want, **TOL, msg=name)
+
+
+#: Programs whose padded call grows into a run of statements (acrobat.analysis.padded_runs): the padded function
+#: that runs, and its launches a batch.
+RUNS = {pp.encoder_prog: ("encoder_prog_region0", 1), pp.encoder_modules_prog: ("encoder_modules_prog_region0", 1),
+        pp.two_layer_prog: ("encoder_layer_region0", 2), pp.value_read_prog: ("value_read_prog_region0", 1),
+        pp.row_loop_prog: ("row_loop_prog_region0", 1), pp.no_rule_prog: ("no_rule_prog_region0", 1)}
+
+
+def _check_run(prog: ab.Program, batch: list, backend: str) -> ab.RunStats:
+    """``_check``, and the batch ran its padded run (not the attention alone) in the launches ``RUNS`` says."""
+    stats = _check(prog, batch, backend)
+    name, launches = RUNS[prog]
+    padded = [b for b in stats.blocks.values() if b.name.startswith("padded ")]
+    assert stats.dynamic is None and {b.name.split(" ")[1] for b in padded} == {name}
+    assert _padded_launches(stats) == launches
+    return stats
+
+
+@pytest.mark.parametrize("size", [1, 3, 17, 64])
+@pytest.mark.parametrize("prog", RUNS, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_runs_match_plain_pytorch(backend, prog, size):
+    _check_run(prog, _batch(size, seed=size), backend)
+
+
+@pytest.mark.parametrize("prog", [pp.encoder_prog, pp.encoder_modules_prog], ids=lambda p: p.__name__)
+def test_the_whole_encoder_is_one_padded_launch(prog):
+    """Embedding, attention, norms, FFN and pool in the run: besides it, only the token rows of
+    ``torch.tensor(tokens)`` and the output layer's node, one per instance."""
+    batch = _batch(17, seed=6)
+    stats = _check_run(prog, batch, "eager")
+    assert stats.dfg_nodes == sum(map(len, batch)) + 2 * len(batch) and stats.kernel_launches == 3
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 19), min_size=1, max_size=16), min_size=1, max_size=8),
+       st.sampled_from(list(RUNS)), st.sampled_from(BACKENDS))
+def test_runs_random_lengths(batch, prog, backend):
+    _check_run(prog, batch, backend)
+
+
+@pytest.mark.parametrize("prog", list(RUNS), ids=lambda p: p.__name__)
+@pytest.mark.parametrize("backend", ["eager", "auto"])
+def test_runs_gradients_match_plain_pytorch(backend, prog):
+    batch = _batch(9, seed=7)
+    stats = ab.RunStats()
+    plain = _grads(prog, batch, _params(), None)
+    batched = _grads(prog, batch, _params(), backend, stats)
+    assert _padded_launches(stats) == RUNS[prog][1] and f"padded {RUNS[prog][0]} (" in stats.report()
+    for name, want in plain.items():
+        if want is None:
+            assert batched[name] is None or not batched[name].any(), name
+        else:
+            torch.testing.assert_close(batched[name], want, **TOL, msg=name)

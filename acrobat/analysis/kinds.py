@@ -2252,7 +2252,7 @@ class _Analyzer:
         """
         region = callee.fn.region
         if padded.roles(arg_kinds) is not None and region.tree is not None:  # a padded function's call
-            kind, _ = padded.result_kind(region.tree, region.arity, arg_kinds)
+            kind, _ = padded.region_result(region, arg_kinds)
             if callee.ret != kind:
                 callee.ret = kind
                 self.changed = True

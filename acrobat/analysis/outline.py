@@ -62,7 +62,10 @@ class Outline:
 
     ``line``/``col``/``end_line`` locate the statement in its file (1-based lines, as ``ast`` gives them);
     ``name`` is the new function's name, ``params`` its parameters (the statement's live-ins) and ``results``
-    the variables it returns (the live-outs, a tuple display of them unless there is one).
+    the variables it returns (the live-outs, a tuple display of them unless there is one). A run of consecutive
+    statements (``acrobat.analysis.padded_runs``) is outlined the same way, ``end_line`` its last line;
+    ``hoisted`` names the parameters the caller binds, just before the call, to an expression taken out of the
+    run (``t = torch.tensor(tokens)``).
     """
 
     parent: Any
@@ -73,22 +76,30 @@ class Outline:
     params: tuple[str, ...]
     results: tuple[str, ...]
     function: Any
+    hoisted: tuple[tuple[str, str], ...] = ()  # (parameter, source of the expression the caller binds it to)
 
     def apply(self, fdef: ast.FunctionDef, first: int) -> None:
         """Replace, in ``fdef`` (``parent``'s definition parsed from its dedented lines, ``first`` the file line
-        of its first), the statement by the call of the new function, in place.
+        of its first), the statement (or the run of consecutive statements from ``line``/``col`` to
+        ``end_line``) by the call of the new function, after the assignments of its ``hoisted`` arguments, in
+        place.
 
         Raises:
             CompileError: the statement is not found (the function's source is not the one outlined).
         """
         for body, i, st in _statements(fdef.body):
-            if (st.lineno + first - 1, st.end_lineno and st.end_lineno + first - 1) == (self.line, self.end_line) \
-                    and st.col_offset == self.col:
-                body[i] = ast.copy_location(self.call(), st)
-                ast.fix_missing_locations(body[i])
-                for node in ast.walk(body[i]):
+            if st.lineno + first - 1 != self.line or st.col_offset != self.col:
+                continue
+            k = next((k for k in range(i, len(body)) if (body[k].end_lineno or 0) + first - 1 == self.end_line), None)
+            if k is None:
+                continue
+            made = [*(ast.Assign([ast.Name(n, ast.Store())], ast.parse(e, mode="eval").body)
+                      for n, e in self.hoisted), self.call()]
+            for new in made:
+                for node in ast.walk(new):
                     ast.copy_location(node, st)
-                return
+            body[i:k + 1] = made
+            return
         raise CompileError(f"the statement outlined as `{self.name}` is no longer in `{self.parent.__name__}`",
                            self.function.snapshot.filename, self.line, self.col, fallback=False)
 
@@ -110,6 +121,33 @@ def outline_region(err: CompileError, function: Any, regions: Mapping[Any, Regio
     ``regions`` holds the regions found so far (their outlines in ``function`` are applied first); ``wrap`` makes
     the program function (``acrobat.Function``) of the new Python function.
     """
+    parsed = parsed_function(function, regions)
+    if isinstance(parsed, str):
+        return parsed
+    fdef, first = parsed
+    snapshot = function.snapshot
+    done = [r.outline for r in regions.values() if r.outline is not None and r.outline.parent is function]
+    if err.filename != snapshot.filename or not first <= err.line < first + len(snapshot.function_lines()[0]):
+        return "the rejected construct is not inside the function"
+    if any(o.line <= err.line <= o.end_line for o in done):
+        return "the rejected construct is the call of a statement outlined before (what it is given or returns)"
+    path = _path(fdef.body, err.line - first + 1)
+    if not path:
+        return "the rejected construct is in no statement of the function's body"
+    why = "no statement holds it"
+    taken = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(function.fn.__globals__)
+    for depth in range(len(path) - 1, -1, -1):
+        made = outlined(function, fdef, first, path, depth, taken, str(err), wrap)
+        if isinstance(made, Region):
+            return made
+        why = made
+    return f"no statement holding it can be outlined: {why}"
+
+
+def parsed_function(function: Any, regions: Mapping[Any, Region]) -> tuple[ast.FunctionDef, int] | str:
+    """The definition of ``function`` (an ``acrobat.Function``) parsed from its source, the statements outlined
+    before (``regions``) replaced by their calls, and the file line of its first line; or why it cannot be
+    outlined from (a sentence)."""
     fn, snapshot = getattr(function, "fn", None), getattr(function, "snapshot", None)
     if fn is None or snapshot is None or not isinstance(fn, types.FunctionType):
         return "the rejected construct is in no function of the program whose source can be outlined"
@@ -120,44 +158,48 @@ def outline_region(err: CompileError, function: Any, regions: Mapping[Any, Regio
         return f"its source cannot be read ({exc})"
     if not isinstance(fdef, ast.FunctionDef):
         return "it is no plain function definition"
-    done = [r.outline for r in regions.values() if r.outline is not None and r.outline.parent is function]
-    if err.filename != snapshot.filename or not first <= err.line < first + len(lines):
-        return "the rejected construct is not inside the function"
-    if any(o.line <= err.line <= o.end_line for o in done):
-        return "the rejected construct is the call of a statement outlined before (what it is given or returns)"
-    for o in done:
-        o.apply(fdef, first)
+    for r in regions.values():
+        if r.outline is not None and r.outline.parent is function:
+            r.outline.apply(fdef, first)
     if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(fdef)):
         return "the function declares `global` or `nonlocal`"
     if any(isinstance(n, ast.Delete) and any(isinstance(t, ast.Name) for t in n.targets) for n in ast.walk(fdef)):
         return "the function deletes a variable"
-    path = _path(fdef.body, err.line - first + 1)
-    if not path:
-        return "the rejected construct is in no statement of the function's body"
-    why = "no statement holds it"
-    taken = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)} | set(fn.__globals__)
-    for depth in range(len(path) - 1, -1, -1):
-        found = _liveness(fdef, path, depth, first)
-        if isinstance(found, str):
-            why = found
-            continue
-        params, results = found
-        stmt = path[depth][2]
-        name = _fresh(f"{fdef.name}_region", taken)
-        made = _function(fn, snapshot.filename, first, fdef, stmt, name, params, results)
-        if isinstance(made, str):
-            why = made
-            continue
-        pyfn, new_def = made
-        impure = pure(new_def)
-        if impure is not None:
-            why = f"the statement at line {stmt.lineno + first - 1} {impure.removeprefix('it ')}"
-            continue
-        where = f"{snapshot.filename}:{stmt.lineno + first - 1}"
-        outline = Outline(function, stmt.lineno + first - 1, stmt.col_offset,
-                          (stmt.end_lineno or stmt.lineno) + first - 1, name, params, results, wrap(pyfn))
-        return Region(pyfn, name, where, str(err), None if len(results) == 1 else len(results), outline=outline)
-    return f"no statement holding it can be outlined: {why}"
+    return fdef, first
+
+
+def outlined(function: Any, fdef: ast.FunctionDef, first: int, path: list[tuple[list[ast.stmt], int, ast.stmt]],
+             depth: int, taken: set[str], reason: str, wrap: Callable[[Callable], Any],
+             hoisted: tuple[tuple[str, str], ...] = (), padded: bool = False,
+             helpers: Mapping[str, Any] | None = None) -> Region | str:
+    """The region of statement ``path[depth]`` (a ``Run`` for several) of ``fdef`` (``function``'s definition
+    from ``parsed_function``) outlined under a fresh name (added to ``taken``), or why it cannot be (a
+    sentence); ``reason`` is the region's, ``hoisted`` the outline's (see ``Outline``). ``padded``: the region
+    keeps its definition (``Region.tree``), so a call given stacked lists makes it a padded function;
+    ``helpers`` are names the statement reads that acrobat bound (``_function``)."""
+    found = _liveness(fdef, path, depth, first)
+    if isinstance(found, str):
+        return found
+    params, results = found
+    stmt = path[depth][2]
+    name = _fresh(f"{fdef.name}_region", taken)
+    made = _function(function.fn, function.snapshot.filename, first, fdef, stmt, name, params, results, helpers)
+    if isinstance(made, str):
+        return made
+    pyfn, new_def = made
+    impure = pure(new_def)
+    if impure is not None:
+        return f"the statement at line {stmt.lineno + first - 1} {impure.removeprefix('it ')}"
+    where = f"{function.snapshot.filename}:{stmt.lineno + first - 1}"
+    outline = Outline(function, stmt.lineno + first - 1, stmt.col_offset, (stmt.end_lineno or stmt.lineno) + first - 1,
+                      name, params, results, wrap(pyfn), hoisted)
+    return Region(pyfn, name, where, reason, None if len(results) == 1 else len(results), outline=outline,
+                  tree=new_def if padded else None)
+
+
+class Run(ast.Try):
+    """Consecutive statements analysed as one statement (a ``try`` without handlers: its body binds what each
+    of them binds, in order); never compiled itself (``_function`` outlines its body)."""
 
 
 def _fresh(stem: str, taken: set[str]) -> str:
@@ -420,19 +462,22 @@ def _plainly_host(stmt: ast.stmt, name: str) -> bool:
 
 
 def _function(fn: types.FunctionType, filename: str, first: int, fdef: ast.FunctionDef, stmt: ast.stmt, name: str,
-              params: tuple[str, ...], results: tuple[str, ...]) -> tuple[Callable, ast.FunctionDef] | str:
+              params: tuple[str, ...], results: tuple[str, ...],
+              helpers: Mapping[str, Any] | None = None) -> tuple[Callable, ast.FunctionDef] | str:
     """The Python function of ``stmt`` outlined (``def name(*params): stmt; return results``), compiled with the
     file's name and line numbers in ``fn``'s globals, the names it reads from ``fn``'s enclosing function bound to
-    ``fn``'s closure cells; and its definition (for ``regions.pure``). A sentence where it cannot be made."""
+    ``fn``'s closure cells (and ``helpers``, names acrobat's rewrite of ``stmt`` reads, to new cells); and its
+    definition (for ``regions.pure``). A sentence where it cannot be made."""
     ret: ast.expr = (ast.Name(results[0], ast.Load()) if len(results) == 1 else
                      ast.Tuple([ast.Name(r, ast.Load()) for r in results], ast.Load()))
-    body = [copy.deepcopy(stmt), ast.Return(ret)]
+    body = [*copy.deepcopy(stmt.body if isinstance(stmt, Run) else [stmt]), ast.Return(ret)]
     for node in ast.walk(body[1]):
         ast.copy_location(node, stmt)
     new = ast.FunctionDef(name, ast.arguments([], [ast.arg(p) for p in params], None, [], [], None, []), body, [],
                           None, None, type_params=[])
     ast.copy_location(new, stmt)
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    cells.update({k: types.CellType(v) for k, v in (helpers or {}).items()})
     free = sorted((_names(stmt)[0] - set(params) - _names(stmt)[1]) & set(cells))
     # a factory binding the enclosing function's names makes them free variables of the new function
     factory = ast.FunctionDef("_factory", ast.arguments([], [], None, [], [], None, []),

@@ -21,6 +21,7 @@ import ast
 from typing import Sequence
 
 from acrobat.analysis.kinds import DYNAMIC, RAGGED, HostK, Kind, RaggedK, SharedK, Spec, TensorK, TupleK
+from acrobat.analysis.regions import Region
 from acrobat.runtime.plan import BlockCode, PaddedOp, Site
 
 #: The reductions that take the list axis away when given ``dim=0`` or no dim.
@@ -79,6 +80,16 @@ def result_kind(fdef: ast.FunctionDef, arity: int | None, kinds: Sequence[Kind])
     return (kind_of[0] if arity is None else TupleK(tuple(kind_of))), tuple(ragged)
 
 
+def region_result(region: Region, kinds: Sequence[Kind]) -> tuple[Kind, tuple[bool, ...]]:
+    """``result_kind`` of padded function ``region`` given ``kinds``; a padded run's (``Region.ragged``: its
+    results' kinds in the compile it was outlined from) as it was known there."""
+    if region.ragged is None:
+        assert region.tree is not None
+        return result_kind(region.tree, region.arity, kinds)
+    kind_of = [RAGGED if x else DYNAMIC for x in region.ragged]
+    return (kind_of[0] if region.arity is None else TupleK(tuple(kind_of))), region.ragged
+
+
 def _form(e: ast.expr, params: dict[str, str], assigned: dict[str, list[ast.expr]], seen: frozenset[str]) -> str:
     """``LIST``, ``DENSE`` or ``NEUTRAL`` (a number, a module, a constant): the form of ``e``'s value."""
     match e:
@@ -130,7 +141,7 @@ def padded_op(spec: Spec) -> PaddedOp | None:
     found = roles(kinds) if region is not None and region.tree is not None else None
     if found is None:
         return None
-    _, ragged = result_kind(region.tree, region.arity, kinds)
+    _, ragged = region_result(region, kinds)
     return PaddedOp(region.name, len(ragged), call=region.call, where=region.where, roles=found, ragged=ragged,
                     arity=region.arity)
 

@@ -70,6 +70,7 @@ class Region:
     outline: Any = None
     tree: ast.FunctionDef | None = None  # its parsed source (a padded function reads its result's form there)
     padded_only: bool = False  # under Options(strict=True): it may run as a padded function only
+    ragged: tuple[bool, ...] | None = None  # a padded run's results: stacked list or not (acrobat.analysis.padded_runs)
 
     def call(self, args: Sequence[Any]) -> Any:
         """``fn`` called with ``args``, its arguments in the IR's parameter order (``parser.bind_arguments``:

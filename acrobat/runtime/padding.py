@@ -7,7 +7,8 @@ logical dim, the ``Lengths`` that pad it (a padded axis: size ``Lmax`` in the te
 ``__torch_function__``) goes through an **allowlist of rules** that keep the batched value equal, at every
 position below each instance's lengths, to what plain PyTorch computes for that instance alone:
 
-- pointwise operators (padding may hold garbage: it is never read into a valid position); padded axes must
+- pointwise operators (padding may hold garbage: it is never read into a valid position; ``exp``, ``square`` and
+  powers see it set to 0 first, so no inf there makes a NaN gradient, 0 * inf); padded axes must
   align under broadcasting with the same padded axis or a unit dim; a division by a padded value, ``log``,
   ``sqrt`` and friends are refused (their gradient at the padding's values may be infinite, and 0 * inf is NaN);
 - ``@``/``matmul``/``mm``/``bmm`` (a contracted padded axis: both operands masked to 0 with ``torch.where``
@@ -253,10 +254,27 @@ def pointwise(func: Callable, args: tuple, kwargs: dict) -> Any:
     for x in operands:
         if isinstance(x, PaddedSize):
             x._refuse()
+    if func in _OVERFLOWING:
+        args = tuple(_tame(a) for a in args)
     r = max(_rank(x) for x in operands)
     tags = _aligned_tags(operands, r)
     out = func(*(_lift(a, r) for a in args), **{k: _lift(v, r) for k, v in kwargs.items()})
     return Padded(out, tags)
+
+
+#: Operators that overflow to inf on values of a moderate size: their padded operands' padding is set to 0 first.
+_OVERFLOWING = frozenset([f for f in _methods("exp", "square", "pow") if f is not None] +
+                          [torch.Tensor.__pow__, torch.Tensor.__rpow__])
+
+
+def _tame(x: Any) -> Any:
+    """``x`` with its padding set to 0 (a ``Padded`` with a padded axis; anything else as it is): whatever the
+    padding holds (an embedding of token 0, a bias, a difference to a maximum), an overflowing operator's value
+    and gradient there stay finite, so the padding's gradient (0, the masks'), times that derivative, is 0 and
+    not NaN (0 * inf), which would reach the parameters through the padding rows (their gradients sum every row)."""
+    if isinstance(x, Padded) and any(t is not None for t in x._tags):
+        return Padded(_zero_padding(x, range(x.dim())), x._tags)
+    return x
 
 
 def _check_divisor(x: Any) -> None:
@@ -604,3 +622,24 @@ def new_filled(func: Callable, args: tuple, kwargs: dict) -> Any:
     dims = [s.lengths.max if isinstance(s, PaddedSize) else int(s) for s in size]
     return Padded(func(x._batched, (x._batched.shape[0], *dims), **kwargs), tags)
 
+
+
+PREFIX = "_acrobat_prefix"
+"""The name under which a padded run (``acrobat.analysis.padded_runs``) reads ``prefix``."""
+
+
+def prefix(x: Any, like: Any) -> Any:
+    """``x[:len(tokens)]`` in a padded run, where ``acrobat.analysis.padded_runs`` rewrote it: ``x`` a shared
+    tensor (learned positions ``(P, ...)``), ``like`` the token list's tensor (hoisted ``torch.tensor(tokens)``).
+    For a ``Padded`` ``like`` of lengths ``L_i``: ``x[:Lmax]`` for every instance, ``(B, Lmax, ...)`` padded by
+    those lengths (each instance's valid rows are its own ``x[:L_i]``); for a plain tensor, ``x[:len(like)]``.
+
+    Raises:
+        LimitError: ``x`` has a padded axis, or is shorter than Lmax (plain calls then judge each instance).
+    """
+    if not isinstance(like, Padded):
+        return x[:len(like)]
+    t = like._tags[0] if like._tags else None
+    if isinstance(x, Padded) or not isinstance(x, torch.Tensor) or t is None or x.dim() == 0 or x.shape[0] < t.max:
+        raise _refused("x[:len(tokens)] of a padded value, or longer than x,")
+    return Padded(x[:t.max].unsqueeze(0).expand(like._batched.shape[0], *x[:t.max].shape), (t,) + (None,) * (x.dim() - 1))
