@@ -291,7 +291,7 @@ def power(func: Callable, args: tuple, kwargs: dict) -> Any:
 
 # -- contractions ----------------------------------------------------------------------------------------------
 
-def _zero_padding(x: Padded, dims: Sequence[int], fill: float = 0.0) -> torch.Tensor:
+def _zero_padding(x: Padded, dims: Sequence[int], fill: float | int | bool = 0.0) -> torch.Tensor:
     """``x._batched`` with every position outside the lengths of its padded ``dims`` set to ``fill``."""
     data = x._batched
     for d in dims:
@@ -396,6 +396,18 @@ _IDENTITY = {"sum": 0.0, "mean": 0.0, "amax": -math.inf, "max": -math.inf, "amin
              "logsumexp": -math.inf}
 
 
+def _identity(name: str, dtype: torch.dtype) -> float | int | bool:
+    """The identity of reduction ``name`` in ``dtype``: an infinity of a float, the least or greatest value of an
+    int or bool (``-inf`` as a bool is True, which a ``max`` of bools would read as a valid position's)."""
+    fill = _IDENTITY[name]
+    if not math.isinf(fill) or dtype.is_floating_point or dtype.is_complex:
+        return fill
+    if dtype == torch.bool:
+        return fill > 0
+    info = torch.iinfo(dtype)
+    return info.max if fill > 0 else info.min
+
+
 @rule(*_methods("sum", "mean", "amax", "amin", "max", "min", "logsumexp"))
 def reduction(func: Callable, args: tuple, kwargs: dict) -> Any:
     """A reduction over ``dim`` (an int, a tuple, or none: all dims), its padded dims identity-masked; ``mean``
@@ -413,7 +425,7 @@ def reduction(func: Callable, args: tuple, kwargs: dict) -> Any:
         raise _refused("logsumexp without dim")
     dims = list(range(r)) if dim is None else [_norm_dim(d, r) for d in (dim if isinstance(dim, (tuple, list))
                                                                          else [dim])]
-    data = _zero_padding(x, dims, _IDENTITY[name])
+    data = _zero_padding(x, dims, _identity(name, x.dtype))
     if name == "sum" and not (data.is_floating_point() or data.is_complex()):
         data = data.to(torch.int64)
     keep_tags = tuple(t for i, t in enumerate(x._tags) if i not in dims) if not keepdim else \
