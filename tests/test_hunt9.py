@@ -63,7 +63,6 @@ STRICT_REJECTS = {
 }
 #: Limits met at run time under strict (a ShapeError naming one of them; the default reruns the batch exactly).
 STRICT_RUN_LIMITS: dict[str, str | tuple[str, ...]] = {
-    "bool_all": "value cannot be converted",
     "reductions_several_dims": "padded axes are not dim 0 alone",
     "max_min_ties": "`round`",
     "logsumexp_grad": "padded axes are not dim 0 alone",
@@ -163,3 +162,14 @@ def test_a_max_of_bools_over_the_list_axis_reads_no_padding():
     assert b.max(0).indices._batched.tolist() == [0, 1] and b.amin(0)._batched.tolist() == [False, False]
     i = Padded(torch.tensor([[-5, 9, 9], [-7, -8, -9]], dtype=torch.int32), (n,))
     assert i.amax(0)._batched.tolist() == [-5, -7] and i.min(0).values._batched.tolist() == [-5, -9]
+
+
+def test_a_per_instance_0d_value_gives_way_in_type_promotion():
+    """A float64 0-d value of each instance (``x.mean()``) times float32 ``(L, H)`` scores is float32 in PyTorch;
+    its batched value is ``(B,)``, dimensioned, and the batched product was float64 (a wrong dtype, silently).
+    The result now has the dtype of one instance's call (``padding._promoted``)."""
+    x = Padded(torch.randn(2, 3, 4), (Lengths(torch.tensor([1, 3]), 3), None))
+    s = Padded(torch.randn(2, dtype=torch.float64), ())
+    assert (x * s).dtype == torch.float32 and (s * torch.ones(4)).dtype == torch.float32
+    assert torch.where(x > 0, s, x).dtype == torch.float32 and (s + 1).dtype == torch.float64
+    torch.testing.assert_close((x * s)._batched, x._batched * s._batched[:, None, None].float())

@@ -256,7 +256,30 @@ def pointwise(func: Callable, args: tuple, kwargs: dict) -> Any:
     r = max(_rank(x) for x in operands)
     tags = _aligned_tags(operands, r)
     out = func(*(_lift(a, r) for a in args), **{k: _lift(v, r) for k, v in kwargs.items()})
+    if r and any(isinstance(x, Padded) and not x.dim() for x in operands):
+        out = out.to(_promoted(func, args, kwargs))
     return Padded(out, tags)
+
+
+def _promoted(func: Callable, args: tuple, kwargs: dict) -> torch.dtype:
+    """The dtype of pointwise ``func`` on one instance's values. PyTorch's type promotion lets a 0-d tensor's
+    dtype give way to a dimensioned tensor's of its category (a float32 ``(L, H)`` times a float64 0-d value is
+    float32); the batched value of a 0-d one is ``(B,)``, dimensioned, so the batched call may promote further.
+    Found on ``meta`` stand-ins of the logical shapes.
+
+    Raises:
+        LimitError: ``func`` does not run on ``meta`` stand-ins.
+    """
+    def stand_in(x: Any) -> Any:
+        if isinstance(x, (Padded, torch.Tensor)):
+            shape = x._batched.shape[1:] if isinstance(x, Padded) else x.shape
+            return torch.empty(shape, dtype=x.dtype, device="meta")
+        return x
+    try:
+        return func(*map(stand_in, args), **{k: stand_in(v) for k, v in kwargs.items()}).dtype
+    except Exception as exc:  # noqa: BLE001 - without its dtype, no batched call
+        raise LimitError(f"`{getattr(func, '__name__', func)}` of a per-instance 0-d value and a tensor in a "
+                         f"padded function: its dtype on one instance is unknown ({exc})") from exc
 
 
 def _check_divisor(x: Any) -> None:
