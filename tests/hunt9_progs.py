@@ -181,6 +181,15 @@ def isinstance_branch(x, extra):
     return att.sum(0)
 
 
+def is_dense(x):
+    return torch.is_tensor(x)
+
+
+def calls_a_type_check(x):
+    """A type read in a function it calls."""
+    return (x @ x.T).softmax(-1) @ x if is_dense(x) else x
+
+
 @ab.program
 def tensor_check(tokens, p):
     x = _embed(tokens, p)

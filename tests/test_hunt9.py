@@ -13,7 +13,9 @@ outputs are compared on the eager backend in float64.
 
 from __future__ import annotations
 
+import ast
 import copy
+import inspect
 import random
 import warnings
 from typing import Any, Callable
@@ -22,6 +24,7 @@ import pytest
 import torch
 
 import acrobat as ab
+from acrobat.analysis import padded
 from acrobat.errors import DynamicFallbackWarning
 from acrobat.runtime.padding import Lengths, Padded
 from tests import hunt9_progs as hp
@@ -60,6 +63,7 @@ STRICT_REJECTS = {
     "rows_broadcast": "with dim=-1 of a list whose length differs per instance",
     "rows_cat_and_split": "host data on one path and a tensor on another",
     "ports_constructs": "in-place operator `.fill_()`",
+    "tensor_check": "cannot be transposed with `.T`",
 }
 #: Limits met at run time under strict (a ShapeError naming one of them; the default reruns the batch exactly).
 STRICT_RUN_LIMITS: dict[str, str | tuple[str, ...]] = {
@@ -173,3 +177,19 @@ def test_a_per_instance_0d_value_gives_way_in_type_promotion():
     assert (x * s).dtype == torch.float32 and (s * torch.ones(4)).dtype == torch.float32
     assert torch.where(x > 0, s, x).dtype == torch.float32 and (s + 1).dtype == torch.float64
     torch.testing.assert_close((x * s)._batched, x._batched * s._batched[:, None, None].float())
+
+
+@pytest.mark.parametrize("backend", ["eager", "compiled"])
+def test_a_function_reading_a_python_type_is_no_padded_function(backend):
+    """``if isinstance(extra, torch.Tensor):`` in a function given a stacked list: run once on ``Padded`` values
+    it was False where each instance's call finds True, and took the other branch for all (a silent wrong
+    answer). A function that reads a value's Python type, itself or in a function it calls, is no padded
+    function now (``padded.type_read``): the batch runs in the dynamic tier, exact."""
+    p, batch = hp.HP().double(), _batch("tensor_check", 4)
+    stats = ab.RunStats()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DynamicFallbackWarning)
+        _same(hp.tensor_check.run(batch, p, backend=backend, stats=stats), [hp.tensor_check(x, p) for x in batch])
+    assert not any(b.name.startswith("padded ") for b in stats.blocks.values())
+    assert padded.type_read(ast.parse(inspect.getsource(hp.calls_a_type_check)).body[0], vars(hp)) == \
+        "`torch.is_tensor` in `is_dense`"

@@ -18,7 +18,9 @@ dynamic tier). Beyond the paper's §3 language (tensors of per-instance shape), 
 from __future__ import annotations
 
 import ast
-from typing import Sequence
+import inspect
+import textwrap
+from typing import Any, Sequence
 
 from acrobat.analysis.kinds import DYNAMIC, RAGGED, HostK, Kind, RaggedK, SharedK, Spec, TensorK, TupleK
 from acrobat.runtime.plan import BlockCode, PaddedOp, Site
@@ -120,6 +122,34 @@ def _reduces_list_axis(c: ast.Call) -> bool:
     method = not (isinstance(f.value, ast.Name) and f.value.id in ("torch", "F"))
     dims = [k.value for k in c.keywords if k.arg == "dim"] or c.args[0 if method else 1:][:1]
     return not dims or isinstance(dims[0], ast.Constant) and dims[0].value == 0
+
+
+#: Calls that read a value's Python type: a padded function's values are ``Padded``, no ``torch.Tensor``.
+_TYPE_READS = frozenset({"isinstance", "issubclass", "type"})
+
+
+def type_read(fdef: ast.FunctionDef, scope: dict[str, Any], seen: frozenset[Any] = frozenset()) -> str | None:
+    """Where ``fdef`` (or a function of ``scope`` it calls by name, transitively) reads a value's Python type
+    (``isinstance``, ``issubclass``, ``type``, ``torch.is_tensor``), as a phrase naming the function; None where
+    it does not. Such a function is no padded function: run once on ``Padded`` values, ``isinstance(x,
+    torch.Tensor)`` would be False where the instance's own call finds True, and take another branch."""
+    for node in ast.walk(fdef):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in _TYPE_READS or isinstance(f, ast.Attribute) and f.attr == "is_tensor":
+            return f"`{ast.unparse(f)}` in `{fdef.name}`"
+        callee = getattr(scope.get(f.id), "fn", scope.get(f.id)) if isinstance(f, ast.Name) else None
+        if not inspect.isfunction(callee) or callee in seen:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(callee))).body[0]
+        except (OSError, TypeError, SyntaxError):
+            return f"`{f.id}` (its source cannot be read) in `{fdef.name}`"
+        found = type_read(tree, callee.__globals__, seen | {callee}) if isinstance(tree, ast.FunctionDef) else None
+        if found is not None:
+            return found
+    return None
 
 
 def padded_op(spec: Spec) -> PaddedOp | None:
