@@ -139,7 +139,9 @@ def type_read(fdef: ast.FunctionDef, scope: dict[str, Any], seen: frozenset[Any]
         f = node.func
         if isinstance(f, ast.Name) and f.id in _TYPE_READS or isinstance(f, ast.Attribute) and f.attr == "is_tensor":
             return f"`{ast.unparse(f)}` in `{fdef.name}`"
-        callee = getattr(scope.get(f.id), "fn", scope.get(f.id)) if isinstance(f, ast.Name) else None
+        if not isinstance(f, ast.Name):
+            continue
+        callee = getattr(scope.get(f.id), "fn", scope.get(f.id))
         if not inspect.isfunction(callee) or callee in seen:
             continue
         try:
