@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import acrobat as ab
-from acrobat.analysis import padded
+from acrobat.analysis import padded, ragged
 from acrobat.errors import DynamicFallbackWarning
 from acrobat.runtime.padding import Lengths, Padded
 from tests import hunt9_progs as hp
@@ -55,8 +55,9 @@ PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
         "zero_dim_promotion", "int_list", "tensor_check", "transposed_contraction", "heads_views", "getitem_forms",
         "chunk_split", "new_zeros_shape", "inplace_on_argument", "tuple_of_forms", "two_lists_equal",
         "two_lists_different", "called_in_loop", "rows_broadcast", "rows_cat_and_split", "outlined_loop",
-        "ports_constructs", "star_rest")}
-PROGRAMS.update({"masked_inf": _keeps_one, "recursion_over_children": _tree})
+        "ports_constructs", "star_rest", "rows_0d_promotion", "embedding_grad_by_freq")}
+PROGRAMS.update({"embedding_max_norm": lambda rng: [rng.randrange(1, hp.VOCAB) for _ in range(rng.randint(1, 4))],
+                 "masked_inf": _keeps_one, "recursion_over_children": _tree})
 
 #: Rejections at compile time under strict (message fragments).
 STRICT_REJECTS = {
@@ -79,7 +80,7 @@ STRICT_RUN_LIMITS: dict[str, str | tuple[str, ...]] = {
     "two_lists_different": "padded axes are not dim 0 alone",
 }
 #: Programs computing in float32 inside the float64 model: their gradients are float32 sums (any order of them).
-FLOAT32 = {"rows_broadcast", "zero_dim_promotion"}
+FLOAT32 = {"rows_broadcast", "zero_dim_promotion", "rows_0d_promotion"}
 
 
 def _batch(name: str, n: int, seed: int = 9000) -> list:
@@ -119,13 +120,15 @@ def test_outputs_and_state_equal_plain_calls(name, option, backend):
         return
     for n, runs in ((1, 1), (3, 1), (17, 3)):
         batch = _batch(name, n)
+        plain, batched = copy.deepcopy(p), copy.deepcopy(p)
         with torch.no_grad():
-            want = [prog(x, p) for x in copy.deepcopy(batch)]
+            want = [prog(x, plain) for x in copy.deepcopy(batch)]
         for _ in range(runs):
             with torch.no_grad():
-                got = _run(prog, copy.deepcopy(batch), p, backend, option)
+                got = _run(prog, copy.deepcopy(batch), batched, backend, option)
             if got is not None:
                 _same(got, want, f"batch {n}")
+                _same(dict(batched.state_dict()), dict(plain.state_dict()), f"the model's state, batch {n}")
 
 
 @pytest.mark.parametrize("option", sorted(OPTIONS))
@@ -193,3 +196,16 @@ def test_a_function_reading_a_python_type_is_no_padded_function(backend):
     assert not any(b.name.startswith("padded ") for b in stats.blocks.values())
     assert padded.type_read(ast.parse(inspect.getsource(hp.calls_a_type_check)).body[0], vars(hp)) == \
         "`torch.is_tensor` in `is_dense`"
+
+
+def test_int_rows_of_a_stacked_list_keep_their_width_against_a_0d_int():
+    """``(s > 0).int() + torch.tensor(1)`` of a stacked list of 0-d rows ``s``: PyTorch keeps the ``(L,)`` int32
+    (a 0-d int64 gives way), but row by row two 0-d operands promote to int64, and only floating rows were cast
+    back (a wrong dtype, silently). ``ragged.row_operands`` now casts integer rows back too."""
+    rows = (torch.tensor(1, dtype=torch.int32),)
+    dense = (torch.tensor(1),)
+    assert ragged.row_operands(rows[0] + dense[0], rows, dense).dtype == torch.int32
+    p, batch = hp.HP().double(), _batch("rows_0d_promotion", 3)
+    with torch.no_grad():
+        got = hp.rows_0d_promotion.run(batch, p, options=OPTIONS["strict"])
+        _same(got, [hp.rows_0d_promotion(x, p) for x in batch])
