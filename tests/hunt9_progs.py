@@ -8,7 +8,8 @@ masked scores and their gradients), and operators within rows, outlined statemen
 They live in a real .py file because acrobat reads their source with ``inspect``. ``HP`` holds the shared
 parameters (``emb``: an ``nn.Embedding(VOCAB, H)``, ``q``/``k``/``v``: ``nn.Linear(H, H)``, ``pos``: 16 x H,
 ``a``/``b``: H, ``W``: H x H, ``bias2``: 1 x H, ``temp``: a 0-d parameter, ``out``: ``nn.Linear(H, 3)``,
-``heads``/``dh``: 2 and H // 2). An instance is a token list (ids below VOCAB) or a ``Node`` tree.
+``emb_n``/``emb_f``: embeddings with ``max_norm=1.0`` and ``scale_grad_by_freq=True``, ``heads``/``dh``: 2 and
+H // 2). An instance is a token list (ids below VOCAB) or a ``Node`` tree.
 """
 
 # ruff: noqa
@@ -43,6 +44,8 @@ class HP(nn.Module):
         self.W = nn.Parameter(0.5 * torch.randn(H, H))
         self.bias2 = nn.Parameter(torch.randn(1, H))
         self.temp = nn.Parameter(torch.tensor(1.5))
+        self.emb_n = nn.Embedding(VOCAB, H, max_norm=1.0)
+        self.emb_f = nn.Embedding(VOCAB, H, scale_grad_by_freq=True)
         self.heads = 2
         self.dh = H // 2
 
@@ -396,3 +399,28 @@ def rest_sum(x, *hs):
 def star_rest(tokens, p):
     hs = [p.emb.weight[t] for t in tokens]
     return rest_sum(p.a, *hs)
+
+
+@ab.program
+def rows_0d_promotion(tokens, p):
+    """Stacked lists of 0-d rows (``x @ p.a``: ``(L,)``) with a 0-d parameter and a 0-d int."""
+    s = _embed(tokens, p) @ p.a
+    return s.float() * p.temp, (s > 0).int() + torch.tensor(1), s * 2
+
+
+def attend_ids(ids, p):
+    x = p.emb_n(ids)
+    return (x @ x.T).softmax(-1) @ x
+
+
+@ab.program
+def embedding_max_norm(tokens, p):
+    """``nn.Embedding(max_norm=1.0)`` renormalizes the rows it looks up, in place: the model's state."""
+    return attend_ids(torch.tensor(tokens), p).sum(0), p.emb_n(torch.tensor(tokens[:1]))
+
+
+@ab.program
+def embedding_grad_by_freq(tokens, p):
+    """``nn.Embedding(scale_grad_by_freq=True)``: each row's gradient divided by its count in the instance."""
+    x = p.emb_f(torch.tensor(tokens))
+    return torch.tanh(x @ p.W).sum(0)

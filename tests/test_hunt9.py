@@ -25,7 +25,7 @@ import torch
 
 import acrobat as ab
 from acrobat.analysis import padded, ragged
-from acrobat.errors import DynamicFallbackWarning
+from acrobat.errors import DynamicFallbackWarning, LimitError
 from acrobat.runtime.padding import Lengths, Padded
 from tests import hunt9_progs as hp
 from tests.test_hunt6 import _float_leaves, _same
@@ -65,6 +65,7 @@ STRICT_REJECTS = {
     "rows_cat_and_split": "host data on one path and a tensor on another",
     "ports_constructs": "in-place operator `.fill_()`",
     "tensor_check": "cannot be transposed with `.T`",
+    "embedding_max_norm": "cannot be transposed with `.T`",
 }
 #: Limits met at run time under strict (a ShapeError naming one of them; the default reruns the batch exactly).
 STRICT_RUN_LIMITS: dict[str, str | tuple[str, ...]] = {
@@ -131,8 +132,17 @@ def test_outputs_and_state_equal_plain_calls(name, option, backend):
                 _same(dict(batched.state_dict()), dict(plain.state_dict()), f"the model's state, batch {n}")
 
 
+#: Known wrong gradients (strict xfail: each names its cause).
+GRAD_XFAIL = {
+    "embedding_grad_by_freq": "nn.Embedding(scale_grad_by_freq=True): a batched lookup (a static block's, the dynamic "
+                              "tier's vmap) counts each index over the whole batch, not within the instance, so the "
+                              "weight's gradient is divided by the batch's counts",
+}
+
+
 @pytest.mark.parametrize("option", sorted(OPTIONS))
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=GRAD_XFAIL[n]))
+                                  if n in GRAD_XFAIL else n for n in sorted(PROGRAMS)])
 def test_gradients_equal_plain_autograd(name, option):
     """The gradients of the summed float outputs of five instances (float64, eager backend) of every parameter."""
     if option == "strict" and name in STRICT_REJECTS:
@@ -209,3 +219,16 @@ def test_int_rows_of_a_stacked_list_keep_their_width_against_a_0d_int():
     with torch.no_grad():
         got = hp.rows_0d_promotion.run(batch, p, options=OPTIONS["strict"])
         _same(got, [hp.rows_0d_promotion(x, p) for x in batch])
+
+
+def test_an_embedding_with_max_norm_reads_no_padding_index():
+    """``F.embedding(ids, W, max_norm=1.0)`` of padded ids renormalized, in place, the rows of the padding's
+    index 0 too (the model's state, where no instance looked row 0 up); ``scale_grad_by_freq`` counted the
+    padding's indices. Both are refused now (a rerun in the dynamic tier)."""
+    ids = Padded(torch.tensor([[3, 0], [1, 2]]), (Lengths(torch.tensor([1, 2]), 2),))
+    w = torch.full((4, 2), 5.0)
+    for kwargs in ({"max_norm": 1.0}, {"scale_grad_by_freq": True}):
+        with pytest.raises(LimitError, match="max_norm or scale_grad_by_freq"):
+            torch.nn.functional.embedding(ids, w, **kwargs)
+    assert w[0].tolist() == [5.0, 5.0]
+    assert torch.nn.functional.embedding(ids, w)._batched.shape == (2, 2, 2)

@@ -383,10 +383,15 @@ def linear(func: Callable, args: tuple, kwargs: dict) -> Any:
 
 @rule(F.embedding)
 def embedding(func: Callable, args: tuple, kwargs: dict) -> Any:
-    """``F.embedding(idx, W)`` of padded indices (the padding's indices are valid: the rows were zero)."""
+    """``F.embedding(idx, W)`` of padded indices (the padding's indices are valid: the rows were zero). Without
+    ``max_norm`` (it renormalizes the rows it looks up in place, the padding's row 0 too) and
+    ``scale_grad_by_freq`` (it counts the padding's indices)."""
     x, *rest = args
     if not isinstance(x, Padded) or any(isinstance(r, Padded) for r in [*rest, *kwargs.values()]):
         raise _refused("F.embedding with a padded weight")
+    named = dict(zip(("weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq"), rest), **kwargs)
+    if named.get("max_norm") is not None or named.get("scale_grad_by_freq"):
+        raise _refused("F.embedding with max_norm or scale_grad_by_freq")
     return Padded(F.embedding(x._batched, *rest, **kwargs), (*x._tags, None))
 
 
