@@ -424,3 +424,22 @@ def embedding_grad_by_freq(tokens, p):
     """``nn.Embedding(scale_grad_by_freq=True)``: each row's gradient divided by its count in the instance."""
     x = p.emb_f(torch.tensor(tokens))
     return torch.tanh(x @ p.W).sum(0)
+
+
+def reduced_every_way(x, p):
+    """Reductions over several dims, keepdim, means over the list axis in another place, sums of bools, ties."""
+    h = (p.q(x) @ p.k(x).T).softmax(-1) @ x  # (L, H)
+    a = h.sum((0, 1), keepdim=True)
+    d = h.amin(dim=(-2, -1), keepdim=True)
+    m = h.T.mean(1)  # the list axis as dim 1
+    r = h.clamp(-0.2, 0.2)  # ties
+    mx, imx = r.max(0)
+    mn, imn = torch.min(r, dim=0, keepdim=True)
+    ninf = torch.full_like(h, float("-inf")).max(0)
+    return (a.sum(0), h.mean((0, -1)).sum() + h.amax((0, 1)).amax(), d.sum(0), torch.logsumexp(h, dim=0), h.mean(-1).sum(0),
+            (h > 0).sum(), m.amax(0), mx, imx.sum(0), mn.sum(0), imn.sum(0), ninf.indices.sum(0), ninf.values.sum(0))
+
+
+@ab.program
+def reductions_dense(tokens, p):
+    return reduced_every_way(_embed(tokens, p), p)

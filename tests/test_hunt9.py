@@ -55,7 +55,7 @@ PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
         "zero_dim_promotion", "int_list", "tensor_check", "transposed_contraction", "heads_views", "getitem_forms",
         "chunk_split", "new_zeros_shape", "inplace_on_argument", "tuple_of_forms", "two_lists_equal",
         "two_lists_different", "called_in_loop", "rows_broadcast", "rows_cat_and_split", "outlined_loop",
-        "ports_constructs", "star_rest", "rows_0d_promotion", "embedding_grad_by_freq")}
+        "ports_constructs", "star_rest", "rows_0d_promotion", "embedding_grad_by_freq", "reductions_dense")}
 PROGRAMS.update({"embedding_max_norm": lambda rng: [rng.randrange(1, hp.VOCAB) for _ in range(rng.randint(1, 4))],
                  "masked_inf": _keeps_one, "recursion_over_children": _tree})
 
@@ -232,3 +232,15 @@ def test_an_embedding_with_max_norm_reads_no_padding_index():
             torch.nn.functional.embedding(ids, w, **kwargs)
     assert w[0].tolist() == [5.0, 5.0]
     assert torch.nn.functional.embedding(ids, w)._batched.shape == (2, 2, 2)
+
+
+def test_a_reduction_of_a_per_instance_0d_value_keeps_the_batch_apart():
+    """``h.mean((0, -1)).sum()``: the sum of a 0-d value is the value; the batched call was ``torch.sum(data, [])``,
+    which reduces every dim, the batch dim too (only an assert caught it). It now gives the value back, and
+    ``x.sum(())`` of a value with dims is refused."""
+    s = Padded(torch.tensor([1.0, 2.0]), ())
+    assert s.sum()._batched.tolist() == [1.0, 2.0] and s.amax()._batched.tolist() == [1.0, 2.0]
+    assert Padded(torch.tensor([True, False]), ()).sum()._batched.tolist() == [1, 0]
+    x = Padded(torch.ones(2, 3), (Lengths(torch.tensor([1, 3]), 3),))
+    with pytest.raises(LimitError):
+        x.sum(())

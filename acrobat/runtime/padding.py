@@ -458,6 +458,10 @@ def reduction(func: Callable, args: tuple, kwargs: dict) -> Any:
         data = data.to(torch.int64)
     keep_tags = tuple(t for i, t in enumerate(x._tags) if i not in dims) if not keepdim else \
         tuple(None if i in dims else t for i, t in enumerate(x._tags))
+    if not dims:  # a 0-d value: PyTorch gives it back (an int sum as int64); no dims to torch.sum reduce them all
+        if r or name == "mean" and not data.is_floating_point():
+            raise _refused(f"`{name}` over an empty tuple of dims (or a mean of ints)")
+        return Padded(data, x._tags)
     if name in ("max", "min") and dim is not None:
         if len(dims) != 1:
             raise _refused(f"{name} over several dims")
