@@ -443,3 +443,60 @@ def reduced_every_way(x, p):
 @ab.program
 def reductions_dense(tokens, p):
     return reduced_every_way(_embed(tokens, p), p)
+
+
+@ab.program
+def outlined_list_writes(tokens, p):
+    """A loop reading a tensor's value that appends to a list made before it, a variable bound on some paths,
+    names shadowing builtins, a nested def."""
+    hs = []
+    h = p.a * 0
+    found = -1
+    for i, t in enumerate(tokens):
+        h = torch.tanh(p.W @ h + p.emb.weight[t])
+        if h.sum().item() > 1.0:
+            hs.append(h * 2)
+            found = i
+            continue
+        hs.append(h)
+        if h.max().item() > 0.9:
+            break
+    sum = torch.stack(hs).sum(0)
+
+    def scale(v):
+        return v * len(hs)
+
+    return scale(sum), found, len(hs)
+
+
+@ab.program
+def outlined_accumulators(tokens, p):
+    total = p.b * 0
+    n = 0
+    for t in tokens:
+        v = p.emb.weight[t]
+        if v.mean().item() < 0:
+            total = total - v
+            n += 1
+        else:
+            total = total + v * 0.5
+    max = total.max()
+    return total / (n + 1), max, n
+
+
+def heads_loop(x, p, t):
+    """A Python loop over the heads (a dim that is not the list axis) and ``sum`` of a list of values; ``t``: a
+    per-instance 0-d tensor."""
+    L = x.shape[0]
+    qs = p.q(x).view(L, p.heads, p.dh).transpose(0, 1)
+    outs = []
+    for q in qs:
+        outs.append((q @ q.T * t).softmax(-1) @ q)
+    return sum(outs) * len(outs), (qs.amax(1) * t).sum(0)
+
+
+@ab.program
+def loop_over_heads(tokens, p):
+    x = _embed(tokens, p)
+    t = p.temp * len(tokens)
+    return heads_loop(x, p, t)

@@ -27,6 +27,8 @@ from acrobat.runtime.plan import BlockCode, PaddedOp, Site
 
 #: The reductions that take the list axis away when given ``dim=0`` or no dim.
 _REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm", "prod"})
+#: List methods whose arguments become (or hold) items of the list.
+_LIST_WRITES = frozenset({"append", "extend", "insert"})
 #: Attributes of a tensor that are no tensor of its form.
 _META = frozenset({"shape", "dtype", "device", "ndim", "is_cuda"})
 
@@ -70,6 +72,13 @@ def result_kind(fdef: ast.FunctionDef, arity: int | None, kinds: Sequence[Kind])
                 for name in ast.walk(t):
                     if isinstance(name, ast.Name):
                         assigned.setdefault(name.id, []).append(node.value)
+        elif isinstance(node, (ast.For, ast.comprehension)):  # `for q in qs`: an item of `qs`
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    assigned.setdefault(name.id, []).append(node.iter)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _LIST_WRITES and isinstance(node.func.value, ast.Name):
+            assigned.setdefault(node.func.value.id, []).extend(node.args)  # `outs.append(h)`: an item of `outs`
     returns = [r.value for r in ast.walk(fdef) if isinstance(r, ast.Return) and r.value is not None]
     n = 1 if arity is None else arity
     ragged = [False] * n
