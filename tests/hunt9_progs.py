@@ -436,8 +436,9 @@ def reduced_every_way(x, p):
     mx, imx = r.max(0)
     mn, imn = torch.min(r, dim=0, keepdim=True)
     ninf = torch.full_like(h, float("-inf")).max(0)
-    return (a.sum(0), h.mean((0, -1)).sum() + h.amax((0, 1)).amax(), d.sum(0), torch.logsumexp(h, dim=0), h.mean(-1).sum(0),
-            (h > 0).sum(), m.amax(0), mx, imx.sum(0), mn.sum(0), imn.sum(0), ninf.indices.sum(0), ninf.values.sum(0))
+    return (a.sum(0), h.mean((0, -1)).sum() + h.amax((0, 1)).amax(), d.sum(0), torch.logsumexp(h, dim=0),
+            h.mean(-1).sum(0), (h > 0).sum(), m.amax(0), mx, imx.sum(0), mn.sum(0), imn.sum(0), ninf.indices.sum(0),
+            ninf.values.sum(0))
 
 
 @ab.program
