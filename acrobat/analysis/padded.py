@@ -5,13 +5,15 @@ the same checks that its own code changes no host state that outlives it, and re
 Where such a function is called with a stacked list (``RaggedK``, depth 1) and otherwise only per-instance
 tensors, shared values and host data (``roles``), the call is instead a *padded function*
 (``acrobat.runtime.padded``): one segment node per instance, its batched form the user's function run once
-per launch on padded tensors. It needs no fiber and records no operator: it is static-tier code.
+per launch on padded tensors. It needs no fiber and records no operator: it is static-tier code. A function
+that reads a value's Python type (``isinstance``, ``type``, ``torch.is_tensor``: ``type_read``) is none: its
+``Padded`` values are no ``torch.Tensor``.
 
 The static program needs the kind of its result before any run: per returned item, a stacked list or a
 per-instance tensor (``result_kind``). It is read from the source (``_form``): an item computed from a
-stacked-list parameter stays a stacked list unless a reduction over the list axis (``sum``/``mean``/``amax``/
-``amin``/``max``/``min``/``logsumexp`` over ``dim=0`` or every dim, without ``keepdim=True``) takes it; the
-launch checks the assumption on the values it computes (another form: ``LimitError``, the batch reruns in the
+stacked-list parameter (assigned, appended to a list, or an item of a loop over one) stays a stacked list
+unless a reduction over the list axis (``sum``/``mean``/``amax``/``amin``/``max``/``min``/``logsumexp`` over
+``dim=0`` or every dim, without ``keepdim=True``) takes it; the launch checks the assumption on the values it computes (another form: ``LimitError``, the batch reruns in the
 dynamic tier). Beyond the paper's §3 language (tensors of per-instance shape), like ``acrobat.analysis.ragged``.
 """
 

@@ -10,10 +10,12 @@ position below each instance's lengths, to what plain PyTorch computes for that 
 - pointwise operators (padding may hold garbage: it is never read into a valid position); padded axes must
   align under broadcasting with the same padded axis or a unit dim; a division by a padded value, ``log``,
   ``sqrt`` and friends are refused (their gradient at the padding's values may be infinite, and 0 * inf is NaN);
+  a per-instance 0-d operand (batched ``(B,)``) gives the result one instance's dtype (``_promoted``);
 - ``@``/``matmul``/``mm``/``bmm`` (a contracted padded axis: both operands masked to 0 with ``torch.where``
   first), ``F.linear`` and ``F.embedding`` over non-padded dims;
 - ``softmax``/``log_softmax`` over a padded axis (masked to -inf first), ``sum``/``mean``/``amax``/``amin``/
-  ``max``/``min``/``logsumexp`` (identity-masked; ``mean`` divides by the true lengths);
+  ``max``/``min``/``logsumexp`` (identity-masked, in the value's dtype: ``_identity``; ``mean`` divides by the
+  true lengths);
 - ``F.layer_norm``/``F.normalize`` over non-padded trailing dims;
 - ``view``/``reshape`` keeping every padded axis as its own dim (given as the ``PaddedSize`` that
   ``x.shape[i]``/``x.size(i)`` gives), ``transpose``/``permute``/``.T``/``.mT`` (the tags move), ``unsqueeze``/
