@@ -13,8 +13,9 @@ The static program needs the kind of its result before any run: per returned ite
 per-instance tensor (``result_kind``). It is read from the source (``_form``): an item computed from a
 stacked-list parameter (assigned, appended to a list, or an item of a loop over one) stays a stacked list
 unless a reduction over the list axis (``sum``/``mean``/``amax``/``amin``/``max``/``min``/``logsumexp`` over
-``dim=0`` or every dim, without ``keepdim=True``) takes it; the launch checks the assumption on the values it computes (another form: ``LimitError``, the batch reruns in the
-dynamic tier). Beyond the paper's §3 language (tensors of per-instance shape), like ``acrobat.analysis.ragged``.
+``dim=0`` or every dim, without ``keepdim=True``) takes it; the launch checks the assumption on the values it
+computes (another form: ``LimitError``, the batch reruns in the dynamic tier). Beyond the paper's §3 language
+(tensors of per-instance shape), like ``acrobat.analysis.ragged``.
 """
 
 from __future__ import annotations
