@@ -5,20 +5,25 @@ the same checks that its own code changes no host state that outlives it, and re
 Where such a function is called with a stacked list (``RaggedK``, depth 1) and otherwise only per-instance
 tensors, shared values and host data (``roles``), the call is instead a *padded function*
 (``acrobat.runtime.padded``): one segment node per instance, its batched form the user's function run once
-per launch on padded tensors. It needs no fiber and records no operator: it is static-tier code.
+per launch on padded tensors. It needs no fiber and records no operator: it is static-tier code. A function
+that reads a value's Python type (``isinstance``, ``type``, ``torch.is_tensor``: ``type_read``) is none: its
+``Padded`` values are no ``torch.Tensor``.
 
 The static program needs the kind of its result before any run: per returned item, a stacked list or a
 per-instance tensor (``result_kind``). It is read from the source (``_form``): an item computed from a
-stacked-list parameter stays a stacked list unless a reduction over the list axis (``sum``/``mean``/``amax``/
-``amin``/``max``/``min``/``logsumexp`` over ``dim=0`` or every dim, without ``keepdim=True``) takes it; the
-launch checks the assumption on the values it computes (another form: ``LimitError``, the batch reruns in the
-dynamic tier). Beyond the paper's §3 language (tensors of per-instance shape), like ``acrobat.analysis.ragged``.
+stacked-list parameter (assigned, appended to a list, or an item of a loop over one) stays a stacked list
+unless a reduction over the list axis (``sum``/``mean``/``amax``/``amin``/``max``/``min``/``logsumexp`` over
+``dim=0`` or every dim, without ``keepdim=True``) takes it; the launch checks the assumption on the values it
+computes (another form: ``LimitError``, the batch reruns in the dynamic tier). Beyond the paper's §3 language
+(tensors of per-instance shape), like ``acrobat.analysis.ragged``.
 """
 
 from __future__ import annotations
 
 import ast
-from typing import Sequence
+import inspect
+import textwrap
+from typing import Any, Sequence
 
 from acrobat.analysis.kinds import DYNAMIC, RAGGED, HostK, Kind, RaggedK, SharedK, Spec, TensorK, TupleK
 from acrobat.analysis.regions import Region
@@ -26,6 +31,8 @@ from acrobat.runtime.plan import BlockCode, PaddedOp, Site
 
 #: The reductions that take the list axis away when given ``dim=0`` or no dim.
 _REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm", "prod"})
+#: List methods whose arguments become (or hold) items of the list.
+_LIST_WRITES = frozenset({"append", "extend", "insert"})
 #: Attributes of a tensor that are no tensor of its form.
 _META = frozenset({"shape", "dtype", "device", "ndim", "is_cuda"})
 
@@ -69,6 +76,13 @@ def result_kind(fdef: ast.FunctionDef, arity: int | None, kinds: Sequence[Kind])
                 for name in ast.walk(t):
                     if isinstance(name, ast.Name):
                         assigned.setdefault(name.id, []).append(node.value)
+        elif isinstance(node, (ast.For, ast.comprehension)):  # `for q in qs`: an item of `qs`
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    assigned.setdefault(name.id, []).append(node.iter)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _LIST_WRITES and isinstance(node.func.value, ast.Name):
+            assigned.setdefault(node.func.value.id, []).extend(node.args)  # `outs.append(h)`: an item of `outs`
     returns = [r.value for r in ast.walk(fdef) if isinstance(r, ast.Return) and r.value is not None]
     n = 1 if arity is None else arity
     ragged = [False] * n
@@ -131,6 +145,36 @@ def _reduces_list_axis(c: ast.Call) -> bool:
     method = not (isinstance(f.value, ast.Name) and f.value.id in ("torch", "F"))
     dims = [k.value for k in c.keywords if k.arg == "dim"] or c.args[0 if method else 1:][:1]
     return not dims or isinstance(dims[0], ast.Constant) and dims[0].value == 0
+
+
+#: Calls that read a value's Python type: a padded function's values are ``Padded``, no ``torch.Tensor``.
+_TYPE_READS = frozenset({"isinstance", "issubclass", "type"})
+
+
+def type_read(fdef: ast.FunctionDef, scope: dict[str, Any], seen: frozenset[Any] = frozenset()) -> str | None:
+    """Where ``fdef`` (or a function of ``scope`` it calls by name, transitively) reads a value's Python type
+    (``isinstance``, ``issubclass``, ``type``, ``torch.is_tensor``), as a phrase naming the function; None where
+    it does not. Such a function is no padded function: run once on ``Padded`` values, ``isinstance(x,
+    torch.Tensor)`` would be False where the instance's own call finds True, and take another branch."""
+    for node in ast.walk(fdef):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in _TYPE_READS or isinstance(f, ast.Attribute) and f.attr == "is_tensor":
+            return f"`{ast.unparse(f)}` in `{fdef.name}`"
+        if not isinstance(f, ast.Name):
+            continue
+        callee = getattr(scope.get(f.id), "fn", scope.get(f.id))
+        if not inspect.isfunction(callee) or callee in seen:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(callee))).body[0]
+        except (OSError, TypeError, SyntaxError):
+            return f"`{f.id}` (its source cannot be read) in `{fdef.name}`"
+        found = type_read(tree, callee.__globals__, seen | {callee}) if isinstance(tree, ast.FunctionDef) else None
+        if found is not None:
+            return found
+    return None
 
 
 def padded_op(spec: Spec) -> PaddedOp | None:

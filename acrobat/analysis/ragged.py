@@ -147,8 +147,8 @@ def row_operands(value: torch.Tensor, rows: tuple[torch.Tensor, ...], dense: tup
                              f"stacked list (rows of shape {tuple(rows[0].shape)}): acrobat applies operators to "
                              "such a tensor row by row; reduce it first or use operands with fewer dimensions")
     want = value.dtype if keep_dtype else stacked_dtype(rows, dense)
-    if value.dtype != want and _category(value.dtype) == _category(want) >= 2:
-        return value.to(want)  # a precision PyTorch's promotion of 0-D operands chose (an operator's own kept)
+    if value.dtype != want and _category(value.dtype) == _category(want) >= 1:
+        return value.to(want)  # a width PyTorch's promotion of 0-D operands chose (an operator's own kept)
     return value
 
 

@@ -34,6 +34,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from acrobat.analysis import padded
 from acrobat.analysis.kinds import (DYNAMIC, DictK, HostK, Kind, ListK, OptionalK, SharedK, TensorK, TupleK)
 from acrobat.errors import CompileError
 from acrobat.frontend.parser import dedented
@@ -128,7 +129,9 @@ def region_of(err: CompileError, function: Any, entry: Any) -> Region | str:
     star = any(q.kind is inspect.Parameter.VAR_POSITIONAL for q in params)
     if star and keywords:
         return "it takes keyword-only parameters after `*rest`, which a program call does not bind"
-    return Region(fn, function.__name__, f"{snapshot.filename}:{first}", str(err), arity, keywords, star, tree=fdef)
+    padded_tree = fdef if padded.type_read(fdef, fn.__globals__) is None else None  # None: no padded function
+    return Region(fn, function.__name__, f"{snapshot.filename}:{first}", str(err), arity, keywords, star,
+                  tree=padded_tree)
 
 
 def crosses(k: Kind) -> bool:

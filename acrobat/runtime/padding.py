@@ -11,10 +11,12 @@ position below each instance's lengths, to what plain PyTorch computes for that 
   powers see it set to 0 first, so no inf there makes a NaN gradient, 0 * inf); padded axes must
   align under broadcasting with the same padded axis or a unit dim; a division by a padded value, ``log``,
   ``sqrt`` and friends are refused (their gradient at the padding's values may be infinite, and 0 * inf is NaN);
+  a per-instance 0-d operand (batched ``(B,)``) gives the result one instance's dtype (``_promoted``);
 - ``@``/``matmul``/``mm``/``bmm`` (a contracted padded axis: both operands masked to 0 with ``torch.where``
   first), ``F.linear`` and ``F.embedding`` over non-padded dims;
 - ``softmax``/``log_softmax`` over a padded axis (masked to -inf first), ``sum``/``mean``/``amax``/``amin``/
-  ``max``/``min``/``logsumexp`` (identity-masked; ``mean`` divides by the true lengths);
+  ``max``/``min``/``logsumexp`` (identity-masked, in the value's dtype: ``_identity``; ``mean`` divides by the
+  true lengths);
 - ``F.layer_norm``/``F.normalize`` over non-padded trailing dims;
 - ``view``/``reshape`` keeping every padded axis as its own dim (given as the ``PaddedSize`` that
   ``x.shape[i]``/``x.size(i)`` gives), ``transpose``/``permute``/``.T``/``.mT`` (the tags move), ``unsqueeze``/
@@ -259,6 +261,8 @@ def pointwise(func: Callable, args: tuple, kwargs: dict) -> Any:
     r = max(_rank(x) for x in operands)
     tags = _aligned_tags(operands, r)
     out = func(*(_lift(a, r) for a in args), **{k: _lift(v, r) for k, v in kwargs.items()})
+    if r and any(isinstance(x, Padded) and not x.dim() for x in operands):
+        out = out.to(_promoted(func, args, kwargs))
     return Padded(out, tags)
 
 
@@ -275,6 +279,27 @@ def _tame(x: Any) -> Any:
     if isinstance(x, Padded) and any(t is not None for t in x._tags):
         return Padded(_zero_padding(x, range(x.dim())), x._tags)
     return x
+
+
+def _promoted(func: Callable, args: tuple, kwargs: dict) -> torch.dtype:
+    """The dtype of pointwise ``func`` on one instance's values. PyTorch's type promotion lets a 0-d tensor's
+    dtype give way to a dimensioned tensor's of its category (a float32 ``(L, H)`` times a float64 0-d value is
+    float32); the batched value of a 0-d one is ``(B,)``, dimensioned, so the batched call may promote further.
+    Found on ``meta`` stand-ins of the logical shapes.
+
+    Raises:
+        LimitError: ``func`` does not run on ``meta`` stand-ins.
+    """
+    def stand_in(x: Any) -> Any:
+        if isinstance(x, (Padded, torch.Tensor)):
+            shape = x._batched.shape[1:] if isinstance(x, Padded) else x.shape
+            return torch.empty(shape, dtype=x.dtype, device="meta")
+        return x
+    try:
+        return func(*map(stand_in, args), **{k: stand_in(v) for k, v in kwargs.items()}).dtype
+    except Exception as exc:  # noqa: BLE001 - without its dtype, no batched call
+        raise LimitError(f"`{getattr(func, '__name__', func)}` of a per-instance 0-d value and a tensor in a "
+                         f"padded function: its dtype on one instance is unknown ({exc})") from exc
 
 
 def _check_divisor(x: Any) -> None:
@@ -309,7 +334,7 @@ def power(func: Callable, args: tuple, kwargs: dict) -> Any:
 
 # -- contractions ----------------------------------------------------------------------------------------------
 
-def _zero_padding(x: Padded, dims: Sequence[int], fill: float = 0.0) -> torch.Tensor:
+def _zero_padding(x: Padded, dims: Sequence[int], fill: float | int | bool = 0.0) -> torch.Tensor:
     """``x._batched`` with every position outside the lengths of its padded ``dims`` set to ``fill``."""
     data = x._batched
     for d in dims:
@@ -378,10 +403,15 @@ def linear(func: Callable, args: tuple, kwargs: dict) -> Any:
 
 @rule(F.embedding)
 def embedding(func: Callable, args: tuple, kwargs: dict) -> Any:
-    """``F.embedding(idx, W)`` of padded indices (the padding's indices are valid: the rows were zero)."""
+    """``F.embedding(idx, W)`` of padded indices (the padding's indices are valid: the rows were zero). Without
+    ``max_norm`` (it renormalizes the rows it looks up in place, the padding's row 0 too) and
+    ``scale_grad_by_freq`` (it counts the padding's indices)."""
     x, *rest = args
     if not isinstance(x, Padded) or any(isinstance(r, Padded) for r in [*rest, *kwargs.values()]):
         raise _refused("F.embedding with a padded weight")
+    named = dict(zip(("weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq"), rest), **kwargs)
+    if named.get("max_norm") is not None or named.get("scale_grad_by_freq"):
+        raise _refused("F.embedding with max_norm or scale_grad_by_freq")
     return Padded(F.embedding(x._batched, *rest, **kwargs), (*x._tags, None))
 
 
@@ -414,6 +444,18 @@ _IDENTITY = {"sum": 0.0, "mean": 0.0, "amax": -math.inf, "max": -math.inf, "amin
              "logsumexp": -math.inf}
 
 
+def _identity(name: str, dtype: torch.dtype) -> float | int | bool:
+    """The identity of reduction ``name`` in ``dtype``: an infinity of a float, the least or greatest value of an
+    int or bool (``-inf`` as a bool is True, which a ``max`` of bools would read as a valid position's)."""
+    fill = _IDENTITY[name]
+    if not math.isinf(fill) or dtype.is_floating_point or dtype.is_complex:
+        return fill
+    if dtype == torch.bool:
+        return fill > 0
+    info = torch.iinfo(dtype)
+    return info.max if fill > 0 else info.min
+
+
 @rule(*_methods("sum", "mean", "amax", "amin", "max", "min", "logsumexp"))
 def reduction(func: Callable, args: tuple, kwargs: dict) -> Any:
     """A reduction over ``dim`` (an int, a tuple, or none: all dims), its padded dims identity-masked; ``mean``
@@ -431,11 +473,15 @@ def reduction(func: Callable, args: tuple, kwargs: dict) -> Any:
         raise _refused("logsumexp without dim")
     dims = list(range(r)) if dim is None else [_norm_dim(d, r) for d in (dim if isinstance(dim, (tuple, list))
                                                                          else [dim])]
-    data = _zero_padding(x, dims, _IDENTITY[name])
+    data = _zero_padding(x, dims, _identity(name, x.dtype))
     if name == "sum" and not (data.is_floating_point() or data.is_complex()):
         data = data.to(torch.int64)
     keep_tags = tuple(t for i, t in enumerate(x._tags) if i not in dims) if not keepdim else \
         tuple(None if i in dims else t for i, t in enumerate(x._tags))
+    if not dims:  # a 0-d value: PyTorch gives it back (an int sum as int64); no dims to torch.sum reduce them all
+        if r or name == "mean" and not data.is_floating_point():
+            raise _refused(f"`{name}` over an empty tuple of dims (or a mean of ints)")
+        return Padded(data, x._tags)
     if name in ("max", "min") and dim is not None:
         if len(dims) != 1:
             raise _refused(f"{name} over several dims")
