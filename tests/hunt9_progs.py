@@ -426,6 +426,13 @@ def embedding_grad_by_freq(tokens, p):
     return torch.tanh(x @ p.W).sum(0)
 
 
+@ab.program
+def functional_grad_by_freq(tokens, p):
+    """``F.embedding(ids, W, scale_grad_by_freq=True)`` written out: the same counts within the instance."""
+    x = F.embedding(torch.tensor(tokens), p.emb_f.weight, scale_grad_by_freq=True)
+    return torch.tanh(x @ p.W).sum(0)
+
+
 def reduced_every_way(x, p):
     """Reductions over several dims, keepdim, means over the list axis in another place, sums of bools, ties."""
     h = (p.q(x) @ p.k(x).T).softmax(-1) @ x  # (L, H)

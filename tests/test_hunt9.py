@@ -55,7 +55,7 @@ PROGRAMS: dict[str, Callable[[random.Random], Any]] = {
         "zero_dim_promotion", "int_list", "tensor_check", "transposed_contraction", "heads_views", "getitem_forms",
         "chunk_split", "new_zeros_shape", "inplace_on_argument", "tuple_of_forms", "two_lists_equal",
         "two_lists_different", "called_in_loop", "rows_broadcast", "rows_cat_and_split", "outlined_loop",
-        "ports_constructs", "star_rest", "rows_0d_promotion", "embedding_grad_by_freq", "reductions_dense",
+        "ports_constructs", "star_rest", "rows_0d_promotion", "embedding_grad_by_freq", "functional_grad_by_freq", "reductions_dense",
         "outlined_list_writes", "outlined_accumulators", "loop_over_heads")}
 PROGRAMS.update({"embedding_max_norm": lambda rng: [rng.randrange(1, hp.VOCAB) for _ in range(rng.randint(1, 4))],
                  "masked_inf": _keeps_one, "recursion_over_children": _tree})
@@ -67,6 +67,8 @@ STRICT_REJECTS = {
     "ports_constructs": "in-place operator `.fill_()`",
     "tensor_check": "cannot be transposed with `.T`",
     "embedding_max_norm": "cannot be transposed with `.T`",
+    "embedding_grad_by_freq": "scale_grad_by_freq",
+    "functional_grad_by_freq": "scale_grad_by_freq",
 }
 #: Limits met at run time under strict (a ShapeError naming one of them; the default reruns the batch exactly).
 STRICT_RUN_LIMITS: dict[str, str | tuple[str, ...]] = {
@@ -135,11 +137,7 @@ def test_outputs_and_state_equal_plain_calls(name, option, backend):
 
 
 #: Known wrong gradients (strict xfail: each names its cause).
-GRAD_XFAIL = {
-    "embedding_grad_by_freq": "nn.Embedding(scale_grad_by_freq=True): a batched lookup (a static block's, the dynamic "
-                              "tier's vmap) counts each index over the whole batch, not within the instance, so the "
-                              "weight's gradient is divided by the batch's counts",
-}
+GRAD_XFAIL: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("option", sorted(OPTIONS))

@@ -132,6 +132,19 @@ def rules_for(site: Site) -> tuple[Rule, ...]:
     return own + (known(CALL_RULES, (e.kind, e.target)) or ()) + CALL_RULES.get((e.kind, ANY), ())
 
 
+@defcall(CallKind.TORCH, torch.nn.functional.embedding)
+def _counted_lookup(a: _Analyzer, s: Site) -> Kind | None:
+    """``F.embedding(..., scale_grad_by_freq=True)`` divides each row's gradient by how often its index occurs in
+    the call: batched, the call's indices are every instance's, so the counts would be the batch's. Rejected
+    (the dynamic tier runs such a lookup per instance); None (no decision) otherwise."""
+    given = s.e.kwargs.get("scale_grad_by_freq", s.e.args[5] if len(s.e.args) > 5 else None)
+    if given is not None and not (isinstance(given, ir.Const) and not given.value):
+        raise a.error(s.e, "`F.embedding(..., scale_grad_by_freq=True)` scales each row's gradient by how often its "
+                           "index occurs in the call; batched, that would count over the whole batch: drop "
+                           "scale_grad_by_freq (or the dynamic tier runs the lookup per instance)")
+    return None
+
+
 def _read_arg(a: _Analyzer, s: Site) -> Kind | None:
     """The one argument is a per-instance tensor whose value or shape host code reads: a sync point (§4.2)."""
     if len(s.e.args) == 1 and isinstance(s.args[0], TensorK):

@@ -137,6 +137,10 @@ def batchable(module: nn.Module, path: str, loc: Loc) -> nn.Module:
     if isinstance(module, nn.Embedding) and module.max_norm is not None:
         raise _error(loc, f"`{path}` is nn.Embedding with max_norm, which rewrites its weight in place when "
                           "called: renormalize the weight before the run and drop max_norm")
+    if isinstance(module, nn.Embedding) and module.scale_grad_by_freq:
+        raise _error(loc, f"`{path}` is nn.Embedding with scale_grad_by_freq, which scales each row's gradient by "
+                          "how often its index occurs in the call; batched, that would count over the whole batch: "
+                          "drop scale_grad_by_freq (or the dynamic tier runs the lookup per instance)")
     if cls.__module__.startswith("torch.") and cls not in CELL_FORMS and cls not in AS_WRITTEN \
             and cls is not nn.Module:  # a user module with no forward of its own: only its methods are called
         tensors = ", ".join(f"{path}.{n}" for n, _ in [*module.named_parameters(), *module.named_buffers()])

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
+import torch.nn.functional as F
 import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 
@@ -811,6 +812,8 @@ def _infer(func: Any, leaves: list, struct: Any) -> tuple[Any, tuple, tuple[int,
         with torch._C.DisableTorchFunction():
             metas = [meta(x) for x in leaves]
             a, kw = _unflatten(metas, struct)
+            if func is F.embedding and kw.get("scale_grad_by_freq", a[5] if len(a) > 5 else False):
+                return None  # its gradient counts the indices of the call: batched, the batch's; run per instance
             out = func(*a, **kw)
     except Exception:  # noqa: BLE001 - no meta kernel, a data-dependent shape, a value read: run it eagerly
         return None
