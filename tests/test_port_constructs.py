@@ -19,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import acrobat as ab
+from ports.treelstm.model import SimilarityTreeLSTM, sim
+from ports.treelstm.tree import Tree
 from tests import port_progs as pp
 
 TOL = {"rtol": 1e-5, "atol": 1e-6}
@@ -205,15 +207,20 @@ def test_two_rows_where_a_stacked_list_takes_one_are_the_static_limit(name, shap
 # -- `x.new(1, d).fill_(0.)`, an embedding of the instance's sentence of per-instance length ------------------------
 
 
-def _dep_tree(rng: random.Random, n: int) -> pp.DepTree:
-    """A dependency tree over ``n`` words: word 0 the root, every other word under a random earlier one."""
-    kids: list[list] = [[] for _ in range(n)]
+def _dep_tree(rng: random.Random, n: int) -> Tree:
+    """A dependency tree (the port's own ``Tree``) over ``n`` words: word 0 the root, every other word under a
+    random earlier one; ``idx`` the word's position."""
+    nodes = [Tree() for _ in range(n)]
+    for i, t in enumerate(nodes):
+        t.idx = i
     for i in range(1, n):
-        kids[rng.randrange(i)].append(i)
+        nodes[rng.randrange(i)].add_child(nodes[i])
+    return nodes[0]
 
-    def node(i: int) -> pp.DepTree:
-        return pp.DepTree(i, [node(j) for j in kids[i]])
-    return node(0)
+
+def _dep_model() -> SimilarityTreeLSTM:
+    """treelstm.pytorch's model (``ports/treelstm/model.py``, as its authors wrote it), small."""
+    return SimilarityTreeLSTM(10, 4, 4, 8, 3, False, False)
 
 
 def _dep_pairs(n: int, seed: int) -> list:
@@ -231,16 +238,16 @@ def _dep_pairs(n: int, seed: int) -> list:
 @pytest.mark.parametrize("n", [1, 3, 17])
 def test_treelstm_as_written_runs_statically_and_equals_plain(n, backend):
     torch.manual_seed(0)
-    stats = _check(pp.dep_similarity, _dep_pairs(n, n), pp.DepSimilarity(), backend)
+    stats = _check(sim, _dep_pairs(n, n), _dep_model(), backend)
     assert stats.dynamic is None
 
 
 def test_treelstm_as_written_gradients_equal_plain():
     torch.manual_seed(0)
-    batch, model = _dep_pairs(6, 4), pp.DepSimilarity().double()
+    batch, model = _dep_pairs(6, 4), _dep_model().double()
     with ab_default_double():
-        want = torch.autograd.grad(sum(pp.dep_similarity(x, model).sum() for x in batch), list(model.parameters()))
-        got = torch.autograd.grad(sum(y.sum() for y in pp.dep_similarity.run(batch, model, options=STRICT)),
+        want = torch.autograd.grad(sum(sim(x, model).sum() for x in batch), list(model.parameters()))
+        got = torch.autograd.grad(sum(y.sum() for y in sim.run(batch, model, options=STRICT)),
                                   list(model.parameters()))
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
@@ -324,14 +331,14 @@ def test_treelstm_constructs_gradients_equal_plain(name, batch):
 @given(st.integers(1, 6), st.integers(0, 10**6))
 def test_treelstm_as_written_any_batch_equals_plain(n, seed):
     torch.manual_seed(0)
-    _check(pp.dep_similarity, _dep_pairs(n, seed), pp.DepSimilarity(), "eager")
+    _check(sim, _dep_pairs(n, seed), _dep_model(), "eager")
 
 
 def test_a_compile_without_the_batch_does_not_hold_for_a_batch():
     """``explain`` without a batch cannot know the instance's arity (the dynamic tier, it says); a run with a batch,
     after it, compiles statically, and ``explain(instances=...)`` says so."""
-    model, batch = pp.DepSimilarity(), _dep_pairs(3, 9)
-    prog = ab.program(pp.dep_similarity.fn)
+    model, batch = _dep_model(), _dep_pairs(3, 9)
+    prog = ab.program(sim.fn)
     assert "runs in the dynamic tier" in prog.explain(model)
     stats = ab.RunStats()
     with torch.no_grad():
