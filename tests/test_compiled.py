@@ -264,21 +264,29 @@ def _uncompilable(tokens, p):
     return torch.sigmoid(p.emb[tokens[-1]] @ p.W + p.h0)
 
 
-def test_a_block_inductor_cannot_compile_runs_eagerly_and_says_so(monkeypatch):
-    """A kernel compiler failure is the compiler's limit: the block runs eagerly, the report names it."""
+def test_a_block_inductor_cannot_compile_runs_eagerly_and_says_so(monkeypatch, tmp_path):
+    """A kernel compiler failure is the compiler's limit: the block runs eagerly, the report names it; the
+    failure is kept in the cache folder, so a later process (here a fresh program) does not compile it again."""
     import acrobat.runtime.compiled as compiled
 
+    calls = []
+
     def refuse(*args, **kwargs):
+        calls.append(1)
         raise RuntimeError("no lowering for this operator")
 
+    monkeypatch.setenv("ACROBAT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(compiled, "compile_graph", refuse)
     p = _TinyExample.make_params(0)
     batch = [[1, 2, 3], [4], [0, 2]]
-    with torch.inference_mode():
-        got = _uncompilable.run(batch, p, backend="compiled")
-        torch.testing.assert_close(got, [_uncompilable(x, p) for x in batch], **TOL)
-    report = _uncompilable.backend("compiled")[0].report()
-    assert "eager, not compiled (RuntimeError: no lowering for this operator)" in report
+    for prog in (_uncompilable, ab.program(_uncompilable.fn)):
+        with torch.inference_mode():
+            got = prog.run(batch, p, backend="compiled")
+            torch.testing.assert_close(got, [prog(x, p) for x in batch], **TOL)
+        assert "eager, not compiled (RuntimeError: " in prog.backend("compiled")[0].report()
+        assert "no lowering for this operator" in prog.backend("compiled")[0].report()
+    assert len(calls) == 1  # the second program's compile was not tried
+    assert list((tmp_path / "inductor" / "acrobat-facts").glob("*.json"))
 
 
 @ab.function

@@ -434,14 +434,32 @@ class CompiledKernel:
     def _compile(self, in_rows: list[RowSpec], shared: Sequence[Any], fused: bool, rt: "Runtime",
                  hints: Sequence[int] | None = None) -> Variant:
         """Trace the variant for ``in_rows``, ``shared`` and ``fused`` and compile it with TorchInductor (or
-        load it from the disk cache); ``hints``: the dim-0 sizes to compile for (see ``trace_block``)."""
+        load it from the disk cache); ``hints``: the dim-0 sizes to compile for (see ``trace_block``).
+
+        Raises:
+            Exception: tracing or Inductor failed (the caller runs the block eagerly); such a failure is kept
+                (``kernel_facts``, keyed by the block's code and signature) and raised at once by later
+                processes instead of spending the compile again (tens of seconds)."""
         t0 = time.perf_counter()
         # Tracing (torch.fx's patcher) and Inductor's hooks are process-global: one compile at a time.
         with COMPILE_LOCK, self.backend.notes.progress.kernel(self.block.name, self.block.site.loc,
                                                          "fused" if fused else "explicit") as hit:
             hits = cache_hits()
-            graph = self.trace(self.block, in_rows, shared, fused, rt.device, hints)
-            fn, code, guard = compile_graph(graph, self.backend.wrapper)
+            key = kernel_facts.block_key(self.block.source, (in_rows, tuple(map(_signature, shared)), fused, hints),
+                                         self.backend.wrapper)
+            failed = (kernel_facts.load(key) or {}).get("failed")
+            if failed:
+                raise RuntimeError(f"TorchInductor failed on this block before ({failed}; kept in "
+                                   f"{kernel_facts.where(key)}: delete it to try again)")
+            try:
+                graph = self.trace(self.block, in_rows, shared, fused, rt.device, hints)
+                fn, code, guard = compile_graph(graph, self.backend.wrapper)
+            except (AcrobatError, OSError, MemoryError):
+                raise  # the model's, or the machine's: not kept
+            except Exception as exc:  # the kernel compiler's limit: kept, so no later process spends it again
+                first = str(exc).splitlines()[0][:160] if str(exc) else ""
+                kernel_facts.save(key, {"failed": f"{type(exc).__name__}: {first}"})
+                raise
             hit.append(cache_hits() > hits)
         tensor_slots = [slot for slot, role in zip(graph.in_slots, self.block.batched_roles) if role == "tensor"]
         fused_columns = [j for j, slot in enumerate(tensor_slots) if slot is not None]

@@ -10,7 +10,9 @@ the specialization, and keeps the fact here: ``specialized`` graphs are
 then always compiled for the sizes at hand, never taken from Inductor's
 cache. A graph whose sizes were only bounded (``guard``: a backward kernel's
 float32 sum over the batch rows, exact up to 4096 rows; ``SizeGuard.fact``)
-is taken from the cache and given back that bound. One small JSON file per
+is taken from the cache and given back that bound. A graph Inductor failed
+on is kept as ``failed`` (its error), so no later process spends the compile
+again (``compiled.compile_graph``). One small JSON file per
 graph, under ``acrobat.cachedir.inductor_dir() / "acrobat-facts"``, keyed by
 the graph's code, its inputs' shapes, dtypes and (training graphs) which
 require grad, the wrapper and the torch version.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -46,8 +49,31 @@ def graph_key(graph: KernelGraph, wrapper: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+def block_key(source: str, signature: object, wrapper: str) -> str:
+    """A hex digest naming a static block's kernel before it is traced: its generated ``source``, its launch
+    ``signature`` (rows, shared arguments, fused gathers, size hints: their ``repr``), ``wrapper`` and the torch
+    version; it keeps a ``failed`` fact (``compiled.CompiledKernel._compile``)."""
+    seen: dict[str, str] = {}
+
+    def canonical(m: re.Match) -> str:  # generated names carry the process's running counters: renumbered
+        return seen.setdefault(m.group(0), f"{m.group(1)}{len(seen)}")
+    code = re.sub(r"\b(_[A-Za-z_]*?)\d+\b", canonical, source)
+    text = "\n".join([code, repr(signature), wrapper, torch.__version__, str(FACTS_VERSION), "block"])
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
 def _path(key: str) -> Path:
     return inductor_dir() / "acrobat-facts" / f"{key}.json"
+
+
+def where(key: str) -> str:
+    """The file that keeps the facts of ``key``."""
+    return str(_path(key))
+
+
+def where(key: str) -> str:
+    """The file that keeps the facts of graph ``key``."""
+    return str(_path(key))
 
 
 def load(key: str) -> dict[str, Any] | None:
