@@ -122,6 +122,7 @@ def test_a_module_chosen_where_the_static_tier_cannot_runs_dynamically(name, n_e
         want = [prog(x, p) for x in batch]
         got = prog.run(batch, p, backend="eager", stats=stats)
     torch.testing.assert_close(got, want, **TOL)
-    assert stats.dynamic is not None
-    said = " ".join([stats.dynamic.reason, *stats.dynamic.regions])
+    # batched (the dynamic tier or a region of it), or plain calls once the tier trial measured them: said either way
+    assert stats.dynamic is not None or stats.plain is not None
+    said = " ".join([stats.dynamic.reason, *stats.dynamic.regions] if stats.dynamic is not None else [stats.plain])
     assert "module chosen by a per-instance value" in said or "returned Linear" in said, said
