@@ -2138,20 +2138,19 @@ class _Analyzer:
             k = self.expr(s.value)
             if k is BOTTOM:
                 return None
-            if e.kind is CallKind.HOST and isinstance(k, ListK) and self.implicit_of(e.target) is not None:
-                if k.elem is BOTTOM:
+            helper = self.implicit_of(e.target) if e.kind is CallKind.HOST and isinstance(k, ListK) else None
+            if helper is not None:  # `_combine(*hs)`, the model's own helper given a list
+                if k.elem is BOTTOM:  # type: ignore[union-attr]
                     return None  # whether the list holds tensors is not known yet: the fixpoint comes back
-            if e.kind is CallKind.HOST and isinstance(k, ListK) and has_tensor(k) and \
-                    self.implicit_of(e.target) is not None:  # `_combine(*hs)`, the model's own helper: analysed
-                fn = self.implicit_of(e.target)
-                self.adopt(fn)
-                e.kind, e.target = CallKind.PROGRAM, fn
+                if has_tensor(k):  # analysed, as a program function
+                    self.adopt(helper)
+                    e.kind, e.target = CallKind.PROGRAM, helper
             found = self.instance_arity(s) if k == HOST else None
             found = unpacking.shape(e, s, k) if found is None else found
-            if found == unpacking.WHOLE and not unpacking.read_only(self.functions[e.target],
-                                                                   self.functions[e.target].params[-1]):
+            callee = self.functions[e.target] if found == unpacking.WHOLE else None
+            if callee is not None and not unpacking.read_only(callee, callee.params[-1]):
                 raise self.error(s, f"`*` passes a list, whose length may differ per instance, as the `*` "
-                                    f"parameter of `{self.functions[e.target].name}`, which uses it other than by "
+                                    f"parameter of `{callee.name}`, which uses it other than by "
                                     "reading it (iterating, `len`, `sum`, indexing, `torch.stack`): Python gives "
                                     "it a tuple; take the list as one parameter (`def f(hs)`, `f(xs)`)")
             if isinstance(found, str):
